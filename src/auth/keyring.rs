@@ -1,0 +1,266 @@
+//! Hashed key records and their in-memory index: issue, list, revoke,
+//! authenticate. Records live in `auth/keys/<key_id>.json` (mode 0600) and
+//! are loaded once at start; a request's key check never touches the disk.
+//!
+//! A secret is `tsk_<key_id>_<64 hex>`: the key id finds the record, then
+//! the sha256 of the whole secret is compared with the stored hash in
+//! constant time. Secrets are 256 random bits, so a fast hash is enough.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use cap_std::fs::Dir;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+
+use super::scope::{GrantSet, Grants, Scope};
+use super::{Error, Principal, PrincipalInfo, PrincipalKind};
+use crate::store::{self, Name, Sha256, Store};
+
+/// File the first start writes the admin secret to, under `auth/`.
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// A stored key: everything but the secret itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRecord {
+    /// The key's id (not secret).
+    pub key_id: Name,
+    /// A display label; grants nothing.
+    pub label: String,
+    /// The account the key belongs to, for audit; grants nothing.
+    pub account_id: Option<String>,
+    /// Who the key was issued to, for audit; grants nothing.
+    pub owner: Option<String>,
+    /// `service_binding` when issued with a `surface:` scope.
+    pub principal_kind: PrincipalKind,
+    /// What the key may do.
+    pub grants: Grants,
+    /// sha256 of the secret.
+    pub secret_sha256: Sha256,
+    /// Issuance time.
+    pub created_at: Timestamp,
+    /// After this instant the key is refused.
+    pub expires_at: Option<Timestamp>,
+    /// Set by revocation; the key is refused from then on.
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// What issuance asks for.
+#[derive(Clone, Debug)]
+pub struct IssueRequest {
+    /// Display label.
+    pub label: String,
+    /// Account id for audit.
+    pub account_id: Option<String>,
+    /// Owner for audit.
+    pub owner: Option<String>,
+    /// The grants.
+    pub grants: Grants,
+    /// Optional expiry.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// The key index: cheap to clone (an `Arc`). The `RwLock` is held only for
+/// map lookups and inserts, never across I/O or `.await`.
+#[derive(Clone, Debug)]
+pub struct Keyring {
+    store: Store,
+    keys: Arc<RwLock<HashMap<Name, Arc<Entry>>>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    record: KeyRecord,
+    principal: Principal,
+}
+
+impl Entry {
+    fn new(record: KeyRecord) -> Arc<Entry> {
+        let principal = Principal(Arc::new(PrincipalInfo {
+            key_id: record.key_id.clone(),
+            account_id: record.account_id.clone(),
+            kind: record.principal_kind,
+            grants: GrantSet::compile(&record.grants),
+        }));
+        Arc::new(Entry { record, principal })
+    }
+}
+
+impl Keyring {
+    /// Loads every key; on a root without keys, creates the admin key and
+    /// returns the path its secret was written to.
+    pub fn open(store: &Store) -> Result<(Keyring, Option<String>), store::Error> {
+        let auth = &store.root().auth;
+        crate::store::root::create_dir_if_missing(auth, "keys")?;
+        let dir = auth
+            .open_dir("keys")
+            .map_err(|e| store::io_err("opening auth/keys", e))?;
+        let mut keys = HashMap::new();
+        for record in load_records(&dir)? {
+            keys.insert(record.key_id.clone(), Entry::new(record));
+        }
+        let ring = Keyring {
+            store: store.clone(),
+            keys: Arc::new(RwLock::new(keys)),
+        };
+        if !ring.keys.read().expect("keyring lock").is_empty() {
+            return Ok((ring, None));
+        }
+        let (_, secret) = ring.issue(IssueRequest {
+            label: "admin".into(),
+            account_id: None,
+            owner: None,
+            grants: Grants {
+                scopes: vec![Scope::Admin],
+                ..Grants::default()
+            },
+            expires_at: None,
+        })?;
+        store
+            .writer()
+            .write_private(auth, ADMIN_KEY_FILE, format!("{secret}\n").as_bytes())?;
+        let path = store.root().path.join("auth").join(ADMIN_KEY_FILE);
+        Ok((ring, Some(path.display().to_string())))
+    }
+
+    /// Issues a key and returns its record and the secret (shown once).
+    pub fn issue(&self, req: IssueRequest) -> Result<(KeyRecord, String), store::Error> {
+        let key_id = Name::parse("key_id", &format!("k{}", random_hex(8))).expect("valid id");
+        let secret = format!("tsk_{key_id}_{}", random_hex(32));
+        let has_surface = req
+            .grants
+            .scopes
+            .iter()
+            .any(|s| matches!(s, Scope::Surface(_)));
+        let record = KeyRecord {
+            key_id,
+            label: req.label,
+            account_id: req.account_id,
+            owner: req.owner,
+            principal_kind: if has_surface {
+                PrincipalKind::ServiceBinding
+            } else {
+                PrincipalKind::Key
+            },
+            grants: req.grants,
+            secret_sha256: Sha256::of(secret.as_bytes()),
+            created_at: Timestamp::now(),
+            expires_at: req.expires_at,
+            revoked_at: None,
+        };
+        self.save(&record)?;
+        Ok((record, secret))
+    }
+
+    /// Revokes a key, durably; later requests with it are refused.
+    pub fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
+        let entry = self.get(key_id).ok_or(Error::UnknownKey)?;
+        let mut record = entry.record.clone();
+        if record.revoked_at.is_none() {
+            record.revoked_at = Some(Timestamp::now());
+            self.save(&record)?;
+        }
+        Ok(record)
+    }
+
+    /// Every key record, sorted by id.
+    pub fn list(&self) -> Vec<KeyRecord> {
+        let mut out: Vec<_> = self
+            .keys
+            .read()
+            .expect("keyring lock")
+            .values()
+            .map(|e| e.record.clone())
+            .collect();
+        out.sort_by(|a, b| a.key_id.cmp(&b.key_id));
+        out
+    }
+
+    /// The principal behind a bearer secret, or why it is refused.
+    pub fn authenticate(&self, secret: Option<&str>) -> Result<Principal, Error> {
+        let secret = secret.ok_or(Error::Unauthenticated("missing bearer credential"))?;
+        let key_id = secret
+            .strip_prefix("tsk_")
+            .and_then(|rest| rest.split_once('_'))
+            .map(|(id, _)| id)
+            .ok_or(Error::Unauthenticated("malformed key"))?;
+        let entry = self
+            .get(key_id)
+            .ok_or(Error::Unauthenticated("unknown key"))?;
+        let offered = Sha256::of(secret.as_bytes());
+        if !bool::from(
+            offered
+                .as_bytes()
+                .ct_eq(entry.record.secret_sha256.as_bytes()),
+        ) {
+            return Err(Error::Unauthenticated("unknown key"));
+        }
+        if entry.record.revoked_at.is_some() {
+            return Err(Error::Unauthenticated("key revoked"));
+        }
+        if entry
+            .record
+            .expires_at
+            .is_some_and(|t| t <= Timestamp::now())
+        {
+            return Err(Error::Unauthenticated("key expired"));
+        }
+        Ok(entry.principal.clone())
+    }
+
+    fn get(&self, key_id: &str) -> Option<Arc<Entry>> {
+        let name = Name::parse("key_id", key_id).ok()?;
+        self.keys.read().expect("keyring lock").get(&name).cloned()
+    }
+
+    fn save(&self, record: &KeyRecord) -> Result<(), store::Error> {
+        let dir = self
+            .store
+            .root()
+            .auth
+            .open_dir("keys")
+            .map_err(|e| store::io_err("opening auth/keys", e))?;
+        let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        bytes.push(b'\n');
+        self.store
+            .writer()
+            .write_private(&dir, &format!("{}.json", record.key_id), &bytes)?;
+        self.keys
+            .write()
+            .expect("keyring lock")
+            .insert(record.key_id.clone(), Entry::new(record.clone()));
+        Ok(())
+    }
+}
+
+fn load_records(dir: &Dir) -> Result<Vec<KeyRecord>, store::Error> {
+    let mut out = Vec::new();
+    for entry in dir
+        .entries()
+        .map_err(|e| store::io_err("listing auth/keys", e))?
+    {
+        let entry = entry.map_err(|e| store::io_err("listing auth/keys", e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") {
+            continue;
+        }
+        let bytes = dir
+            .read(&name)
+            .map_err(|e| store::io_err(format!("reading auth/keys/{name}"), e))?;
+        let record = serde_json::from_slice(&bytes).map_err(|e| store::Error::CorruptRef {
+            path: format!("auth/keys/{name}"),
+            message: e.to_string(),
+        })?;
+        out.push(record);
+    }
+    Ok(out)
+}
+
+/// `n` random bytes from the OS RNG, as lowercase hex.
+pub fn random_hex(n: usize) -> String {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf).expect("the OS random number generator is available");
+    hex::encode(buf)
+}

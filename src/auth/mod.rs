@@ -1,0 +1,122 @@
+//! Who is asking and what they were issued: keys, grants, visibility.
+//!
+//! Security model:
+//! - A key is issued by an admin and stored only as a hash. Its permissions
+//!   are exactly its issued `Grants`; nothing a request carries (a query
+//!   filter, a body field, a label, a cohort, an `X-Surface-Id` header)
+//!   adds to them. Changing grants means issuing a new key.
+//! - Every route authenticates through [`Keyring::authenticate`] and decides
+//!   through [`access`]; both work from memory.
+//! - Outcomes: no or bad credential is `Unauthenticated` (401); allowed to
+//!   see but not to do is `Forbidden` (403); may not see at all is `Hidden`,
+//!   which the HTTP layer answers exactly like a missing record (404).
+//!
+//! A sample key record (`auth/keys/k3f9c2a1b7d4e6f08.json`, mode 0600):
+//! ```json
+//! {
+//!   "key_id": "k3f9c2a1b7d4e6f08",
+//!   "label": "team worker",
+//!   "account_id": "acct-7",
+//!   "owner": null,
+//!   "principal_kind": "service_binding",
+//!   "grants": {
+//!     "queues": ["work.external"],
+//!     "kinds": ["verb.solve_draft"],
+//!     "effect_classes": ["read", "write-internal"],
+//!     "scopes": ["namespace:team_example", "surface:team_example", "nouns:read",
+//!                "cas:write", "verbs:claim", "verbs:submit"]
+//!   },
+//!   "secret_sha256": "…64 hex…",
+//!   "created_at": "2026-11-30T09:00:00Z",
+//!   "expires_at": null,
+//!   "revoked_at": null
+//! }
+//! ```
+
+pub mod keyring;
+pub mod scope;
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use keyring::{IssueRequest, KeyRecord, Keyring};
+pub use scope::{EffectClass, GrantSet, Grants, Scope, parse_surface};
+
+use crate::store::{self, Name};
+
+/// How a key was issued, for audit only (never network attestation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrincipalKind {
+    /// A plain key.
+    Key,
+    /// A key issued with a `surface:` scope.
+    ServiceBinding,
+}
+
+/// The authenticated caller: cheap to clone (an `Arc`).
+#[derive(Clone, Debug)]
+pub struct Principal(Arc<PrincipalInfo>);
+
+/// What a principal is, compiled from its key record.
+#[derive(Debug)]
+pub struct PrincipalInfo {
+    /// The key's id.
+    pub key_id: Name,
+    /// The account id, for audit.
+    pub account_id: Option<String>,
+    /// Service binding or plain key.
+    pub kind: PrincipalKind,
+    /// Its grants as sets.
+    pub grants: GrantSet,
+}
+
+impl Deref for Principal {
+    type Target = PrincipalInfo;
+
+    fn deref(&self) -> &PrincipalInfo {
+        &self.0
+    }
+}
+
+impl Principal {
+    /// Whether the key holds `admin`.
+    pub fn is_admin(&self) -> bool {
+        self.grants.admin
+    }
+}
+
+/// What can fail in authentication and authorization.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No usable credential: missing, malformed, unknown, revoked, expired.
+    #[error("{0}; send `Authorization: Bearer <key>` with a valid key")]
+    Unauthenticated(&'static str),
+    /// Authenticated and allowed to see, but not to do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// May not see the record at all: answered exactly like a missing one.
+    #[error("not found")]
+    Hidden,
+    /// A grant request that cannot be issued.
+    #[error("{0}")]
+    InvalidGrant(String),
+    /// No key with that id.
+    #[error("no key with that id")]
+    UnknownKey,
+    /// The store failed underneath.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+/// The one admission check for admin-only routes.
+pub fn require_admin(p: &Principal) -> Result<(), Error> {
+    if p.is_admin() {
+        Ok(())
+    } else {
+        Err(Error::Forbidden("this needs an admin key".into()))
+    }
+}

@@ -1,0 +1,49 @@
+//! The `tessera` command: subcommands and their arguments. `serve` and
+//! `fsck` work on a root directly; every other subcommand is a thin client
+//! of a running daemon's HTTP API.
+
+mod fsck;
+mod noun;
+mod remote;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::DEFAULT_ROOT;
+
+/// Routes agent work through versioned nouns and leased verbs.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start the daemon on a root (created with its layout on first start).
+    Serve(serve::ServeArgs),
+    /// Re-hash every object and check every noun ref under a root.
+    Fsck {
+        /// The root directory.
+        #[arg(long, default_value = DEFAULT_ROOT)]
+        root: PathBuf,
+    },
+    /// Read and write nouns through a running daemon.
+    #[command(subcommand)]
+    Noun(noun::NounCommand),
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Fsck { root } => fsck::run(&root),
+        Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
+    }
+}

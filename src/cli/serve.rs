@@ -1,0 +1,61 @@
+//! `tessera serve`: open the root, bind, print the bound address, serve
+//! until SIGINT or SIGTERM, drain, exit 0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::Config;
+use crate::daemon::Daemon;
+
+/// Arguments of `serve`; flags override the config file.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The root directory [default: ./tessera-root].
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// The address to listen on; port 0 picks a free port [default: 127.0.0.1:7700].
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// A TOML config file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// Runs the daemon in the foreground.
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(root) = args.root {
+        config.root = root;
+    }
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let daemon = Daemon::open(&config)?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}; is another process using it?", config.listen))?;
+        let addr = listener.local_addr()?;
+        println!("listening on http://{addr}");
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received; draining"),
+                _ = int.recv() => tracing::info!("SIGINT received; draining"),
+            }
+        };
+        daemon.serve(listener, shutdown).await;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,85 @@
+//! The daemon's configuration: defaults, an optional TOML file
+//! (`--config`), then command-line flags, in that order of precedence.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Default root directory, relative to the working directory.
+pub const DEFAULT_ROOT: &str = "./tessera-root";
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
+
+/// Everything `serve` needs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The root directory.
+    pub root: PathBuf,
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// Request size limits.
+    pub limits: Limits,
+}
+
+/// Request size limits.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body on the general API, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            root: PathBuf::from(DEFAULT_ROOT),
+            listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_body_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// A configuration file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Unreadable file.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Invalid TOML or an unknown field.
+    #[error("config file {path} is invalid: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads a TOML config file over the defaults.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+}

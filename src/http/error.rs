@@ -1,0 +1,257 @@
+//! The only module that knows HTTP statuses: every domain error becomes a
+//! status and a `{"error": {"code", "message", "details"}}` body here.
+//! Internal failures become a bare 500 (logged with their cause); "may not
+//! see" becomes the very same 404 as "missing".
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use crate::{auth, store};
+
+/// An error on its way to the client.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable snake_case code.
+    pub code: &'static str,
+    /// What happened and what to do next.
+    pub message: String,
+    /// Structured details (an object).
+    pub details: Value,
+}
+
+impl ApiError {
+    /// An error with empty details.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: json!({}),
+        }
+    }
+
+    /// Adds details.
+    pub fn with(mut self, details: Value) -> ApiError {
+        self.details = details;
+        self
+    }
+
+    /// `400` with `code`.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// The one "not found" answer, shared by missing and hidden records so
+    /// that neither body nor headers tell them apart.
+    pub fn not_found() -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such record, or this key may not see it",
+        )
+    }
+
+    /// A 500 that hides its cause from the client and logs it.
+    pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; the daemon log has the cause",
+        )
+    }
+
+    /// The response carrying this error.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        if self.status.is_server_error() {
+            tracing::error!(status = self.status.as_u16(), code = self.code, message = %self.message, "request failed");
+        } else {
+            tracing::debug!(status = self.status.as_u16(), code = self.code, message = %self.message, "request refused");
+        }
+        let body =
+            json!({"error": {"code": self.code, "message": self.message, "details": self.details}});
+        let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
+        *resp.status_mut() = self.status;
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        resp
+    }
+}
+
+impl From<store::Error> for ApiError {
+    fn from(e: store::Error) -> ApiError {
+        use store::Error as E;
+        let msg = e.to_string();
+        match e {
+            E::InvalidName { field, value } => ApiError::bad_request("invalid_name", msg)
+                .with(json!({"field": field, "value": value})),
+            E::NounNotFound => ApiError::not_found(),
+            E::VersionNotFound { version, latest } => {
+                ApiError::new(StatusCode::NOT_FOUND, "version_not_found", msg)
+                    .with(json!({"version": version, "latest": latest}))
+            }
+            E::VersionConflict { expected, current } => {
+                ApiError::new(StatusCode::CONFLICT, "version_conflict", msg)
+                    .with(json!({"expected": expected, "current": current}))
+            }
+            E::PinMismatch {
+                version,
+                expected,
+                actual,
+            } => ApiError::new(StatusCode::CONFLICT, "pin_mismatch", msg)
+                .with(json!({"version": version, "expected": expected, "actual": actual})),
+            E::CorruptObject { path } => {
+                tracing::error!(path = %path, "corrupt object");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "corrupt_object",
+                    "a stored object failed its hash check; the operator should run `tessera fsck`",
+                )
+            }
+            E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_poisoned", msg),
+            E::ObjectMissing { .. } | E::CorruptRef { .. } | E::Locked { .. } | E::Io { .. } => {
+                ApiError::internal(&msg)
+            }
+        }
+    }
+}
+
+impl From<auth::Error> for ApiError {
+    fn from(e: auth::Error) -> ApiError {
+        use auth::Error as E;
+        let msg = e.to_string();
+        match e {
+            E::Unauthenticated(_) => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", msg)
+            }
+            E::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),
+            E::Hidden => ApiError::not_found(),
+            E::InvalidGrant(_) => ApiError::bad_request("invalid_grant", msg),
+            E::UnknownKey => ApiError::not_found(),
+            E::Store(s) => s.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Sha256;
+
+    fn io() -> std::io::Error {
+        std::io::Error::other("disk")
+    }
+
+    #[test]
+    fn every_store_error_maps_to_its_status_and_code() {
+        let sha = Sha256::of(b"x");
+        let cases: Vec<(store::Error, u16, &str)> = vec![
+            (
+                store::Error::InvalidName {
+                    field: "key",
+                    value: "..".into(),
+                },
+                400,
+                "invalid_name",
+            ),
+            (store::Error::NounNotFound, 404, "not_found"),
+            (
+                store::Error::VersionNotFound {
+                    version: 3,
+                    latest: 2,
+                },
+                404,
+                "version_not_found",
+            ),
+            (
+                store::Error::VersionConflict {
+                    expected: 1,
+                    current: 2,
+                },
+                409,
+                "version_conflict",
+            ),
+            (
+                store::Error::PinMismatch {
+                    version: 1,
+                    expected: sha,
+                    actual: sha,
+                },
+                409,
+                "pin_mismatch",
+            ),
+            (
+                store::Error::CorruptObject { path: "p".into() },
+                500,
+                "corrupt_object",
+            ),
+            (store::Error::ObjectMissing { sha256: sha }, 500, "internal"),
+            (
+                store::Error::CorruptRef {
+                    path: "p".into(),
+                    message: "m".into(),
+                },
+                500,
+                "internal",
+            ),
+            (
+                store::Error::Locked {
+                    path: "p".into(),
+                    pid: Some(1),
+                },
+                500,
+                "internal",
+            ),
+            (store::Error::Poisoned, 503, "store_poisoned"),
+            (
+                store::Error::Io {
+                    context: "c".into(),
+                    source: io(),
+                },
+                500,
+                "internal",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let api = ApiError::from(err);
+            assert_eq!((api.status.as_u16(), api.code), (status, code));
+        }
+    }
+
+    #[test]
+    fn every_auth_error_maps_and_hidden_equals_missing() {
+        let cases: Vec<(auth::Error, u16, &str)> = vec![
+            (auth::Error::Unauthenticated("x"), 401, "unauthenticated"),
+            (auth::Error::Forbidden("x".into()), 403, "forbidden"),
+            (auth::Error::Hidden, 404, "not_found"),
+            (auth::Error::InvalidGrant("x".into()), 400, "invalid_grant"),
+            (auth::Error::UnknownKey, 404, "not_found"),
+            (
+                auth::Error::Store(store::Error::NounNotFound),
+                404,
+                "not_found",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let api = ApiError::from(err);
+            assert_eq!((api.status.as_u16(), api.code), (status, code));
+        }
+        let hidden = ApiError::from(auth::Error::Hidden);
+        let missing = ApiError::from(store::Error::NounNotFound);
+        assert_eq!(
+            (hidden.status, hidden.code, hidden.message, hidden.details),
+            (
+                missing.status,
+                missing.code,
+                missing.message,
+                missing.details
+            )
+        );
+    }
+}

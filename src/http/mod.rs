@@ -1,0 +1,125 @@
+//! The hyper 1 server: accept loop, one connection task per client,
+//! graceful shutdown. This layer only parses, authenticates and maps
+//! errors; the rules live in `auth`, `store` and the other domain modules.
+
+pub mod error;
+mod nouns;
+mod ops;
+pub mod request;
+mod routes;
+pub mod wire;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use serde::Serialize;
+use tokio::net::TcpListener;
+
+use crate::auth::{Keyring, Principal};
+use crate::config::Limits;
+use crate::store::Store;
+use error::ApiError;
+use request::Req;
+
+/// A response with a fully buffered body.
+pub type Resp = Response<Full<Bytes>>;
+
+/// How long shutdown waits for in-flight requests before giving up on them.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every handler can reach: the domain handles and the limits.
+#[derive(Debug)]
+pub struct Ctx {
+    /// The noun and object store.
+    pub store: Store,
+    /// The key index.
+    pub keyring: Keyring,
+    /// Body size limits.
+    pub limits: Limits,
+}
+
+impl Ctx {
+    /// Authenticates the request's bearer key.
+    pub fn authenticate(&self, req: &Req) -> Result<Principal, ApiError> {
+        Ok(self.keyring.authenticate(req.bearer()?)?)
+    }
+
+    /// Runs blocking store work on the blocking pool.
+    pub async fn blocking<T, E>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        E: Into<ApiError> + Send + 'static,
+    {
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(result) => result.map_err(Into::into),
+            Err(e) => Err(ApiError::internal(&e)),
+        }
+    }
+}
+
+/// A JSON response.
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Resp {
+    let bytes = serde_json::to_vec(body).expect("responses serialize");
+    let mut resp = Response::new(Full::new(Bytes::from(bytes)));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// Serves connections from `listener` until `shutdown` resolves, then stops
+/// accepting and waits for in-flight requests to finish.
+pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let ctx = ctx.clone();
+                let service = service_fn(move |req| {
+                    let ctx = ctx.clone();
+                    async move { Ok::<_, Infallible>(routes::dispatch(ctx, req).await) }
+                });
+                let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(DRAIN_TIMEOUT) => {
+            tracing::warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}; closing them");
+        }
+    }
+}

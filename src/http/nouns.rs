@@ -1,0 +1,249 @@
+//! Noun routes: parse, authorize, call the store, respond.
+
+use base64::Engine;
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+
+use super::error::ApiError;
+use super::request::Req;
+use super::wire::{PutNoun, PutNounReply};
+use super::{Ctx, Resp, json_response};
+use crate::auth::{self, Principal, parse_surface};
+use crate::store::{
+    self, Name, NounPath, PutOutcome, PutRequest, Sha256, VersionEntry, VersionMeta, Visibility,
+    canonical_json,
+};
+
+/// `PUT /v1/nouns/{ns}/{store}/{key}`.
+pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    let path = NounPath::parse(path[0], path[1], path[2])?;
+    let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
+    let (bytes, media_type) = body_bytes(&env)?;
+    if env.expected_version.is_none() && !env.skip_unchanged {
+        return Err(ApiError::bad_request(
+            "missing_field",
+            "expected_version is required (0 to create); it may be omitted only with skip_unchanged",
+        )
+        .with(json!({"field": "expected_version"})));
+    }
+    if let Some(t) = &env.noun_type {
+        Name::parse("type", t)?;
+    }
+    let request = PutRequest {
+        expected_version: env.expected_version,
+        skip_unchanged: env.skip_unchanged,
+        dry_run: env.dry_run,
+        media_type,
+        noun_type: env.noun_type.clone(),
+    };
+    let wanted = WantedMeta::parse(&env)?;
+    let (body_sha, body_len) = (Sha256::of(&bytes), bytes.len() as u64);
+    let reply_path = path.clone();
+    let outcome = ctx
+        .blocking(move |store| {
+            store.put_noun(&path, &bytes, &request, |latest| {
+                decide_write(&principal, latest, &wanted)
+            })
+        })
+        .await?;
+    let (status, outcome_name, entry, current) = match &outcome {
+        PutOutcome::Create { entry } => (StatusCode::CREATED, "create", Some(entry), 0),
+        PutOutcome::NewVersion { entry } => (
+            StatusCode::CREATED,
+            "new_version",
+            Some(entry),
+            entry.version - 1,
+        ),
+        PutOutcome::Unchanged { entry } => {
+            (StatusCode::OK, "unchanged", Some(entry), entry.version)
+        }
+        PutOutcome::Conflict { current, .. } => (StatusCode::OK, "conflict", None, *current),
+    };
+    let status = if env.dry_run { StatusCode::OK } else { status };
+    Ok(json_response(
+        status,
+        &PutNounReply {
+            namespace: reply_path.namespace.to_string(),
+            store: reply_path.store.to_string(),
+            key: reply_path.key.to_string(),
+            outcome: outcome_name.into(),
+            version: entry.map(|e| e.version),
+            sha256: entry.map_or(body_sha, |e| e.sha256),
+            size: entry.map_or(body_len, |e| e.size),
+            current_version: current,
+            dry_run: env.dry_run,
+        },
+    ))
+}
+
+/// `GET /v1/nouns/{ns}/{store}/{key}[?version=N[&sha256=H]]`: the exact bytes.
+pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    let path = NounPath::parse(path[0], path[1], path[2])?;
+    let version = req.query_u64("version")?;
+    let pin = req
+        .query("sha256")
+        .map(|s| {
+            s.parse::<Sha256>()
+                .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))
+        })
+        .transpose()?;
+    let (entry, bytes) = ctx
+        .blocking(move |store| {
+            let noun = store.read_ref(&path)?.ok_or(store::Error::NounNotFound)?;
+            let latest = noun.latest();
+            let entry = match version.map(|v| (v, noun.version(v))) {
+                None => latest,
+                Some((_, Some(entry))) => entry,
+                Some((v, None)) => {
+                    authorize_read(&principal, latest)?;
+                    return Err(store::Error::VersionNotFound {
+                        version: v,
+                        latest: latest.version,
+                    }
+                    .into());
+                }
+            };
+            authorize_read(&principal, entry)?;
+            let entry = entry.clone();
+            if let Some(pin) = pin
+                && pin != entry.sha256
+            {
+                return Err(store::Error::PinMismatch {
+                    version: entry.version,
+                    expected: pin,
+                    actual: entry.sha256,
+                }
+                .into());
+            }
+            let bytes = store.read_body(&entry)?;
+            Ok::<_, ApiError>((entry, bytes))
+        })
+        .await?;
+    let mut resp = Resp::new(http_body_util::Full::new(Bytes::from(bytes)));
+    let headers = resp.headers_mut();
+    let ct = HeaderValue::from_str(&entry.media_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    headers.insert(header::CONTENT_TYPE, ct);
+    headers.insert("x-tessera-version", HeaderValue::from(entry.version));
+    let sha = entry.sha256.hex();
+    headers.insert(
+        "x-tessera-sha256",
+        HeaderValue::from_str(&sha).expect("hex"),
+    );
+    headers.insert(
+        header::ETAG,
+        HeaderValue::from_str(&format!("\"{sha}\"")).expect("hex"),
+    );
+    Ok(resp)
+}
+
+/// `GET /v1/nouns/{ns}/{store}/{key}/versions`.
+pub async fn versions(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    let path = NounPath::parse(path[0], path[1], path[2])?;
+    let noun = ctx
+        .blocking(move |store| {
+            let noun = store.read_ref(&path)?.ok_or(store::Error::NounNotFound)?;
+            authorize_read(&principal, noun.latest())?;
+            Ok::<_, ApiError>(noun)
+        })
+        .await?;
+    Ok(json_response(StatusCode::OK, &noun))
+}
+
+/// The body bytes and media type of a put envelope.
+fn body_bytes(env: &PutNoun) -> Result<(Vec<u8>, String), ApiError> {
+    let (bytes, default_type) = match (&env.body, &env.body_base64) {
+        (Some(v), None) => (canonical_json(v), "application/json"),
+        (None, Some(b64)) => (
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|e| {
+                    ApiError::bad_request("invalid_body", format!("body_base64 is not base64: {e}"))
+                        .with(json!({"field": "body_base64"}))
+                })?,
+            "application/octet-stream",
+        ),
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_body",
+                "send exactly one of `body` (JSON) and `body_base64` (bytes)",
+            ));
+        }
+    };
+    let media_type = env
+        .media_type
+        .clone()
+        .unwrap_or_else(|| default_type.into());
+    if media_type.len() > 255 || HeaderValue::from_str(&media_type).is_err() {
+        return Err(ApiError::bad_request(
+            "invalid_media_type",
+            "media_type must be a header-safe string of at most 255 bytes",
+        ));
+    }
+    Ok((bytes, media_type))
+}
+
+/// The metadata a put asks for, checked before the store is touched.
+struct WantedMeta {
+    visibility: Option<Visibility>,
+    allowed_surfaces: Option<Vec<Name>>,
+    producer_surface: Option<Name>,
+}
+
+impl WantedMeta {
+    fn parse(env: &PutNoun) -> Result<WantedMeta, ApiError> {
+        let allowed_surfaces = env
+            .allowed_surfaces
+            .as_ref()
+            .map(|list| {
+                list.iter()
+                    .map(|s| parse_surface("allowed_surfaces", s))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        let producer_surface = env
+            .producer_surface
+            .as_deref()
+            .map(|s| parse_surface("producer_surface", s))
+            .transpose()?;
+        Ok(WantedMeta {
+            visibility: env.visibility,
+            allowed_surfaces,
+            producer_surface,
+        })
+    }
+}
+
+fn decide_write(
+    p: &Principal,
+    latest: Option<&VersionEntry>,
+    wanted: &WantedMeta,
+) -> Result<VersionMeta, ApiError> {
+    auth::require_admin(p)?;
+    Ok(VersionMeta {
+        created_by: p.key_id.to_string(),
+        producer_surface: latest
+            .map(|e| e.producer_surface.clone())
+            .unwrap_or_else(|| wanted.producer_surface.clone()),
+        visibility: wanted
+            .visibility
+            .or(latest.map(|e| e.visibility))
+            .unwrap_or(Visibility::SurfaceOnly),
+        allowed_surfaces: wanted
+            .allowed_surfaces
+            .clone()
+            .or_else(|| latest.map(|e| e.allowed_surfaces.clone()))
+            .unwrap_or_default(),
+        owner: latest
+            .map(|e| e.owner.clone())
+            .unwrap_or_else(|| Some(p.key_id.to_string())),
+    })
+}
+
+fn authorize_read(p: &Principal, _entry: &VersionEntry) -> Result<(), auth::Error> {
+    auth::require_admin(p)
+}

@@ -1,0 +1,171 @@
+//! Reading requests: path segments, query parameters, bearer credentials,
+//! size-limited bodies and strict JSON. Every failure here is a client
+//! mistake with a 400 or 413 that says what to fix.
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, Method, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::error::ApiError;
+
+/// A request split into its head and its (not yet read) body.
+pub struct Req {
+    /// Method, URI, headers.
+    pub parts: Parts,
+    body: Option<Incoming>,
+    query: Vec<(String, String)>,
+}
+
+impl Req {
+    /// Splits a hyper request and parses its query string.
+    pub fn new(req: hyper::Request<Incoming>) -> Req {
+        let (parts, body) = req.into_parts();
+        let query = parts
+            .uri
+            .query()
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        Req {
+            parts,
+            body: Some(body),
+            query,
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> &Method {
+        &self.parts.method
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.parts.headers
+    }
+
+    /// The decoded path segments. `%2F` stays inside its segment, so a
+    /// decoded `/` or `..` reaches the name check and is refused there.
+    pub fn segments(&self) -> Result<Vec<String>, ApiError> {
+        let path = self.parts.uri.path();
+        path.strip_prefix('/')
+            .unwrap_or(path)
+            .split('/')
+            .map(|seg| {
+                percent_encoding::percent_decode_str(seg)
+                    .decode_utf8()
+                    .map(|s| s.into_owned())
+                    .map_err(|_| {
+                        ApiError::bad_request("invalid_path", "path segments must be UTF-8")
+                    })
+            })
+            .collect()
+    }
+
+    /// The first value of a query parameter.
+    pub fn query(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A query parameter parsed as a number.
+    pub fn query_u64(&self, name: &'static str) -> Result<Option<u64>, ApiError> {
+        self.query(name)
+            .map(|v| {
+                v.parse().map_err(|_| {
+                    ApiError::bad_request("invalid_query", format!("{name} must be a whole number"))
+                        .with(json!({"field": name, "value": v}))
+                })
+            })
+            .transpose()
+    }
+
+    /// The bearer credential: `Ok(None)` when absent, an error when the
+    /// header is present but not `Bearer <token>`.
+    pub fn bearer(&self) -> Result<Option<&str>, ApiError> {
+        let Some(value) = self.parts.headers.get(header::AUTHORIZATION) else {
+            return Ok(None);
+        };
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthenticated",
+                    "malformed Authorization header; send `Authorization: Bearer <key>`",
+                )
+            })
+    }
+
+    /// Reads the whole body, refusing more than `limit` bytes with 413.
+    pub async fn bytes(&mut self, limit: usize) -> Result<Bytes, ApiError> {
+        let too_large = || {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body is over the {limit}-byte limit"),
+            )
+            .with(json!({"limit": limit}))
+        };
+        if let Some(len) = self.parts.headers.get(header::CONTENT_LENGTH)
+            && len
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|n| n > limit as u64)
+        {
+            return Err(too_large());
+        }
+        let Some(body) = self.body.take() else {
+            return Ok(Bytes::new());
+        };
+        match Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(e) => Err(ApiError::bad_request(
+                "body_unreadable",
+                format!("could not read the request body: {e}"),
+            )),
+        }
+    }
+
+    /// Reads the body as strict JSON of type `T`.
+    pub async fn json<T: DeserializeOwned>(&mut self, limit: usize) -> Result<T, ApiError> {
+        let bytes = self.bytes(limit).await?;
+        parse_json(&bytes)
+    }
+}
+
+/// Parses strict JSON: unknown fields, wrong types and syntax errors are
+/// 400s naming the field or the position.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let pos = json!({"line": e.line(), "column": e.column()});
+        let msg = e.to_string();
+        match e.classify() {
+            serde_json::error::Category::Data => {
+                if let Some(field) = msg
+                    .strip_prefix("unknown field `")
+                    .and_then(|rest| rest.split('`').next())
+                {
+                    ApiError::bad_request("unknown_field", format!("unknown field `{field}`"))
+                        .with(json!({"field": field, "line": e.line(), "column": e.column()}))
+                } else {
+                    ApiError::bad_request("invalid_body", msg).with(pos)
+                }
+            }
+            _ => {
+                ApiError::bad_request("malformed_json", format!("malformed JSON: {msg}")).with(pos)
+            }
+        }
+    })
+}

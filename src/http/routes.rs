@@ -1,0 +1,41 @@
+//! The routing table: every route of the API, method and path, in one
+//! `match`. Handlers live in the modules named after what they serve.
+
+use std::sync::Arc;
+
+use http::Method;
+use hyper::body::Incoming;
+
+use super::error::ApiError;
+use super::request::Req;
+use super::{Ctx, Resp, nouns, ops};
+
+/// Routes one request and turns any error into its JSON answer.
+pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>) -> Resp {
+    let req = Req::new(req);
+    match route(&ctx, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let segments = req.segments()?;
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let method = req.method().clone();
+    match (method, segs.as_slice()) {
+        (Method::GET, ["healthz"]) => ops::healthz(),
+
+        (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
+        (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,
+        (Method::GET, ["v1", "nouns", ns, st, key, "versions"]) => {
+            nouns::versions(ctx, req, [ns, st, key]).await
+        }
+
+        _ => Err(ApiError::new(
+            http::StatusCode::NOT_FOUND,
+            "no_route",
+            "no such route; see the README for the API",
+        )),
+    }
+}

@@ -1,0 +1,109 @@
+//! Request and response bodies of the HTTP API, shared by the daemon's
+//! handlers and the `tessera` command's client so both sides agree on every
+//! field. Requests reject unknown fields.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::store::{Sha256, Visibility};
+
+/// `PUT /v1/nouns/{ns}/{store}/{key}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutNoun {
+    /// The version this write follows (0 = create). May be omitted only
+    /// with `skip_unchanged`, meaning "after whatever is latest".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    /// The noun's type, such as `noun.skill_pack`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub noun_type: Option<String>,
+    /// Media type; defaults to `application/json` for `body` and
+    /// `application/octet-stream` for `body_base64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Visibility of the new version; defaults to the latest version's, or
+    /// `surface_only` for a new noun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<Visibility>,
+    /// Surfaces for `allowlist_surfaces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_surfaces: Option<Vec<String>>,
+    /// The producer surface of a new noun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_surface: Option<String>,
+    /// Bytes equal to the latest version's write nothing and answer 200.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_unchanged: bool,
+    /// Report what would happen; write nothing.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dry_run: bool,
+    /// A JSON body, stored in canonical form.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub body: Option<Value>,
+    /// Raw bytes, base64 (standard alphabet), stored exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Keeps an explicit JSON `null` body as `Some(Value::Null)`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// The answer to a noun put (and to its dry run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PutNounReply {
+    /// Namespace.
+    pub namespace: String,
+    /// Store.
+    pub store: String,
+    /// Key.
+    pub key: String,
+    /// `create`, `new_version`, `unchanged` or (dry run only) `conflict`.
+    pub outcome: String,
+    /// The version written, kept, or that would be written; absent on conflict.
+    pub version: Option<u64>,
+    /// The body's sha256.
+    pub sha256: Sha256,
+    /// The body's size in bytes.
+    pub size: u64,
+    /// The version before this request.
+    pub current_version: u64,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+}
+
+/// A noun pin: `{namespace?, store, key, version, sha256}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pin {
+    /// Namespace; when absent, the task's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Store.
+    pub store: String,
+    /// Key.
+    pub key: String,
+    /// Version.
+    pub version: u64,
+    /// The version's sha256.
+    pub sha256: Sha256,
+}
+
+/// `GET /healthz`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    /// Always `ok` when the daemon answers.
+    pub status: String,
+    /// The daemon's version.
+    pub version: String,
+}

@@ -1,0 +1,73 @@
+//! Canonical JSON bytes: the one encoder every writer of a JSON noun body,
+//! receipt or record uses, so equal content has one sha256 whatever produced
+//! it (YAML, TOML, a worker, the CLI).
+//!
+//! Canonical form: object keys sorted by their UTF-8 bytes, two-space
+//! indent, `": "` after keys, one trailing newline. Numbers keep
+//! serde_json's shortest round-trip form. Key order does not depend on
+//! serde_json's `preserve_order` feature: this module sorts explicitly.
+
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
+
+/// The canonical bytes of `value`.
+pub fn canonical_json(value: &Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&Sorted(value)).expect("a Value always serializes");
+    out.push(b'\n');
+    out
+}
+
+/// The canonical bytes of any serializable record.
+pub fn canonical_record<T: Serialize>(record: &T) -> Vec<u8> {
+    let value = serde_json::to_value(record).expect("records serialize to JSON");
+    canonical_json(&value)
+}
+
+struct Sorted<'a>(&'a Value);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                let mut m = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    m.serialize_entry(k, &Sorted(v))?;
+                }
+                m.end()
+            }
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    seq.serialize_element(&Sorted(v))?;
+                }
+                seq.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sorts_keys_indents_two_spaces_and_ends_with_newline() {
+        let v = json!({"b": [1, {"z": null, "a": true}], "a": "x"});
+        let text = String::from_utf8(canonical_json(&v)).unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"a\": \"x\",\n  \"b\": [\n    1,\n    {\n      \"a\": true,\n      \"z\": null\n    }\n  ]\n}\n"
+        );
+    }
+
+    #[test]
+    fn equal_values_have_equal_bytes_whatever_the_input_order() {
+        let a: Value = serde_json::from_str(r#"{"x":1,"y":{"q":2,"p":3}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"y":{"p":3,"q":2},"x":1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+    }
+}

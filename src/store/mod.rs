@@ -1,0 +1,207 @@
+//! The sandboxed root: content-addressed objects and noun ref files.
+//!
+//! ```text
+//! <root>/
+//!   objects/sha256/ab/cdef…        immutable bytes named by their sha256
+//!   nouns/<ns>/<store>/<key>.json  a noun's version list (the only mutable noun file)
+//!   workspace/                     projected worker output (the worker module)
+//!   journal/                       the task journal (the queue module)
+//!   auth/                          hashed keys, token secret (mode 0600)
+//!   tmp/                           staging for atomic writes
+//!   daemon.lock                    pid of the daemon holding the root
+//! ```
+//!
+//! Write rules: every durable file write goes through [`atomic::AtomicWriter`]
+//! (temp, fsync, rename, directory fsync); objects are written before the
+//! ref entry that names them; every object read re-hashes the bytes.
+//! All access goes through `cap_std::fs::Dir` handles opened by
+//! [`root::Root`], the one place that opens an ambient path, so a name or a
+//! planted symlink cannot reach outside the root.
+
+pub mod atomic;
+pub mod canonical;
+pub mod fsck;
+pub mod name;
+pub mod noun;
+pub mod object;
+pub mod root;
+mod sha256;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cap_std::fs::Dir;
+
+pub use atomic::Durability;
+pub use canonical::{canonical_json, canonical_record};
+pub use name::{Name, NounPath};
+pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta, Visibility};
+pub use root::{Access, Root};
+pub use sha256::{BadSha256, Sha256};
+
+/// What can fail in the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A namespace, store, key or surface that breaks the name rule.
+    #[error(
+        "invalid {field} {value:?}: names are 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+    )]
+    InvalidName {
+        /// Which segment.
+        field: &'static str,
+        /// The rejected value (truncated).
+        value: String,
+    },
+    /// The noun does not exist.
+    #[error("noun not found")]
+    NounNotFound,
+    /// The noun exists but not this version.
+    #[error("version {version} not found; the latest is {latest}")]
+    VersionNotFound {
+        /// The version asked for.
+        version: u64,
+        /// The latest version.
+        latest: u64,
+    },
+    /// Compare-and-swap failed.
+    #[error("expected version {expected} but the current version is {current}; re-read and retry")]
+    VersionConflict {
+        /// The version the write named.
+        expected: u64,
+        /// The current version.
+        current: u64,
+    },
+    /// A pin's sha256 does not match the version's recorded hash.
+    #[error("pin mismatch: version {version} has sha256 {actual}, not {expected}")]
+    PinMismatch {
+        /// The version pinned.
+        version: u64,
+        /// The sha256 in the pin.
+        expected: Sha256,
+        /// The recorded sha256.
+        actual: Sha256,
+    },
+    /// An object's bytes do not hash to its name.
+    #[error("object {path} is corrupt (its bytes do not hash to its name); run `tessera fsck`")]
+    CorruptObject {
+        /// The object's path under the root.
+        path: String,
+    },
+    /// An object named by a ref is missing.
+    #[error("object {sha256} is missing; run `tessera fsck`")]
+    ObjectMissing {
+        /// The missing hash.
+        sha256: Sha256,
+    },
+    /// A ref file cannot be parsed.
+    #[error("ref file {path} is unreadable: {message}; run `tessera fsck`")]
+    CorruptRef {
+        /// The ref file's path under the root.
+        path: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// Another daemon holds the root.
+    #[error("root {path} is in use by another tessera daemon (pid {}); stop it or choose another --root", pid.map_or("unknown".to_string(), |p| p.to_string()))]
+    Locked {
+        /// The root path.
+        path: String,
+        /// The holder's pid, when readable.
+        pid: Option<u32>,
+    },
+    /// An earlier fsync failed; writes are refused until restart.
+    #[error(
+        "writes are refused after an earlier fsync failure; check the disk and restart the daemon"
+    )]
+    Poisoned,
+    /// Any other I/O failure.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn io_err(context: impl Into<String>, source: std::io::Error) -> Error {
+    Error::Io {
+        context: context.into(),
+        source,
+    }
+}
+
+/// The store handle: cheap to clone (an `Arc`), shared by every request.
+/// Its methods do blocking file I/O; async callers run them on the blocking pool.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: Root,
+    writer: atomic::AtomicWriter,
+    objects: object::Objects,
+    locks: noun::KeyLocks,
+}
+
+impl Store {
+    /// Opens the root at `path` (see [`Root::open`]).
+    pub fn open(path: &Path, access: Access) -> Result<Store, Error> {
+        let root = Root::open(path, access)?;
+        let tmp = root
+            .tmp
+            .try_clone()
+            .map_err(|e| io_err("cloning tmp/", e))?;
+        let objects = root
+            .objects
+            .try_clone()
+            .map_err(|e| io_err("cloning objects/", e))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                writer: atomic::AtomicWriter::new(tmp),
+                objects: object::Objects::new(objects),
+                locks: noun::KeyLocks::new(),
+                root,
+            }),
+        })
+    }
+
+    /// The opened root and its area handles.
+    pub fn root(&self) -> &Root {
+        &self.inner.root
+    }
+
+    /// The durable writer, for modules that keep their own files under the root.
+    pub fn writer(&self) -> &atomic::AtomicWriter {
+        &self.inner.writer
+    }
+
+    /// The object area.
+    pub fn objects(&self) -> &object::Objects {
+        &self.inner.objects
+    }
+
+    /// Stores bytes as an object and returns their hash.
+    pub fn put_object(&self, bytes: &[u8], durability: Durability) -> Result<Sha256, Error> {
+        self.inner
+            .objects
+            .put(&self.inner.writer, bytes, durability)
+    }
+
+    /// Reads and verifies an object.
+    pub fn get_object(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
+        self.inner.objects.get(sha)
+    }
+
+    fn nouns_dir(&self) -> &Dir {
+        &self.inner.root.nouns
+    }
+
+    fn key_locks(&self) -> &noun::KeyLocks {
+        &self.inner.locks
+    }
+}

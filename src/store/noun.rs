@@ -1,0 +1,340 @@
+//! Noun ref files: `nouns/<ns>/<store>/<key>.json`, the ordered version list
+//! of one noun, and the compare-and-swap that appends to it.
+//!
+//! Invariants:
+//! 1. Versions start at 1 and each entry is the previous plus one.
+//! 2. An entry's object exists (it is written, durably, before the entry).
+//! 3. Entries are never rewritten, except the `quarantined` flag, which
+//!    quarantine sets and clears on every entry at once.
+//! 4. One writer per key at a time (a striped lock), so each version has
+//!    exactly one winner and none is lost.
+
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::Mutex;
+
+use cap_std::fs::Dir;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::atomic::Durability;
+use super::root::create_dir_if_missing;
+use super::{Error, Name, NounPath, Sha256, Store, io_err};
+
+/// Who may read a noun version (decided in `auth::access`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// The owning key only (and admin).
+    Private,
+    /// Keys holding the producer surface.
+    SurfaceOnly,
+    /// Keys holding the producer surface or one of `allowed_surfaces`.
+    AllowlistSurfaces,
+    /// Any key with `nouns:read`.
+    Public,
+}
+
+/// One version of a noun, as listed in its ref file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionEntry {
+    /// 1, 2, 3, ...
+    pub version: u64,
+    /// The hash of the body object.
+    pub sha256: Sha256,
+    /// Body size in bytes.
+    pub size: u64,
+    /// Media type of the body.
+    pub media_type: String,
+    /// The noun's type, such as `noun.skill_pack`.
+    #[serde(rename = "type")]
+    pub noun_type: Option<String>,
+    /// When the version was written.
+    pub created_at: Timestamp,
+    /// The key id that wrote it.
+    pub created_by: String,
+    /// The surface that produced the noun.
+    pub producer_surface: Option<Name>,
+    /// Who may read this version.
+    pub visibility: Visibility,
+    /// Extra surfaces for `allowlist_surfaces`.
+    pub allowed_surfaces: Vec<Name>,
+    /// The owning key id.
+    pub owner: Option<String>,
+    /// Readable by admin only while set.
+    pub quarantined: bool,
+}
+
+/// A noun's ref file: where it lives and its versions in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NounRef {
+    /// The namespace.
+    pub namespace: Name,
+    /// The store.
+    pub store: Name,
+    /// The key.
+    pub key: Name,
+    /// Versions in order, the latest last; never empty.
+    pub versions: Vec<VersionEntry>,
+}
+
+impl NounRef {
+    /// The latest version.
+    pub fn latest(&self) -> &VersionEntry {
+        self.versions
+            .last()
+            .expect("a ref file has at least one version")
+    }
+
+    /// The entry of `version`, if it exists.
+    pub fn version(&self, version: u64) -> Option<&VersionEntry> {
+        let i = usize::try_from(version.checked_sub(1)?).ok()?;
+        self.versions.get(i)
+    }
+}
+
+/// The metadata the caller decides for a new version (after its access check).
+#[derive(Clone, Debug)]
+pub struct VersionMeta {
+    /// The writing key id.
+    pub created_by: String,
+    /// The noun's producer surface.
+    pub producer_surface: Option<Name>,
+    /// Visibility of the new version.
+    pub visibility: Visibility,
+    /// Allowlisted surfaces of the new version.
+    pub allowed_surfaces: Vec<Name>,
+    /// The owning key id.
+    pub owner: Option<String>,
+}
+
+/// What a put asks for besides the body.
+#[derive(Clone, Debug)]
+pub struct PutRequest {
+    /// The version the write follows (0 = create); `None` only with
+    /// `skip_unchanged`, meaning "after whatever is latest".
+    pub expected_version: Option<u64>,
+    /// Equal bytes to the latest version write nothing.
+    pub skip_unchanged: bool,
+    /// Decide, report, write nothing.
+    pub dry_run: bool,
+    /// Media type of the body.
+    pub media_type: String,
+    /// The noun's type.
+    pub noun_type: Option<String>,
+}
+
+/// What a put did (or, for a dry run, would do).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum PutOutcome {
+    /// Version 1 of a new noun.
+    Create {
+        /// The new (or would-be) entry.
+        entry: VersionEntry,
+    },
+    /// A version after the latest.
+    NewVersion {
+        /// The new (or would-be) entry.
+        entry: VersionEntry,
+    },
+    /// `skip_unchanged` and the latest version holds these bytes.
+    Unchanged {
+        /// The latest entry.
+        entry: VersionEntry,
+    },
+    /// Dry run only: the expected version is not the current one.
+    Conflict {
+        /// The version the caller expected.
+        expected: u64,
+        /// The current version (0 when the noun does not exist).
+        current: u64,
+    },
+}
+
+/// Stripes of the per-key write lock.
+const LOCK_STRIPES: usize = 1024;
+
+/// Per-key write serialization by lock striping.
+#[derive(Debug)]
+pub(super) struct KeyLocks(Box<[Mutex<()>]>);
+
+impl KeyLocks {
+    pub(super) fn new() -> KeyLocks {
+        KeyLocks((0..LOCK_STRIPES).map(|_| Mutex::new(())).collect())
+    }
+
+    fn stripe(&self, path: &NounPath) -> &Mutex<()> {
+        let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(path);
+        &self.0[(h % LOCK_STRIPES as u64) as usize]
+    }
+}
+
+impl Store {
+    /// Reads a noun's ref file; `None` when the noun does not exist.
+    pub fn read_ref(&self, path: &NounPath) -> Result<Option<NounRef>, Error> {
+        let Some(dir) = self.store_dir(path, false)? else {
+            return Ok(None);
+        };
+        let file = ref_file_name(&path.key);
+        let bytes = match dir.read(&file) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(format!("reading nouns/{path}.json"), e)),
+        };
+        let parsed: NounRef = serde_json::from_slice(&bytes).map_err(|e| Error::CorruptRef {
+            path: format!("nouns/{path}.json"),
+            message: e.to_string(),
+        })?;
+        if parsed.versions.is_empty() {
+            return Err(Error::CorruptRef {
+                path: format!("nouns/{path}.json"),
+                message: "no versions".into(),
+            });
+        }
+        Ok(Some(parsed))
+    }
+
+    /// Reads the body of one version, verifying its hash and size.
+    pub fn read_body(&self, entry: &VersionEntry) -> Result<Vec<u8>, Error> {
+        let bytes = self.objects().get(&entry.sha256)?;
+        if bytes.len() as u64 != entry.size {
+            return Err(Error::CorruptObject {
+                path: super::object::object_path(&entry.sha256),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Appends a version by compare-and-swap. `decide` sees the latest entry
+    /// (under the key's lock) and returns the new version's metadata or the
+    /// caller's refusal; nothing is written when it refuses.
+    pub fn put_noun<E: From<Error>>(
+        &self,
+        path: &NounPath,
+        body: &[u8],
+        req: &PutRequest,
+        decide: impl FnOnce(Option<&VersionEntry>) -> Result<VersionMeta, E>,
+    ) -> Result<PutOutcome, E> {
+        let _guard = self
+            .key_locks()
+            .stripe(path)
+            .lock()
+            .expect("key lock poisoned");
+        let current = self.read_ref(path)?;
+        let latest = current.as_ref().map(NounRef::latest);
+        let meta = decide(latest)?;
+        let sha = Sha256::of(body);
+        if let Some(latest) = latest
+            && req.skip_unchanged
+            && latest.sha256 == sha
+        {
+            return Ok(PutOutcome::Unchanged {
+                entry: latest.clone(),
+            });
+        }
+        let current_version = latest.map_or(0, |e| e.version);
+        let expected = req.expected_version.unwrap_or(current_version);
+        if expected != current_version {
+            if req.dry_run {
+                return Ok(PutOutcome::Conflict {
+                    expected,
+                    current: current_version,
+                });
+            }
+            return Err(Error::VersionConflict {
+                expected,
+                current: current_version,
+            }
+            .into());
+        }
+        let entry = VersionEntry {
+            version: current_version + 1,
+            sha256: sha,
+            size: body.len() as u64,
+            media_type: req.media_type.clone(),
+            noun_type: req.noun_type.clone(),
+            created_at: Timestamp::now(),
+            created_by: meta.created_by,
+            producer_surface: meta.producer_surface,
+            visibility: meta.visibility,
+            allowed_surfaces: meta.allowed_surfaces,
+            owner: meta.owner,
+            quarantined: latest.is_some_and(|e| e.quarantined),
+        };
+        if !req.dry_run {
+            self.objects()
+                .put(self.writer(), body, Durability::Synced)?;
+            let mut next = current.unwrap_or_else(|| NounRef {
+                namespace: path.namespace.clone(),
+                store: path.store.clone(),
+                key: path.key.clone(),
+                versions: Vec::new(),
+            });
+            next.versions.push(entry.clone());
+            self.write_ref(path, &next)?;
+        }
+        Ok(if current_version == 0 {
+            PutOutcome::Create { entry }
+        } else {
+            PutOutcome::NewVersion { entry }
+        })
+    }
+
+    /// Sets or clears the quarantine flag on every version of a noun.
+    /// `decide` sees the latest entry first and may refuse.
+    pub fn set_quarantine<E: From<Error>>(
+        &self,
+        path: &NounPath,
+        quarantined: bool,
+        decide: impl FnOnce(Option<&VersionEntry>) -> Result<(), E>,
+    ) -> Result<NounRef, E> {
+        let _guard = self
+            .key_locks()
+            .stripe(path)
+            .lock()
+            .expect("key lock poisoned");
+        let current = self.read_ref(path)?;
+        decide(current.as_ref().map(NounRef::latest))?;
+        let mut next = current.ok_or(Error::NounNotFound)?;
+        if next.latest().quarantined != quarantined {
+            for entry in &mut next.versions {
+                entry.quarantined = quarantined;
+            }
+            self.write_ref(path, &next)?;
+        }
+        Ok(next)
+    }
+
+    fn write_ref(&self, path: &NounPath, next: &NounRef) -> Result<(), Error> {
+        let mut bytes = serde_json::to_vec_pretty(next).expect("ref files serialize");
+        bytes.push(b'\n');
+        let dir = self.store_dir(path, true)?.expect("created");
+        self.writer()
+            .write(&dir, &ref_file_name(&path.key), &bytes, Durability::Synced)
+    }
+
+    /// Opens `nouns/<ns>/<store>/`, creating it when `create`.
+    fn store_dir(&self, path: &NounPath, create: bool) -> Result<Option<Dir>, Error> {
+        let mut dir = self
+            .nouns_dir()
+            .try_clone()
+            .map_err(|e| io_err("cloning nouns/", e))?;
+        for seg in [&path.namespace, &path.store] {
+            if create {
+                create_dir_if_missing(&dir, seg.as_str())?;
+            }
+            dir = match dir.open_dir(seg.as_str()) {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
+                Err(e) => return Err(io_err(format!("opening nouns/{path}"), e)),
+            };
+        }
+        Ok(Some(dir))
+    }
+}
+
+fn ref_file_name(key: &Name) -> String {
+    format!("{key}.json")
+}

@@ -1,0 +1,114 @@
+//! `objects/sha256/<2 hex>/<62 hex>`: immutable bytes named by their
+//! sha256. `put` stores identical bytes once; `get` re-hashes what it reads
+//! and never returns bytes whose hash differs from their name.
+
+use std::io::Read;
+use std::sync::OnceLock;
+
+use cap_std::fs::Dir;
+
+use super::atomic::{AtomicWriter, Durability, sync_dir};
+use super::root::create_dir_if_missing;
+use super::{Error, Sha256, io_err};
+
+/// The object area, with its 256 fan-out directories opened lazily and kept.
+#[derive(Debug)]
+pub struct Objects {
+    dir: Dir,
+    fanout: Box<[OnceLock<Dir>]>,
+}
+
+/// The path of an object relative to the root, for messages and fsck.
+pub fn object_path(sha: &Sha256) -> String {
+    let hex = sha.hex();
+    format!("objects/sha256/{}/{}", &hex[..2], &hex[2..])
+}
+
+impl Objects {
+    /// The object area rooted at `objects/sha256`.
+    pub fn new(dir: Dir) -> Objects {
+        Objects {
+            dir,
+            fanout: (0..256).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn fanout_dir(&self, sha: &Sha256, create: bool) -> Result<Option<&Dir>, Error> {
+        let slot = &self.fanout[sha.as_bytes()[0] as usize];
+        if let Some(dir) = slot.get() {
+            return Ok(Some(dir));
+        }
+        let name = &sha.hex()[..2];
+        if create {
+            create_dir_if_missing(&self.dir, name)?;
+        }
+        match self.dir.open_dir(name) {
+            Ok(dir) => Ok(Some(slot.get_or_init(|| dir))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(None),
+            Err(e) => Err(io_err(format!("opening objects/sha256/{name}"), e)),
+        }
+    }
+
+    /// Stores `bytes` unless an object with their hash exists, and returns
+    /// the hash. With `Durability::Synced`, an existing file is fsynced too,
+    /// since it may have been written journaled.
+    pub fn put(
+        &self,
+        writer: &AtomicWriter,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<Sha256, Error> {
+        let sha = Sha256::of(bytes);
+        let dir = self.fanout_dir(&sha, true)?.expect("created above");
+        let name = &sha.hex()[2..];
+        match dir.open(name) {
+            Ok(existing) => {
+                let len = existing
+                    .metadata()
+                    .map_err(|e| io_err("reading object metadata", e))?
+                    .len();
+                if len == bytes.len() as u64 {
+                    if durability == Durability::Synced {
+                        writer.fsync(|| existing.sync_all().and_then(|()| sync_dir(dir)))?;
+                    }
+                    return Ok(sha);
+                }
+                tracing::warn!(path = %object_path(&sha), "object has the wrong size; rewriting it");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(format!("opening {}", object_path(&sha)), e)),
+        }
+        writer.write(dir, name, bytes, durability)?;
+        Ok(sha)
+    }
+
+    /// Reads an object and verifies its hash.
+    pub fn get(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
+        let missing = || Error::ObjectMissing { sha256: *sha };
+        let dir = self.fanout_dir(sha, false)?.ok_or_else(missing)?;
+        let mut file = match dir.open(&sha.hex()[2..]) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
+            Err(e) => return Err(io_err(format!("opening {}", object_path(sha)), e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io_err(format!("reading {}", object_path(sha)), e))?;
+        if Sha256::of(&bytes) != *sha {
+            let path = object_path(sha);
+            tracing::error!(path = %path, "object does not hash to its name; refusing to serve it");
+            return Err(Error::CorruptObject { path });
+        }
+        Ok(bytes)
+    }
+
+    /// Whether an object with this hash is present (not verified).
+    pub fn contains(&self, sha: &Sha256) -> bool {
+        matches!(self.fanout_dir(sha, false), Ok(Some(dir)) if dir.exists(&sha.hex()[2..]))
+    }
+
+    /// The object area's directory, for fsck's walk.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+}

@@ -1,0 +1,92 @@
+//! `Sha256`: a content digest, parsed once from 64 lowercase hex characters
+//! and carried as 32 bytes from then on.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::Digest;
+
+/// A sha256 digest; displays and serializes as 64 lowercase hex characters.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256([u8; 32]);
+
+/// A string that is not 64 lowercase hex characters.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a sha256 (64 lowercase hex characters)")]
+pub struct BadSha256(pub String);
+
+impl Sha256 {
+    /// Hashes `bytes`.
+    pub fn of(bytes: &[u8]) -> Sha256 {
+        Sha256(sha2::Sha256::digest(bytes).into())
+    }
+
+    /// The 64-character lowercase hex form.
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// The raw digest bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl FromStr for Sha256 {
+    type Err = BadSha256;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let mut out = [0u8; 32];
+        if s.len() != 64 || !lower || hex::decode_to_slice(s, &mut out).is_err() {
+            return Err(BadSha256(s.chars().take(80).collect()));
+        }
+        Ok(Sha256(out))
+    }
+}
+
+impl fmt::Display for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+impl fmt::Debug for Sha256 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sha256({})", self.hex())
+    }
+}
+
+impl Serialize for Sha256 {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Sha256 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_only_lowercase_hex_of_the_right_length() {
+        let good = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        assert_eq!(good.parse::<Sha256>().unwrap(), Sha256::of(b""));
+        for bad in [
+            "",
+            "E3B0",
+            &good.to_uppercase(),
+            &good[1..],
+            &format!("{good}0"),
+        ] {
+            assert!(bad.parse::<Sha256>().is_err(), "{bad:?} must be rejected");
+        }
+    }
+}
