@@ -30,6 +30,9 @@ struct Args {
     /// Seconds per phase.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
+    /// Run as a scoped (non-admin) key, so every grant and visibility check runs.
+    #[arg(long)]
+    scoped: bool,
     /// Ignored (cargo bench passes it).
     #[arg(long, hide = true)]
     bench: bool,
@@ -141,8 +144,69 @@ fn start_daemon() -> (Client, tempfile::TempDir) {
     )
 }
 
+/// Times the in-memory part of every request: authenticate a scoped key
+/// and decide a noun read, as the daemon does before touching the store.
+fn grant_check_cost() {
+    use tessera::auth::{Grants, IssueRequest, Keyring, Scope, access};
+    use tessera::store::{Access, Name, Sha256, Store, VersionEntry, Visibility};
+    let root = tempfile::tempdir().expect("temp root");
+    let store = Store::open(root.path(), Access::Exclusive).expect("store");
+    let (keyring, _) = Keyring::open(&store).expect("keyring");
+    let ns = Name::parse("ns", "bench").expect("name");
+    let surface = Name::parse("surface", "bench").expect("name");
+    let scopes = [
+        "namespace:bench",
+        "surface:bench",
+        "nouns:read",
+        "cas:write",
+    ];
+    let (record, secret) = keyring
+        .issue(IssueRequest {
+            label: "bench".into(),
+            account_id: None,
+            owner: None,
+            grants: Grants {
+                scopes: scopes
+                    .iter()
+                    .map(|s| s.parse::<Scope>().expect("scope"))
+                    .collect(),
+                ..Grants::default()
+            },
+            expires_at: None,
+        })
+        .expect("issue");
+    let entry = VersionEntry {
+        version: 1,
+        sha256: Sha256::of(b""),
+        size: 0,
+        media_type: "application/json".into(),
+        noun_type: None,
+        created_at: jiff::Timestamp::now(),
+        created_by: record.key_id.to_string(),
+        producer_surface: Some(surface),
+        visibility: Visibility::SurfaceOnly,
+        allowed_surfaces: Vec::new(),
+        owner: Some(record.key_id.to_string()),
+        quarantined: false,
+    };
+    let n = 1_000_000;
+    let start = Instant::now();
+    for _ in 0..n {
+        let p = keyring
+            .authenticate(Some(std::hint::black_box(&secret)))
+            .expect("auth");
+        access::may_read_nouns(&p, &ns).expect("read");
+        access::read_noun(&p, std::hint::black_box(&entry)).expect("visible");
+    }
+    println!(
+        "grant check  {:>9.0} ns per request (authenticate a scoped key + noun read decision, in memory)",
+        start.elapsed().as_nanos() as f64 / n as f64
+    );
+}
+
 fn main() {
     let args = Args::parse();
+    grant_check_cost();
     let (client, _root) = match &args.server {
         Some(url) => {
             let key =
@@ -163,6 +227,15 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     rt.block_on(async {
+        let client = if args.scoped {
+            let spec = json!({"label": "bench", "grants": {"scopes": ["namespace:bench", "surface:bench", "nouns:read", "cas:write"]}});
+            let issued = client.post_json("/v1/keys", &spec).await.expect("issue").value();
+            println!("as a scoped key (namespace:bench, surface:bench, nouns:read, cas:write)");
+            client.with_bearer(issued["secret"].as_str().expect("secret"))
+        } else {
+            println!("as the admin key");
+            client
+        };
         let c = client.clone();
         let mut put = phase("noun put", args.clients, args.seconds, move |client, i| {
             let c = c.clone();

@@ -33,6 +33,7 @@
 //! }
 //! ```
 
+pub mod access;
 pub mod keyring;
 pub mod scope;
 
@@ -101,6 +102,9 @@ pub enum Error {
     /// May not see the record at all: answered exactly like a missing one.
     #[error("not found")]
     Hidden,
+    /// A request the rules refuse as malformed (400 with this code).
+    #[error("{1}")]
+    BadRequest(&'static str, String),
     /// A grant request that cannot be issued.
     #[error("{0}")]
     InvalidGrant(String),

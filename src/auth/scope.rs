@@ -126,7 +126,7 @@ pub struct Grants {
     pub queues: Vec<Name>,
     /// Task kinds it may claim or enqueue.
     #[serde(default)]
-    pub kinds: Vec<String>,
+    pub kinds: Vec<Name>,
     /// Effect classes it may claim or enqueue.
     #[serde(default)]
     pub effect_classes: Vec<EffectClass>,
@@ -147,7 +147,7 @@ pub struct GrantSet {
     /// Granted queues.
     pub queues: HashSet<Name>,
     /// Granted kinds.
-    pub kinds: HashSet<String>,
+    pub kinds: HashSet<Name>,
     /// Granted effect classes.
     pub effect_classes: HashSet<EffectClass>,
     /// The action scopes (`nouns:read`, `cas:write`, `verbs:*`).

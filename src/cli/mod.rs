@@ -3,6 +3,7 @@
 //! of a running daemon's HTTP API.
 
 mod fsck;
+mod key;
 mod noun;
 mod remote;
 mod serve;
@@ -37,6 +38,9 @@ pub enum Command {
     /// Read and write nouns through a running daemon.
     #[command(subcommand)]
     Noun(noun::NounCommand),
+    /// Issue, list and revoke keys through a running daemon (admin key).
+    #[command(subcommand)]
+    Key(key::KeyCommand),
 }
 
 /// Runs a parsed command line.
@@ -45,5 +49,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Fsck { root } => fsck::run(&root),
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
+        Command::Key(cmd) => remote::block_on(key::run(cmd)),
     }
 }

@@ -132,6 +132,7 @@ impl From<auth::Error> for ApiError {
             }
             E::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),
             E::Hidden => ApiError::not_found(),
+            E::BadRequest(code, _) => ApiError::bad_request(code, msg),
             E::InvalidGrant(_) => ApiError::bad_request("invalid_grant", msg),
             E::UnknownKey => ApiError::not_found(),
             E::Store(s) => s.into(),
@@ -230,6 +231,11 @@ mod tests {
             (auth::Error::Unauthenticated("x"), 401, "unauthenticated"),
             (auth::Error::Forbidden("x".into()), 403, "forbidden"),
             (auth::Error::Hidden, 404, "not_found"),
+            (
+                auth::Error::BadRequest("producer_surface_required", "x".into()),
+                400,
+                "producer_surface_required",
+            ),
             (auth::Error::InvalidGrant("x".into()), 400, "invalid_grant"),
             (auth::Error::UnknownKey, 404, "not_found"),
             (

@@ -3,6 +3,7 @@
 //! errors; the rules live in `auth`, `store` and the other domain modules.
 
 pub mod error;
+mod keys;
 mod nouns;
 mod ops;
 pub mod request;

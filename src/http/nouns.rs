@@ -9,16 +9,15 @@ use super::error::ApiError;
 use super::request::Req;
 use super::wire::{PutNoun, PutNounReply};
 use super::{Ctx, Resp, json_response};
-use crate::auth::{self, Principal, parse_surface};
-use crate::store::{
-    self, Name, NounPath, PutOutcome, PutRequest, Sha256, VersionEntry, VersionMeta, Visibility,
-    canonical_json,
-};
+use crate::auth::access::{self, WantedMeta};
+use crate::auth::{self, parse_surface};
+use crate::store::{self, Name, NounPath, PutOutcome, PutRequest, Sha256, canonical_json};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
 pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
+    access::may_write_nouns(&principal, &path.namespace)?;
     let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
     let (bytes, media_type) = body_bytes(&env)?;
     if env.expected_version.is_none() && !env.skip_unchanged {
@@ -38,13 +37,13 @@ pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiEr
         media_type,
         noun_type: env.noun_type.clone(),
     };
-    let wanted = WantedMeta::parse(&env)?;
+    let wanted = wanted_meta(&env)?;
     let (body_sha, body_len) = (Sha256::of(&bytes), bytes.len() as u64);
     let reply_path = path.clone();
     let outcome = ctx
         .blocking(move |store| {
             store.put_noun(&path, &bytes, &request, |latest| {
-                decide_write(&principal, latest, &wanted)
+                access::write_noun(&principal, latest, &wanted)
             })
         })
         .await?;
@@ -82,6 +81,7 @@ pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiEr
 pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
+    access::may_read_nouns(&principal, &path.namespace)?;
     let version = req.query_u64("version")?;
     let pin = req
         .query("sha256")
@@ -98,7 +98,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
                 None => latest,
                 Some((_, Some(entry))) => entry,
                 Some((v, None)) => {
-                    authorize_read(&principal, latest)?;
+                    access::read_noun(&principal, latest)?;
                     return Err(store::Error::VersionNotFound {
                         version: v,
                         latest: latest.version,
@@ -106,7 +106,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
                     .into());
                 }
             };
-            authorize_read(&principal, entry)?;
+            access::read_noun(&principal, entry)?;
             let entry = entry.clone();
             if let Some(pin) = pin
                 && pin != entry.sha256
@@ -144,10 +144,11 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
 pub async fn versions(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
+    access::may_read_nouns(&principal, &path.namespace)?;
     let noun = ctx
         .blocking(move |store| {
             let noun = store.read_ref(&path)?.ok_or(store::Error::NounNotFound)?;
-            authorize_read(&principal, noun.latest())?;
+            access::read_noun(&principal, noun.latest())?;
             Ok::<_, ApiError>(noun)
         })
         .await?;
@@ -187,63 +188,46 @@ fn body_bytes(env: &PutNoun) -> Result<(Vec<u8>, String), ApiError> {
     Ok((bytes, media_type))
 }
 
-/// The metadata a put asks for, checked before the store is touched.
-struct WantedMeta {
-    visibility: Option<Visibility>,
-    allowed_surfaces: Option<Vec<Name>>,
-    producer_surface: Option<Name>,
-}
-
-impl WantedMeta {
-    fn parse(env: &PutNoun) -> Result<WantedMeta, ApiError> {
-        let allowed_surfaces = env
-            .allowed_surfaces
-            .as_ref()
-            .map(|list| {
-                list.iter()
-                    .map(|s| parse_surface("allowed_surfaces", s))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
-        let producer_surface = env
-            .producer_surface
-            .as_deref()
-            .map(|s| parse_surface("producer_surface", s))
-            .transpose()?;
-        Ok(WantedMeta {
-            visibility: env.visibility,
-            allowed_surfaces,
-            producer_surface,
+/// The envelope fields of a put, checked before the store is touched.
+fn wanted_meta(env: &PutNoun) -> Result<WantedMeta, ApiError> {
+    let allowed_surfaces = env
+        .allowed_surfaces
+        .as_ref()
+        .map(|list| {
+            list.iter()
+                .map(|s| parse_surface("allowed_surfaces", s))
+                .collect::<Result<Vec<_>, _>>()
         })
-    }
-}
-
-fn decide_write(
-    p: &Principal,
-    latest: Option<&VersionEntry>,
-    wanted: &WantedMeta,
-) -> Result<VersionMeta, ApiError> {
-    auth::require_admin(p)?;
-    Ok(VersionMeta {
-        created_by: p.key_id.to_string(),
-        producer_surface: latest
-            .map(|e| e.producer_surface.clone())
-            .unwrap_or_else(|| wanted.producer_surface.clone()),
-        visibility: wanted
-            .visibility
-            .or(latest.map(|e| e.visibility))
-            .unwrap_or(Visibility::SurfaceOnly),
-        allowed_surfaces: wanted
-            .allowed_surfaces
-            .clone()
-            .or_else(|| latest.map(|e| e.allowed_surfaces.clone()))
-            .unwrap_or_default(),
-        owner: latest
-            .map(|e| e.owner.clone())
-            .unwrap_or_else(|| Some(p.key_id.to_string())),
+        .transpose()?;
+    let producer_surface = env
+        .producer_surface
+        .as_deref()
+        .map(|s| parse_surface("producer_surface", s))
+        .transpose()?;
+    Ok(WantedMeta {
+        visibility: env.visibility,
+        allowed_surfaces,
+        producer_surface,
     })
 }
 
-fn authorize_read(p: &Principal, _entry: &VersionEntry) -> Result<(), auth::Error> {
-    auth::require_admin(p)
+/// `POST /v1/nouns/{ns}/{store}/{key}/quarantine` and `/unquarantine` (admin).
+pub async fn quarantine(
+    ctx: &Ctx,
+    req: Req,
+    path: [&str; 3],
+    quarantined: bool,
+) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    auth::require_admin(&principal)?;
+    let path = NounPath::parse(path[0], path[1], path[2])?;
+    let noun = ctx
+        .blocking(move |store| {
+            store.set_quarantine(&path, quarantined, |latest| {
+                latest.map(|_| ()).ok_or(ApiError::not_found())
+            })
+        })
+        .await?;
+    tracing::info!(noun = %format!("{}/{}/{}", noun.namespace, noun.store, noun.key), quarantined, "quarantine changed");
+    Ok(json_response(StatusCode::OK, &noun))
 }

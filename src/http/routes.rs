@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::{Ctx, Resp, nouns, ops};
+use super::{Ctx, Resp, keys, nouns, ops};
 
 /// Routes one request and turns any error into its JSON answer.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>) -> Resp {
@@ -31,6 +31,16 @@ async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         (Method::GET, ["v1", "nouns", ns, st, key, "versions"]) => {
             nouns::versions(ctx, req, [ns, st, key]).await
         }
+        (Method::POST, ["v1", "nouns", ns, st, key, "quarantine"]) => {
+            nouns::quarantine(ctx, req, [ns, st, key], true).await
+        }
+        (Method::POST, ["v1", "nouns", ns, st, key, "unquarantine"]) => {
+            nouns::quarantine(ctx, req, [ns, st, key], false).await
+        }
+
+        (Method::POST, ["v1", "keys"]) => keys::issue(ctx, req).await,
+        (Method::GET, ["v1", "keys"]) => keys::list(ctx, req),
+        (Method::DELETE, ["v1", "keys", key_id]) => keys::revoke(ctx, req, key_id).await,
 
         _ => Err(ApiError::new(
             http::StatusCode::NOT_FOUND,

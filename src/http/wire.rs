@@ -5,6 +5,9 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use jiff::Timestamp;
+
+use crate::auth::{Grants, KeyRecord, PrincipalKind};
 use crate::store::{Sha256, Visibility};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
@@ -106,4 +109,79 @@ pub struct Health {
     pub status: String,
     /// The daemon's version.
     pub version: String,
+}
+
+/// `POST /v1/keys`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueKey {
+    /// Display label (grants nothing).
+    pub label: String,
+    /// Account id, for audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
+    /// Owner, for audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The grants.
+    pub grants: Grants,
+    /// Optional expiry (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+}
+
+/// A key as listed: everything but secrets and hashes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyView {
+    /// Key id.
+    pub key_id: String,
+    /// Label.
+    pub label: String,
+    /// Account id.
+    pub account_id: Option<String>,
+    /// Owner.
+    pub owner: Option<String>,
+    /// `key` or `service_binding`.
+    pub principal_kind: PrincipalKind,
+    /// Grants.
+    pub grants: Grants,
+    /// Issued at.
+    pub created_at: Timestamp,
+    /// Expires at.
+    pub expires_at: Option<Timestamp>,
+    /// Revoked at.
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl From<&KeyRecord> for KeyView {
+    fn from(r: &KeyRecord) -> KeyView {
+        KeyView {
+            key_id: r.key_id.to_string(),
+            label: r.label.clone(),
+            account_id: r.account_id.clone(),
+            owner: r.owner.clone(),
+            principal_kind: r.principal_kind,
+            grants: r.grants.clone(),
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+/// The answer to `POST /v1/keys`: the key and its secret, shown once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IssuedKey {
+    /// The key.
+    #[serde(flatten)]
+    pub key: KeyView,
+    /// The secret: `Authorization: Bearer <secret>`. Not stored; shown once.
+    pub secret: String,
+}
+
+/// `GET /v1/keys`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeyList {
+    /// Every key, sorted by id.
+    pub keys: Vec<KeyView>,
 }

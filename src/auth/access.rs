@@ -1,0 +1,188 @@
+//! May-read, may-write, may-claim: every authorization decision, made from
+//! the principal's compiled grants and the record's own metadata, in memory.
+//!
+//! Order of checks, so that nothing leaks existence:
+//! 1. what needs no record (action scopes → 403, namespace → 404) is
+//!    checked before the store is touched, so a missing record and a
+//!    present one answer alike;
+//! 2. then visibility and quarantine (→ 404, the same answer as missing);
+//! 3. then what the key may do to a record it can see (→ 403).
+
+use super::scope::{GrantSet, Scope};
+use super::{Error, Principal};
+use crate::store::{Name, VersionEntry, VersionMeta, Visibility};
+
+/// What a record says about who may see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Envelope<'a> {
+    /// Its visibility.
+    pub visibility: Visibility,
+    /// The key id that owns it.
+    pub owner: Option<&'a str>,
+    /// The surface that produced it.
+    pub producer_surface: Option<&'a Name>,
+    /// The extra surfaces of `allowlist_surfaces`.
+    pub allowed_surfaces: &'a [Name],
+    /// Quarantined records are admin-only.
+    pub quarantined: bool,
+}
+
+impl<'a> From<&'a VersionEntry> for Envelope<'a> {
+    fn from(e: &'a VersionEntry) -> Envelope<'a> {
+        Envelope {
+            visibility: e.visibility,
+            owner: e.owner.as_deref(),
+            producer_surface: e.producer_surface.as_ref(),
+            allowed_surfaces: &e.allowed_surfaces,
+            quarantined: e.quarantined,
+        }
+    }
+}
+
+/// Whether the principal may see a record with this envelope (namespace
+/// membership is checked separately, before the record is read).
+pub fn sees(p: &Principal, env: Envelope<'_>) -> bool {
+    if p.is_admin() {
+        return true;
+    }
+    if env.quarantined {
+        return false;
+    }
+    let holds = |s: Option<&Name>| s.is_some_and(|s| p.grants.surfaces.contains(s));
+    match env.visibility {
+        Visibility::Private => env.owner == Some(p.key_id.as_str()),
+        Visibility::SurfaceOnly => holds(env.producer_surface),
+        Visibility::AllowlistSurfaces => {
+            holds(env.producer_surface) || env.allowed_surfaces.iter().any(|s| holds(Some(s)))
+        }
+        Visibility::Public => true,
+    }
+}
+
+/// Requires an action scope (403 without it).
+pub fn require(p: &Principal, action: Scope) -> Result<(), Error> {
+    if p.grants.can(&action) {
+        Ok(())
+    } else {
+        Err(Error::Forbidden(format!(
+            "this key was not issued `{action}`"
+        )))
+    }
+}
+
+/// Requires the namespace (404 without it: the key may not see it at all).
+pub fn require_namespace(p: &Principal, ns: &Name) -> Result<(), Error> {
+    if in_namespace(&p.grants, ns) {
+        Ok(())
+    } else {
+        Err(Error::Hidden)
+    }
+}
+
+fn in_namespace(g: &GrantSet, ns: &Name) -> bool {
+    g.admin || g.namespaces.contains(ns)
+}
+
+/// Before a noun read touches the store: `nouns:read` and the namespace.
+pub fn may_read_nouns(p: &Principal, ns: &Name) -> Result<(), Error> {
+    require(p, Scope::NounsRead)?;
+    require_namespace(p, ns)
+}
+
+/// A noun version the principal wants to read (after `may_read_nouns`).
+pub fn read_noun(p: &Principal, entry: &VersionEntry) -> Result<(), Error> {
+    if sees(p, entry.into()) {
+        Ok(())
+    } else {
+        Err(Error::Hidden)
+    }
+}
+
+/// Before a noun write touches the store: `cas:write` and the namespace.
+pub fn may_write_nouns(p: &Principal, ns: &Name) -> Result<(), Error> {
+    require(p, Scope::CasWrite)?;
+    require_namespace(p, ns)
+}
+
+/// What a writer asks of a new version's envelope.
+#[derive(Clone, Debug, Default)]
+pub struct WantedMeta {
+    /// Requested visibility.
+    pub visibility: Option<Visibility>,
+    /// Requested allowlist.
+    pub allowed_surfaces: Option<Vec<Name>>,
+    /// Requested producer surface (fixed once the noun exists).
+    pub producer_surface: Option<Name>,
+}
+
+/// Decides a noun write under the key's lock: the new version's metadata,
+/// or why the key may not write it. `latest` is `None` for a new noun.
+pub fn write_noun(
+    p: &Principal,
+    latest: Option<&VersionEntry>,
+    wanted: &WantedMeta,
+) -> Result<VersionMeta, Error> {
+    if wanted.visibility == Some(Visibility::Public) && !p.is_admin() {
+        return Err(Error::Forbidden(
+            "only admin may make a noun public; promotion to public goes through POST /v1/promotions".into(),
+        ));
+    }
+    let producer_surface = match latest {
+        Some(e) => {
+            if !sees(p, e.into()) {
+                return Err(Error::Hidden);
+            }
+            let own = e.visibility == Visibility::Private
+                || e.producer_surface
+                    .as_ref()
+                    .is_some_and(|s| p.grants.surfaces.contains(s));
+            if !p.is_admin() && !own {
+                return Err(Error::Forbidden(
+                    "this key may add versions only to nouns produced by a surface it holds".into(),
+                ));
+            }
+            if wanted.producer_surface.is_some() && wanted.producer_surface != e.producer_surface {
+                return Err(Error::BadRequest(
+                    "producer_surface_fixed",
+                    "a noun's producer surface is fixed when it is created".into(),
+                ));
+            }
+            e.producer_surface.clone()
+        }
+        None => new_producer_surface(p, wanted.producer_surface.as_ref())?,
+    };
+    Ok(VersionMeta {
+        created_by: p.key_id.to_string(),
+        producer_surface,
+        visibility: wanted
+            .visibility
+            .or(latest.map(|e| e.visibility))
+            .unwrap_or(Visibility::SurfaceOnly),
+        allowed_surfaces: wanted
+            .allowed_surfaces
+            .clone()
+            .or_else(|| latest.map(|e| e.allowed_surfaces.clone()))
+            .unwrap_or_default(),
+        owner: match latest {
+            Some(e) => e.owner.clone(),
+            None => Some(p.key_id.to_string()),
+        },
+    })
+}
+
+/// The producer surface of a new record: the one asked for, which the key
+/// must hold (admin may name any), or the key's only surface.
+pub fn new_producer_surface(p: &Principal, wanted: Option<&Name>) -> Result<Option<Name>, Error> {
+    match wanted {
+        Some(s) if p.is_admin() || p.grants.surfaces.contains(s) => Ok(Some(s.clone())),
+        Some(s) => Err(Error::Forbidden(format!(
+            "this key does not hold surface:{s}; a record's producer surface must be one of the key's surfaces"
+        ))),
+        None if p.grants.surfaces.len() == 1 => Ok(p.grants.surfaces.iter().next().cloned()),
+        None if p.is_admin() && p.grants.surfaces.is_empty() => Ok(None),
+        None => Err(Error::BadRequest(
+            "producer_surface_required",
+            "name producer_surface: this key holds no single surface to default to".into(),
+        )),
+    }
+}

@@ -1,0 +1,175 @@
+//! `tessera key issue|list|revoke`: thin clients of the key routes.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use super::remote::RemoteArgs;
+use crate::auth::{EffectClass, Grants, Scope};
+use crate::http::wire::{IssueKey, IssuedKey, KeyList, KeyView};
+use crate::store::Name;
+
+/// Key subcommands (need an admin key).
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Issue a key; its secret is shown once.
+    Issue(IssueArgs),
+    /// List keys (never their secrets).
+    List {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Revoke a key: its next request is refused.
+    Revoke {
+        /// The key id.
+        key_id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+/// Arguments of `key issue`; each grant flag repeats.
+#[derive(Debug, Args)]
+pub struct IssueArgs {
+    /// A display label (grants nothing).
+    #[arg(long)]
+    label: String,
+    /// Account id, for audit.
+    #[arg(long)]
+    account_id: Option<String>,
+    /// Owner, for audit.
+    #[arg(long)]
+    owner: Option<String>,
+    /// A queue the key may use.
+    #[arg(long = "queue", value_parser = parse_name)]
+    queues: Vec<Name>,
+    /// A task kind the key may use.
+    #[arg(long = "kind", value_parser = parse_name)]
+    kinds: Vec<Name>,
+    /// An effect class: read, write-internal, write-repo, public.
+    #[arg(long = "effect-class", value_parser = parse_effect)]
+    effect_classes: Vec<EffectClass>,
+    /// A scope: namespace:X, surface:X, nouns:read, cas:write, verbs:claim, verbs:submit, verbs:enqueue, admin.
+    #[arg(long = "scope", value_parser = parse_scope)]
+    scopes: Vec<Scope>,
+    /// Expiry, RFC 3339 (e.g. 2027-01-01T00:00:00Z).
+    #[arg(long)]
+    expires_at: Option<jiff::Timestamp>,
+    /// Write the secret to this new file (mode 0600) instead of stdout.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+fn parse_name(s: &str) -> Result<Name, String> {
+    Name::parse("name", s).map_err(|e| e.to_string())
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    s.parse()
+        .map_err(|e: crate::auth::scope::UnknownScope| e.to_string())
+}
+
+fn parse_effect(s: &str) -> Result<EffectClass, String> {
+    serde_json::from_value(serde_json::Value::String(s.into()))
+        .map_err(|_| "expected read, write-internal, write-repo or public".to_string())
+}
+
+fn print_key(k: &KeyView) {
+    let list = |v: Vec<String>| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    println!(
+        "{}  {:<16} {:?}  scopes={} queues={} kinds={} effects={}{}{}",
+        k.key_id,
+        k.label,
+        k.principal_kind,
+        list(k.grants.scopes.iter().map(ToString::to_string).collect()),
+        list(k.grants.queues.iter().map(ToString::to_string).collect()),
+        list(k.grants.kinds.iter().map(ToString::to_string).collect()),
+        list(
+            k.grants
+                .effect_classes
+                .iter()
+                .map(|e| format!("{e:?}"))
+                .collect()
+        ),
+        k.expires_at
+            .map_or(String::new(), |t| format!("  expires {t}")),
+        k.revoked_at
+            .map_or(String::new(), |t| format!("  REVOKED {t}")),
+    );
+}
+
+/// Runs a key subcommand.
+pub async fn run(cmd: KeyCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        KeyCommand::Issue(a) => {
+            let body = IssueKey {
+                label: a.label,
+                account_id: a.account_id,
+                owner: a.owner,
+                grants: Grants {
+                    queues: a.queues,
+                    kinds: a.kinds,
+                    effect_classes: a.effect_classes,
+                    scopes: a.scopes,
+                },
+                expires_at: a.expires_at,
+            };
+            let issued: IssuedKey = a
+                .remote
+                .client()?
+                .post_json("/v1/keys", &body)
+                .await?
+                .success()?
+                .json()?;
+            print_key(&issued.key);
+            match a.secret_file {
+                Some(path) => {
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(&path)
+                        .with_context(|| {
+                            format!("creating {} (it must not exist yet)", path.display())
+                        })?;
+                    writeln!(f, "{}", issued.secret)?;
+                    println!(
+                        "secret written to {} (mode 0600); it is not shown again",
+                        path.display()
+                    );
+                }
+                None => println!("{}", issued.secret),
+            }
+        }
+        KeyCommand::List { remote } => {
+            let list: KeyList = remote.client()?.get("/v1/keys").await?.success()?.json()?;
+            for k in &list.keys {
+                print_key(k);
+            }
+        }
+        KeyCommand::Revoke { key_id, remote } => {
+            let enc =
+                percent_encoding::utf8_percent_encode(&key_id, percent_encoding::NON_ALPHANUMERIC);
+            let k: KeyView = remote
+                .client()?
+                .delete(&format!("/v1/keys/{enc}"))
+                .await?
+                .success()?
+                .json()?;
+            print_key(&k);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

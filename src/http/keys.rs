@@ -1,0 +1,75 @@
+//! Key routes (admin only): issue, list, revoke.
+
+use http::StatusCode;
+use jiff::Timestamp;
+
+use super::error::ApiError;
+use super::request::Req;
+use super::wire::{IssueKey, IssuedKey, KeyList, KeyView};
+use super::{Ctx, Resp, json_response};
+use crate::auth::{self, IssueRequest};
+
+/// Longest label, account id or owner string accepted.
+const MAX_TEXT: usize = 256;
+
+/// `POST /v1/keys`.
+pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    auth::require_admin(&principal)?;
+    let body: IssueKey = req.json(ctx.limits.max_body_bytes).await?;
+    for (field, value) in [
+        ("label", Some(&body.label)),
+        ("account_id", body.account_id.as_ref()),
+        ("owner", body.owner.as_ref()),
+    ] {
+        if value.is_some_and(|v| v.len() > MAX_TEXT) {
+            return Err(ApiError::bad_request(
+                "invalid_field",
+                format!("{field} is longer than {MAX_TEXT} bytes"),
+            ));
+        }
+    }
+    if body.expires_at.is_some_and(|t| t <= Timestamp::now()) {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            "expires_at is in the past",
+        ));
+    }
+    let by = principal.key_id.to_string();
+    let request = IssueRequest {
+        label: body.label,
+        account_id: body.account_id,
+        owner: body.owner,
+        grants: body.grants,
+        expires_at: body.expires_at,
+    };
+    let keyring = ctx.keyring.clone();
+    let (record, secret) = ctx.blocking(move |_| keyring.issue(request)).await?;
+    tracing::info!(key_id = %record.key_id, by = %by, kind = ?record.principal_kind, "key issued");
+    Ok(json_response(
+        StatusCode::CREATED,
+        &IssuedKey {
+            key: KeyView::from(&record),
+            secret,
+        },
+    ))
+}
+
+/// `GET /v1/keys`.
+pub fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    auth::require_admin(&principal)?;
+    let keys = ctx.keyring.list().iter().map(KeyView::from).collect();
+    Ok(json_response(StatusCode::OK, &KeyList { keys }))
+}
+
+/// `DELETE /v1/keys/{key_id}`.
+pub async fn revoke(ctx: &Ctx, req: Req, key_id: &str) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    auth::require_admin(&principal)?;
+    let keyring = ctx.keyring.clone();
+    let key_id = key_id.to_string();
+    let record = ctx.blocking(move |_| keyring.revoke(&key_id)).await?;
+    tracing::info!(key_id = %record.key_id, by = %principal.key_id, "key revoked");
+    Ok(json_response(StatusCode::OK, &KeyView::from(&record)))
+}

@@ -1,0 +1,711 @@
+//! The access matrix: every route, asked by the admin key, a correctly
+//! scoped key, and keys that differ from it by exactly one thing. Each row
+//! asserts the exact status, that a refused write wrote nothing, and that a
+//! hidden record answers exactly like a missing one.
+
+mod support;
+
+use std::collections::HashMap;
+
+use http::Method;
+use serde_json::{Value, json};
+use support::{TestDaemon, body, files_under};
+use tessera::client::{Client, Reply};
+
+const NS: &str = "team";
+const SURFACE: &str = "team_example";
+
+/// Issues a key and returns its id and secret.
+async fn issue(admin: &Client, spec: Value) -> (String, String) {
+    let r = admin.post_json("/v1/keys", &spec).await.unwrap();
+    assert_status!(r, 201);
+    let b = body(&r);
+    (
+        b["key_id"].as_str().unwrap().into(),
+        b["secret"].as_str().unwrap().into(),
+    )
+}
+
+fn grants(scopes: &[&str]) -> Value {
+    json!({"queues": [], "kinds": [], "effect_classes": [], "scopes": scopes})
+}
+
+/// The keys of the matrix, by name.
+struct Keys {
+    clients: HashMap<&'static str, Client>,
+    ids: HashMap<&'static str, String>,
+}
+
+impl Keys {
+    fn get(&self, name: &str) -> &Client {
+        &self.clients[name]
+    }
+}
+
+async fn setup(d: &TestDaemon) -> Keys {
+    let base = [
+        format!("namespace:{NS}"),
+        format!("surface:{SURFACE}"),
+        "nouns:read".into(),
+        "cas:write".into(),
+    ];
+    let without =
+        |drop: &str| -> Vec<String> { base.iter().filter(|s| *s != drop).cloned().collect() };
+    let with = |extra: &[&str], drop: &str| -> Vec<String> {
+        let mut v = without(drop);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1500);
+    let specs: Vec<(&'static str, Value)> = vec![
+        (
+            "scoped",
+            json!({"label": "team worker", "account_id": "acct-1", "grants": {"scopes": base}}),
+        ),
+        (
+            "same_account",
+            json!({"label": "team worker", "account_id": "acct-1", "grants": {"scopes": base}}),
+        ),
+        (
+            "other_ns",
+            json!({"label": "x", "grants": {"scopes": with(&["namespace:elsewhere"], "namespace:team")}}),
+        ),
+        (
+            "other_surface",
+            json!({"label": "x", "grants": {"scopes": with(&["surface:other_surface"], "surface:team_example")}}),
+        ),
+        (
+            "no_read",
+            json!({"label": "x", "grants": {"scopes": without("nouns:read")}}),
+        ),
+        (
+            "no_write",
+            json!({"label": "x", "grants": {"scopes": without("cas:write")}}),
+        ),
+        (
+            "label_scope",
+            json!({"label": "surface:team_example", "grants": {"scopes": without("surface:team_example")}}),
+        ),
+        ("revoked", json!({"label": "x", "grants": {"scopes": base}})),
+        (
+            "expired",
+            json!({"label": "x", "grants": {"scopes": base}, "expires_at": expires.to_string()}),
+        ),
+    ];
+    let mut keys = Keys {
+        clients: HashMap::new(),
+        ids: HashMap::new(),
+    };
+    for (name, spec) in specs {
+        let (id, secret) = issue(&d.admin, spec).await;
+        keys.clients.insert(name, d.client(&secret));
+        keys.ids.insert(name, id);
+    }
+    keys.clients.insert("admin", d.admin.clone());
+    keys.clients.insert("anonymous", d.admin.anonymous());
+    keys.clients.insert("malformed", d.client("not-a-key"));
+    let r = d
+        .admin
+        .delete(&format!("/v1/keys/{}", keys.ids["revoked"]))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+
+    let scoped = keys.get("scoped");
+    let nouns: [(&Client, &str, Value); 5] = [
+        (
+            scoped,
+            "shared",
+            json!({"expected_version": 0, "body": {"n": "shared"}}),
+        ),
+        (
+            scoped,
+            "private",
+            json!({"expected_version": 0, "body": {"n": "private"}, "visibility": "private"}),
+        ),
+        (
+            scoped,
+            "allow",
+            json!({"expected_version": 0, "body": {"n": "allow"}, "visibility": "allowlist_surfaces", "allowed_surfaces": ["surface:other_surface"]}),
+        ),
+        (
+            &d.admin,
+            "public",
+            json!({"expected_version": 0, "body": {"n": "public"}, "visibility": "public", "producer_surface": SURFACE}),
+        ),
+        (
+            scoped,
+            "quarantined",
+            json!({"expected_version": 0, "body": {"n": "quarantined"}}),
+        ),
+    ];
+    for (client, key, env) in nouns {
+        let r = client
+            .put_json(&format!("/v1/nouns/{NS}/s/{key}"), &env)
+            .await
+            .unwrap();
+        assert_status!(r, 201);
+    }
+    let r = d
+        .admin
+        .post_json(
+            &format!("/v1/nouns/{NS}/s/quarantined/quarantine"),
+            &json!({}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let wait = (expires - jiff::Timestamp::now()).as_millis().max(0) as u64 + 100;
+    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    keys
+}
+
+/// A PUT that changes nothing when allowed (same bytes, skip_unchanged).
+fn same(name: &str) -> Value {
+    json!({"skip_unchanged": true, "body": {"n": name}})
+}
+
+struct Row {
+    key: &'static str,
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    header: Option<(&'static str, &'static str)>,
+    status: u16,
+}
+
+fn row(key: &'static str, method: Method, path: &str, body: Option<Value>, status: u16) -> Row {
+    Row {
+        key,
+        method,
+        path: path.to_string(),
+        body,
+        header: None,
+        status,
+    }
+}
+
+async fn send(keys: &Keys, r: &Row) -> Reply {
+    let bytes = r.body.as_ref().map(|b| bytes::Bytes::from(b.to_string()));
+    let headers: Vec<(&str, &str)> = r.header.iter().copied().collect();
+    keys.get(r.key)
+        .send(r.method.clone(), &r.path, bytes, &headers)
+        .await
+        .unwrap()
+}
+
+fn noun(key: &str) -> String {
+    format!("/v1/nouns/{NS}/s/{key}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn noun_and_key_routes_allow_exactly_what_was_issued() {
+    let d = TestDaemon::start().await;
+    let keys = setup(&d).await;
+    let get = Method::GET;
+    let put = Method::PUT;
+    let post = Method::POST;
+    let mut rows = vec![
+        // GET a surface_only noun.
+        row("admin", get.clone(), &noun("shared"), None, 200),
+        row("scoped", get.clone(), &noun("shared"), None, 200),
+        row("same_account", get.clone(), &noun("shared"), None, 200),
+        row("no_write", get.clone(), &noun("shared"), None, 200),
+        row("other_ns", get.clone(), &noun("shared"), None, 404),
+        row("other_surface", get.clone(), &noun("shared"), None, 404),
+        row("no_read", get.clone(), &noun("shared"), None, 403),
+        row("label_scope", get.clone(), &noun("shared"), None, 404),
+        row("revoked", get.clone(), &noun("shared"), None, 401),
+        row("expired", get.clone(), &noun("shared"), None, 401),
+        row("anonymous", get.clone(), &noun("shared"), None, 401),
+        row("malformed", get.clone(), &noun("shared"), None, 401),
+        row(
+            "other_ns",
+            get.clone(),
+            &format!("{}?namespace={NS}", noun("shared")),
+            None,
+            404,
+        ),
+        // The version list follows the same rules.
+        row(
+            "scoped",
+            get.clone(),
+            &format!("{}/versions", noun("shared")),
+            None,
+            200,
+        ),
+        row(
+            "other_surface",
+            get.clone(),
+            &format!("{}/versions", noun("shared")),
+            None,
+            404,
+        ),
+        row(
+            "no_read",
+            get.clone(),
+            &format!("{}/versions", noun("shared")),
+            None,
+            403,
+        ),
+        row(
+            "revoked",
+            get.clone(),
+            &format!("{}/versions", noun("shared")),
+            None,
+            401,
+        ),
+        // Private: the owning key only.
+        row("scoped", get.clone(), &noun("private"), None, 200),
+        row("same_account", get.clone(), &noun("private"), None, 404),
+        row("admin", get.clone(), &noun("private"), None, 200),
+        row(
+            "same_account",
+            get.clone(),
+            &format!("{}/versions", noun("private")),
+            None,
+            404,
+        ),
+        // Allowlist and public.
+        row("other_surface", get.clone(), &noun("allow"), None, 200),
+        row("label_scope", get.clone(), &noun("allow"), None, 404),
+        row("label_scope", get.clone(), &noun("public"), None, 200),
+        row("other_surface", get.clone(), &noun("public"), None, 200),
+        row("other_ns", get.clone(), &noun("public"), None, 404),
+        // Quarantine: admin only.
+        row("scoped", get.clone(), &noun("quarantined"), None, 404),
+        row("admin", get.clone(), &noun("quarantined"), None, 200),
+        // Writes that change nothing when allowed.
+        row(
+            "admin",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            200,
+        ),
+        row(
+            "scoped",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            200,
+        ),
+        row(
+            "same_account",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            200,
+        ),
+        row(
+            "no_read",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            200,
+        ),
+        row(
+            "no_write",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            403,
+        ),
+        row(
+            "other_ns",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            404,
+        ),
+        row(
+            "other_surface",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            404,
+        ),
+        row(
+            "label_scope",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            404,
+        ),
+        row(
+            "revoked",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            401,
+        ),
+        row(
+            "expired",
+            put.clone(),
+            &noun("shared"),
+            Some(same("shared")),
+            401,
+        ),
+        row(
+            "scoped",
+            put.clone(),
+            &noun("private"),
+            Some(same("private")),
+            200,
+        ),
+        row(
+            "same_account",
+            put.clone(),
+            &noun("private"),
+            Some(same("private")),
+            404,
+        ),
+        row(
+            "other_surface",
+            put.clone(),
+            &noun("allow"),
+            Some(same("allow")),
+            403,
+        ),
+        row(
+            "label_scope",
+            put.clone(),
+            &noun("public"),
+            Some(same("public")),
+            403,
+        ),
+        row(
+            "scoped",
+            put.clone(),
+            &noun("quarantined"),
+            Some(same("quarantined")),
+            404,
+        ),
+        // Real writes that must be refused.
+        row(
+            "other_surface",
+            put.clone(),
+            &noun("allow"),
+            Some(json!({"expected_version": 1, "body": "x"})),
+            403,
+        ),
+        row(
+            "same_account",
+            put.clone(),
+            &noun("private"),
+            Some(json!({"expected_version": 1, "body": "x"})),
+            404,
+        ),
+        row(
+            "scoped",
+            put.clone(),
+            &noun("shared"),
+            Some(json!({"expected_version": 1, "body": "x", "visibility": "public"})),
+            403,
+        ),
+        row(
+            "scoped",
+            put.clone(),
+            &noun("shared"),
+            Some(json!({"expected_version": 1, "body": "x", "producer_surface": "other_surface"})),
+            400,
+        ),
+        row(
+            "scoped",
+            put.clone(),
+            &noun("new1"),
+            Some(json!({"expected_version": 0, "body": "x", "producer_surface": "other_surface"})),
+            403,
+        ),
+        row(
+            "label_scope",
+            put.clone(),
+            &noun("new2"),
+            Some(json!({"expected_version": 0, "body": "x"})),
+            400,
+        ),
+        row(
+            "no_write",
+            put.clone(),
+            &noun("new3"),
+            Some(json!({"expected_version": 0, "body": "x"})),
+            403,
+        ),
+        row(
+            "other_ns",
+            put.clone(),
+            &noun("new4"),
+            Some(json!({"expected_version": 0, "body": "x"})),
+            404,
+        ),
+        // Quarantine routes.
+        row(
+            "scoped",
+            post.clone(),
+            &format!("{}/quarantine", noun("shared")),
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "scoped",
+            post.clone(),
+            &format!("{}/unquarantine", noun("quarantined")),
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "anonymous",
+            post.clone(),
+            &format!("{}/quarantine", noun("shared")),
+            Some(json!({})),
+            401,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            &format!("{}/quarantine", noun("missing")),
+            Some(json!({})),
+            404,
+        ),
+        // Key routes.
+        row(
+            "scoped",
+            post.clone(),
+            "/v1/keys",
+            Some(json!({"label": "x", "grants": grants(&["admin"])})),
+            403,
+        ),
+        row(
+            "revoked",
+            post.clone(),
+            "/v1/keys",
+            Some(json!({"label": "x", "grants": grants(&[])})),
+            401,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            "/v1/keys",
+            Some(json!({"label": "x", "grants": grants(&["nouns:write"])})),
+            400,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            "/v1/keys",
+            Some(json!({"label": "x", "grants": grants(&["namespace:../x"])})),
+            400,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            "/v1/keys",
+            Some(json!({"label": "x", "grants": {"scopes": [], "roles": []}})),
+            400,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            "/v1/keys",
+            Some(
+                json!({"label": "x", "grants": grants(&[]), "expires_at": "2001-01-01T00:00:00Z"}),
+            ),
+            400,
+        ),
+        row("scoped", get.clone(), "/v1/keys", None, 403),
+        row("anonymous", get.clone(), "/v1/keys", None, 401),
+        row(
+            "scoped",
+            Method::DELETE,
+            &format!("/v1/keys/{}", keys.ids["same_account"]),
+            None,
+            403,
+        ),
+        row(
+            "admin",
+            Method::DELETE,
+            "/v1/keys/knosuchkey0000000",
+            None,
+            404,
+        ),
+    ];
+    // A forged X-Surface-Id header changes nothing.
+    for (path, status) in [(noun("shared"), 404), (noun("allow"), 200)] {
+        let mut r = row("other_surface", get.clone(), &path, None, status);
+        r.header = Some(("x-surface-id", SURFACE));
+        rows.push(r);
+    }
+    let mut forged_put = row(
+        "other_surface",
+        put.clone(),
+        &noun("allow"),
+        Some(json!({"expected_version": 1, "body": "y"})),
+        403,
+    );
+    forged_put.header = Some(("x-surface-id", SURFACE));
+    rows.push(forged_put);
+
+    for r in &rows {
+        let before = files_under(&d.root().join("nouns"));
+        let objects = files_under(&d.root().join("objects"));
+        let reply = send(&keys, r).await;
+        assert_eq!(
+            reply.status.as_u16(),
+            r.status,
+            "{} {} {} as {}: {}",
+            r.method,
+            r.path,
+            r.body.as_ref().map_or(String::new(), Value::to_string),
+            r.key,
+            String::from_utf8_lossy(&reply.body)
+        );
+        if r.method != Method::GET && r.path.starts_with("/v1/nouns") && r.status != 200 {
+            assert_eq!(
+                files_under(&d.root().join("nouns")),
+                before,
+                "refused row wrote a ref: {} as {}",
+                r.path,
+                r.key
+            );
+            assert_eq!(
+                files_under(&d.root().join("objects")),
+                objects,
+                "refused row wrote an object: {} as {}",
+                r.path,
+                r.key
+            );
+        }
+        if r.status == 404 && r.method == Method::GET && r.path.starts_with("/v1/nouns") {
+            let missing = Row {
+                path: r.path.replace("/s/", "/s/no-such-"),
+                ..row(r.key, r.method.clone(), "", r.body.clone(), 404)
+            };
+            let twin = send(&keys, &missing).await;
+            assert_eq!(
+                (twin.status, &twin.body),
+                (reply.status, &reply.body),
+                "hidden and missing differ for {} as {}",
+                r.path,
+                r.key
+            );
+            let names = |rep: &Reply| {
+                let mut v: Vec<String> = rep.headers.keys().map(|k| k.to_string()).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(
+                names(&twin),
+                names(&reply),
+                "hidden and missing differ in headers"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_list_without_secrets_record_their_kind_and_revocation_survives_restart() {
+    let mut d = TestDaemon::start().await;
+    let (id, secret) = issue(&d.admin, json!({"label": "binding", "account_id": "acct-9", "grants": grants(&["namespace:team", "surface:team_example", "nouns:read"])})).await;
+    let (plain_id, _) = issue(
+        &d.admin,
+        json!({"label": "plain", "grants": grants(&["namespace:team", "nouns:read"])}),
+    )
+    .await;
+    let list = d.admin.get("/v1/keys").await.unwrap();
+    assert_status!(list, 200);
+    let text = String::from_utf8_lossy(&list.body).to_string();
+    assert!(
+        !text.contains(&secret) && !text.contains("secret"),
+        "a listing leaked a secret: {text}"
+    );
+    let list = body(&list);
+    let find = |id: &str| {
+        list["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["key_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(find(&id)["principal_kind"], json!("service_binding"));
+    assert_eq!(find(&id)["account_id"], json!("acct-9"));
+    assert_eq!(find(&plain_id)["principal_kind"], json!("key"));
+
+    let key_file = std::fs::read_to_string(d.root().join(format!("auth/keys/{id}.json"))).unwrap();
+    assert!(
+        !key_file.contains(&secret),
+        "the secret itself is never stored"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(d.root().join(format!("auth/keys/{id}.json")))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    let client = d.client(&secret);
+    assert_status!(client.get("/v1/nouns/team/s/none").await.unwrap(), 404);
+    assert_status!(
+        d.admin.delete(&format!("/v1/keys/{id}")).await.unwrap(),
+        200
+    );
+    assert_status!(
+        client.get("/v1/nouns/team/s/none").await.unwrap(),
+        401,
+        "unauthenticated"
+    );
+    d.restart().await;
+    let client = d.client(&secret);
+    assert_status!(
+        client.get("/v1/nouns/team/s/none").await.unwrap(),
+        401,
+        "unauthenticated"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn team_members_add_versions_to_their_surface_and_new_nouns_default_to_their_surface() {
+    let d = TestDaemon::start().await;
+    let scopes = grants(&[
+        "namespace:team",
+        "surface:team_example",
+        "nouns:read",
+        "cas:write",
+    ]);
+    let (_, a) = issue(&d.admin, json!({"label": "a", "grants": scopes})).await;
+    let (_, b) = issue(&d.admin, json!({"label": "b", "grants": scopes})).await;
+    let (a, b) = (d.client(&a), d.client(&b));
+    let r = a
+        .put_json(
+            "/v1/nouns/team/s/doc",
+            &json!({"expected_version": 0, "body": 1}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let versions = body(&a.get("/v1/nouns/team/s/doc/versions").await.unwrap());
+    assert_eq!(versions["versions"][0]["producer_surface"], json!(SURFACE));
+    assert_eq!(versions["versions"][0]["visibility"], json!("surface_only"));
+    assert_status!(
+        b.put_json(
+            "/v1/nouns/team/s/doc",
+            &json!({"expected_version": 1, "body": 2})
+        )
+        .await
+        .unwrap(),
+        201
+    );
+    assert_status!(
+        b.put_json(
+            "/v1/nouns/team/s/doc",
+            &json!({"expected_version": 1, "body": 3})
+        )
+        .await
+        .unwrap(),
+        409,
+        "version_conflict"
+    );
+    let versions = body(&a.get("/v1/nouns/team/s/doc/versions").await.unwrap());
+    assert_eq!(versions["versions"].as_array().unwrap().len(), 2);
+}
