@@ -21,6 +21,37 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Request size limits.
     pub limits: Limits,
+    /// Queue bounds.
+    pub queue: QueueLimits,
+}
+
+/// Bounds on splits.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueLimits {
+    /// Deepest child level (top-level tasks are depth 0).
+    pub max_split_depth: u32,
+    /// Most children one task may have.
+    pub max_children: usize,
+}
+
+impl Default for QueueLimits {
+    fn default() -> QueueLimits {
+        QueueLimits {
+            max_split_depth: 4,
+            max_children: 64,
+        }
+    }
+}
+
+impl QueueLimits {
+    /// As the queue's split limits.
+    pub fn split_limits(&self) -> crate::queue::SplitLimits {
+        crate::queue::SplitLimits {
+            max_depth: self.max_split_depth,
+            max_children: self.max_children,
+        }
+    }
 }
 
 /// Request size limits.
@@ -37,6 +68,7 @@ impl Default for Config {
             root: PathBuf::from(DEFAULT_ROOT),
             listen: DEFAULT_LISTEN.parse().expect("valid default address"),
             limits: Limits::default(),
+            queue: QueueLimits::default(),
         }
     }
 }

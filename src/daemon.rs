@@ -8,9 +8,22 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::Keyring;
+use crate::auth::token::Minter;
 use crate::config::Config;
 use crate::http::{self, Ctx};
+use crate::queue::{self, Queue};
 use crate::store::{self, Access, Store};
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The root or keys.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    /// The task journal.
+    #[error(transparent)]
+    Queue(#[from] queue::Error),
+}
 
 /// A daemon whose root is open and locked, ready to serve.
 #[derive(Debug)]
@@ -20,16 +33,29 @@ pub struct Daemon {
 
 impl Daemon {
     /// Opens the root, creating its layout and the admin key on first start.
-    pub fn open(config: &Config) -> Result<Daemon, store::Error> {
+    pub fn open(config: &Config) -> Result<Daemon, Error> {
+        let started = std::time::Instant::now();
         let store = Store::open(&config.root, Access::Exclusive)?;
         let (keyring, admin_key) = Keyring::open(&store)?;
         if let Some(path) = admin_key {
             tracing::info!(path = %path, "created the admin key; its secret is in this file (mode 0600)");
         }
+        let tokens = Minter::open(&store)?;
+        let (queue, rec) = Queue::open(&store, config.queue.split_limits())?;
+        tracing::info!(
+            snapshot_tasks = rec.snapshot_tasks,
+            replayed = rec.records,
+            torn_tail = rec.torn_tail,
+            compacted = rec.compacted,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "task journal recovered"
+        );
         Ok(Daemon {
             ctx: Arc::new(Ctx {
                 store,
                 keyring,
+                queue,
+                tokens,
                 limits: config.limits.clone(),
             }),
         })
@@ -41,7 +67,19 @@ impl Daemon {
             .local_addr()
             .map_or_else(|_| "?".to_string(), |a: SocketAddr| a.to_string());
         tracing::info!(root = %self.ctx.store.root().path.display(), addr = %addr, "tessera started");
+        let (stop_sweeper, sweeper_stopped) = tokio::sync::oneshot::channel::<()>();
+        let queue = self.ctx.queue.clone();
+        let sweeper = tokio::spawn(async move {
+            queue
+                .sweep_until(async {
+                    let _ = sweeper_stopped.await;
+                })
+                .await;
+        });
         http::serve(listener, self.ctx.clone(), shutdown).await;
+        let _ = stop_sweeper.send(());
+        let _ = sweeper.await;
+        self.ctx.queue.close();
         tracing::info!(root = %self.ctx.store.root().path.display(), "tessera stopped");
     }
 }
@@ -51,7 +89,7 @@ pub async fn run(
     config: Config,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), store::Error> {
+) -> Result<(), Error> {
     let daemon = tokio::task::spawn_blocking(move || Daemon::open(&config))
         .await
         .expect("opening the root does not panic")?;

@@ -20,4 +20,5 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod queue;
 pub mod store;

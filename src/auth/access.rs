@@ -8,7 +8,7 @@
 //! 2. then visibility and quarantine (→ 404, the same answer as missing);
 //! 3. then what the key may do to a record it can see (→ 403).
 
-use super::scope::{GrantSet, Scope};
+use super::scope::{EffectClass, GrantSet, Scope};
 use super::{Error, Principal};
 use crate::store::{Name, VersionEntry, VersionMeta, Visibility};
 
@@ -185,4 +185,139 @@ pub fn new_producer_surface(p: &Principal, wanted: Option<&Name>) -> Result<Opti
             "name producer_surface: this key holds no single surface to default to".into(),
         )),
     }
+}
+
+/// What the rules need to know about a task.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskFacts<'a> {
+    /// Its namespace.
+    pub namespace: &'a Name,
+    /// Its queue.
+    pub queue: &'a Name,
+    /// Whether the queue is a server queue.
+    pub server_queue: bool,
+    /// Its kind.
+    pub kind: &'a Name,
+    /// Its effect class.
+    pub effect_class: EffectClass,
+    /// Its visibility envelope (owner = the requester key).
+    pub envelope: Envelope<'a>,
+}
+
+/// Whether the principal may see a task at all.
+pub fn sees_task(p: &Principal, f: &TaskFacts<'_>) -> bool {
+    p.is_admin() || (p.grants.namespaces.contains(f.namespace) && sees(p, f.envelope))
+}
+
+/// A task the principal wants to read.
+pub fn read_task(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    if sees_task(p, f) {
+        Ok(())
+    } else {
+        Err(Error::Hidden)
+    }
+}
+
+/// Whether the key was issued this queue. A server queue must be named
+/// explicitly, by admin keys too; no tag, contract field or model name
+/// routes work into it.
+pub fn may_use_queue(p: &Principal, queue: &Name, server: bool) -> Result<(), Error> {
+    let named = p.grants.queues.contains(queue);
+    if named || (p.is_admin() && !server) {
+        Ok(())
+    } else if server {
+        Err(Error::Forbidden(format!(
+            "{queue} is a server queue: only keys issued with that queue by name may use it"
+        )))
+    } else {
+        Err(Error::Forbidden(format!(
+            "this key was not issued queue {queue}"
+        )))
+    }
+}
+
+fn may_do_kind_and_effect(p: &Principal, kind: &Name, effect: EffectClass) -> Result<(), Error> {
+    if effect.needs_admin() && !p.is_admin() {
+        return Err(Error::Forbidden(format!(
+            "{} tasks need an admin key",
+            serde_json::to_value(effect)
+                .expect("effect classes serialize")
+                .as_str()
+                .unwrap_or("this effect class")
+        )));
+    }
+    if !p.is_admin() && !p.grants.kinds.contains(kind) {
+        return Err(Error::Forbidden(format!(
+            "this key was not issued kind {kind}"
+        )));
+    }
+    if !p.is_admin() && !p.grants.effect_classes.contains(&effect) {
+        return Err(Error::Forbidden(
+            "this key was not issued that effect class".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Before a queue claim touches the queue: `verbs:claim` and the queue.
+pub fn may_claim_from(p: &Principal, queue: &Name, server: bool) -> Result<(), Error> {
+    require(p, Scope::VerbsClaim)?;
+    may_use_queue(p, queue, server)
+}
+
+/// Whether the principal may claim this task: it sees it (else hidden),
+/// holds `verbs:claim`, the queue, the kind and the effect class.
+pub fn may_claim(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    require(p, Scope::VerbsClaim)?;
+    read_task(p, f)?;
+    may_use_queue(p, f.queue, f.server_queue)?;
+    may_do_kind_and_effect(p, f.kind, f.effect_class)
+}
+
+/// Whether the principal may enqueue a task with these facts; returns the
+/// producer surface the task gets (the one named, or the key's only one).
+pub fn may_enqueue(p: &Principal, f: &TaskFacts<'_>) -> Result<Option<Name>, Error> {
+    require(p, Scope::VerbsEnqueue)?;
+    require_namespace(p, f.namespace)?;
+    may_use_queue(p, f.queue, f.server_queue)?;
+    may_do_kind_and_effect(p, f.kind, f.effect_class)?;
+    if f.envelope.visibility == Visibility::Public && !p.is_admin() {
+        return Err(Error::Forbidden(
+            "only admin may enqueue public tasks".into(),
+        ));
+    }
+    new_producer_surface(p, f.envelope.producer_surface)
+}
+
+/// Whether the principal may resume a parked task: it sees it, holds the
+/// namespace and `verbs:enqueue` (it need not be the requester or worker).
+pub fn may_resume(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    read_task(p, f)?;
+    require(p, Scope::VerbsEnqueue)
+}
+
+/// Whether the principal may cancel: the requester or an admin.
+pub fn may_cancel(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    read_task(p, f)?;
+    if p.is_admin() || f.envelope.owner == Some(p.key_id.as_str()) {
+        Ok(())
+    } else {
+        Err(Error::Forbidden(
+            "only the requester or an admin may cancel a task".into(),
+        ))
+    }
+}
+
+/// Whether the principal may act on a claimed task it works on
+/// (heartbeat, release, park, split): `verbs:claim` and sight of the task.
+/// The lease id then proves it holds the claim.
+pub fn may_work(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    require(p, Scope::VerbsClaim)?;
+    read_task(p, f)
+}
+
+/// Whether the principal may submit: `verbs:submit` and sight of the task.
+pub fn may_submit(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    require(p, Scope::VerbsSubmit)?;
+    read_task(p, f)
 }

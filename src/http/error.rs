@@ -8,7 +8,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use crate::{auth, store};
+use crate::{auth, queue, store};
 
 /// An error on its way to the client.
 #[derive(Debug)]
@@ -140,6 +140,47 @@ impl From<auth::Error> for ApiError {
     }
 }
 
+impl From<queue::Error> for ApiError {
+    fn from(e: queue::Error) -> ApiError {
+        use queue::Error as E;
+        let msg = e.to_string();
+        match e {
+            E::UnknownQueue(q) => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_queue", msg).with(json!({"queue": q}))
+            }
+            E::NotFound => ApiError::not_found(),
+            E::InvalidSpec { field, .. } => {
+                ApiError::bad_request("invalid_field", msg).with(json!({"field": field}))
+            }
+            E::UnknownUpstream(id) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_upstream", msg)
+                    .with(json!({"task_id": id}))
+            }
+            E::IdempotencyConflict(id) => {
+                ApiError::new(StatusCode::CONFLICT, "idempotency_conflict", msg)
+                    .with(json!({"task_id": id}))
+            }
+            E::InvalidState { state, action } => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_state", msg)
+                    .with(json!({"state": state, "action": action}))
+            }
+            E::StaleLease { state, attempt } => {
+                ApiError::new(StatusCode::CONFLICT, "stale_lease", msg)
+                    .with(json!({"state": state, "attempt": attempt}))
+            }
+            E::SubmitConflict => ApiError::new(StatusCode::CONFLICT, "submit_conflict", msg),
+            E::SplitLimit(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "split_limit", msg),
+            E::SplitWidens { field } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "split_widens", msg)
+                    .with(json!({"field": field}))
+            }
+            E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_poisoned", msg),
+            E::CorruptJournal { .. } => ApiError::internal(&msg),
+            E::Store(s) => s.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +267,74 @@ mod tests {
     }
 
     #[test]
+    fn every_queue_error_maps_to_its_status_and_code() {
+        use crate::queue::{Attempt, TaskId, TaskState};
+        let cases: Vec<(queue::Error, u16, &str)> = vec![
+            (queue::Error::UnknownQueue("q".into()), 404, "unknown_queue"),
+            (queue::Error::NotFound, 404, "not_found"),
+            (
+                queue::Error::InvalidSpec {
+                    field: "brief",
+                    message: "m".into(),
+                },
+                400,
+                "invalid_field",
+            ),
+            (
+                queue::Error::UnknownUpstream(TaskId(1)),
+                422,
+                "unknown_upstream",
+            ),
+            (
+                queue::Error::IdempotencyConflict(TaskId(1)),
+                409,
+                "idempotency_conflict",
+            ),
+            (
+                queue::Error::InvalidState {
+                    state: TaskState::Queued,
+                    action: "resume",
+                },
+                409,
+                "invalid_state",
+            ),
+            (
+                queue::Error::StaleLease {
+                    state: TaskState::Queued,
+                    attempt: Attempt(2),
+                },
+                409,
+                "stale_lease",
+            ),
+            (queue::Error::SubmitConflict, 409, "submit_conflict"),
+            (queue::Error::SplitLimit("x".into()), 422, "split_limit"),
+            (
+                queue::Error::SplitWidens { field: "namespace" },
+                422,
+                "split_widens",
+            ),
+            (
+                queue::Error::CorruptJournal {
+                    path: "p".into(),
+                    message: "m".into(),
+                },
+                500,
+                "internal",
+            ),
+            (queue::Error::Poisoned, 503, "journal_poisoned"),
+            (
+                queue::Error::Store(store::Error::NounNotFound),
+                404,
+                "not_found",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let api = ApiError::from(err);
+            assert_eq!((api.status.as_u16(), api.code), (status, code));
+        }
+    }
+
+    #[test]
     fn every_auth_error_maps_and_hidden_equals_missing() {
         let cases: Vec<(auth::Error, u16, &str)> = vec![
             (auth::Error::Unauthenticated("x"), 401, "unauthenticated"),
@@ -249,6 +358,11 @@ mod tests {
             assert_eq!((api.status.as_u16(), api.code), (status, code));
         }
         let hidden = ApiError::from(auth::Error::Hidden);
+        let no_task = ApiError::from(queue::Error::NotFound);
+        assert_eq!(
+            (no_task.status, no_task.code, &no_task.message),
+            (hidden.status, hidden.code, &hidden.message)
+        );
         let missing = ApiError::from(store::Error::NounNotFound);
         assert_eq!(
             (hidden.status, hidden.code, hidden.message, hidden.details),

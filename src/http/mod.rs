@@ -4,10 +4,13 @@
 
 pub mod error;
 mod keys;
+mod lifecycle;
 mod nouns;
 mod ops;
+mod queues;
 pub mod request;
 mod routes;
+mod tasks;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -25,8 +28,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+use crate::auth::token::Minter;
 use crate::auth::{Keyring, Principal};
 use crate::config::Limits;
+use crate::queue::Queue;
 use crate::store::Store;
 use error::ApiError;
 use request::Req;
@@ -44,6 +49,10 @@ pub struct Ctx {
     pub store: Store,
     /// The key index.
     pub keyring: Keyring,
+    /// The task queue.
+    pub queue: Queue,
+    /// Worker token minting and verification.
+    pub tokens: Minter,
     /// Body size limits.
     pub limits: Limits,
 }
@@ -80,6 +89,13 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Resp {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    resp
+}
+
+/// A response with no body.
+pub fn empty(status: StatusCode) -> Resp {
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = status;
     resp
 }
 

@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::{Ctx, Resp, keys, nouns, ops};
+use super::{Ctx, Resp, keys, lifecycle, nouns, ops, queues, tasks};
 
 /// Routes one request and turns any error into its JSON answer.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>) -> Resp {
@@ -41,6 +41,27 @@ async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         (Method::POST, ["v1", "keys"]) => keys::issue(ctx, req).await,
         (Method::GET, ["v1", "keys"]) => keys::list(ctx, req),
         (Method::DELETE, ["v1", "keys", key_id]) => keys::revoke(ctx, req, key_id).await,
+
+        (Method::POST, ["v1", "queues"]) => queues::provision(ctx, req).await,
+        (Method::GET, ["v1", "queues"]) => queues::list(ctx, req).await,
+        (Method::POST, ["v1", "queues", queue, "claim"]) => {
+            queues::claim_next(ctx, req, queue).await
+        }
+
+        (Method::POST, ["v1", "tasks"]) => tasks::enqueue(ctx, req).await,
+        (Method::GET, ["v1", "tasks"]) => tasks::list(ctx, req).await,
+        (Method::GET, ["v1", "tasks", id]) => tasks::show(ctx, req, id).await,
+        (Method::GET, ["v1", "tasks", id, "receipts"]) => tasks::receipts(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "claim"]) => queues::claim_one(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "heartbeat"]) => {
+            lifecycle::heartbeat(ctx, req, id).await
+        }
+        (Method::POST, ["v1", "tasks", id, "release"]) => lifecycle::release(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "submit"]) => lifecycle::submit(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "park"]) => lifecycle::park(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "resume"]) => lifecycle::resume(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "split"]) => lifecycle::split(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "cancel"]) => lifecycle::cancel(ctx, req, id).await,
 
         _ => Err(ApiError::new(
             http::StatusCode::NOT_FOUND,

@@ -52,6 +52,48 @@ impl AtomicWriter {
         self.write_mode(dir, name, bytes, Durability::Synced, 0o600)
     }
 
+    /// Replaces `dir/name` with what `fill` writes (buffered, then synced):
+    /// for files too large to build in memory first.
+    pub fn write_with(
+        &self,
+        dir: &Dir,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), Error> {
+        self.check()?;
+        let tmp_name = self.temp_name();
+        let file = self
+            .tmp
+            .open_with(
+                &tmp_name,
+                OpenOptions::new().write(true).create_new(true).mode(0o644),
+            )
+            .map_err(|e| io_err("creating a temp file", e))?;
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 20, file);
+        let written = fill(&mut buffered).and_then(|()| buffered.flush());
+        let file = match written.and_then(|()| buffered.into_inner().map_err(|e| e.into_error())) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = self.tmp.remove_file(&tmp_name);
+                return Err(io_err(format!("writing {name}"), e));
+            }
+        };
+        self.fsync(|| file.sync_all())?;
+        drop(file);
+        self.tmp
+            .rename(&tmp_name, dir, name)
+            .map_err(|e| io_err(format!("renaming into place as {name}"), e))?;
+        self.fsync(|| sync_dir(dir))
+    }
+
+    fn temp_name(&self) -> String {
+        format!(
+            "{}.{}.tmp",
+            std::process::id(),
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
     fn write_mode(
         &self,
         dir: &Dir,
@@ -61,11 +103,7 @@ impl AtomicWriter {
         mode: u32,
     ) -> Result<(), Error> {
         self.check()?;
-        let tmp_name = format!(
-            "{}.{}.tmp",
-            std::process::id(),
-            self.seq.fetch_add(1, Ordering::Relaxed)
-        );
+        let tmp_name = self.temp_name();
         let mut file = self
             .tmp
             .open_with(

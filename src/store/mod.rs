@@ -24,6 +24,7 @@ pub mod fsck;
 pub mod name;
 pub mod noun;
 pub mod object;
+mod pin;
 pub mod root;
 mod sha256;
 
@@ -36,6 +37,7 @@ pub use atomic::Durability;
 pub use canonical::{canonical_json, canonical_record};
 pub use name::{Name, NounPath};
 pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta, Visibility};
+pub use pin::Pin;
 pub use root::{Access, Root};
 pub use sha256::{BadSha256, Sha256};
 

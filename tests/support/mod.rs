@@ -59,7 +59,7 @@ impl TestDaemon {
     /// Starts a daemon after `adjust` edits the default config.
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestDaemon {
         let root = tempfile::tempdir().expect("temp root");
-        let (admin, admin_key, shutdown, task) = launch(root.path(), adjust).await;
+        let (admin, admin_key, shutdown, task) = launch(root.path(), None, adjust).await;
         TestDaemon {
             root,
             admin,
@@ -89,10 +89,22 @@ impl TestDaemon {
         }
     }
 
-    /// Stops and starts again on the same root.
+    /// Stops and starts again on the same root and address, so existing
+    /// clients keep working.
     pub async fn restart(&mut self) {
+        self.restart_with(|_| {}).await;
+    }
+
+    /// Stops and starts again with an adjusted config.
+    pub async fn restart_with(&mut self, adjust: impl FnOnce(&mut Config)) {
         self.stop().await;
-        let (admin, admin_key, shutdown, task) = launch(self.root.path(), |_| {}).await;
+        let addr = self
+            .admin
+            .base()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("address");
+        let (admin, admin_key, shutdown, task) = launch(self.root.path(), Some(addr), adjust).await;
         self.admin = admin;
         self.admin_key = admin_key;
         self.shutdown = Some(shutdown);
@@ -102,6 +114,7 @@ impl TestDaemon {
 
 async fn launch(
     root: &Path,
+    addr: Option<std::net::SocketAddr>,
     adjust: impl FnOnce(&mut Config),
 ) -> (
     Client,
@@ -114,7 +127,10 @@ async fn launch(
         ..Config::default()
     };
     adjust(&mut config);
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = match addr {
+        Some(a) => TcpListener::bind(a).await.expect("rebind the same address"),
+        None => TcpListener::bind("127.0.0.1:0").await.expect("bind"),
+    };
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -235,4 +251,193 @@ pub fn files_under(dir: &Path) -> Vec<String> {
 pub fn body(reply: &Reply) -> Value {
     serde_json::from_slice(&reply.body)
         .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&reply.body)))
+}
+
+/// A team in one namespace: requester, worker and resumer keys sharing a
+/// surface, with explicit queue, kind, namespace and action grants, and
+/// an outsider of another surface. Queues `work.external` and the server
+/// queue `work.server` are provisioned.
+pub struct Team {
+    /// The daemon.
+    pub d: TestDaemon,
+    /// Enqueues and owns the work.
+    pub requester: Client,
+    /// Claims and submits.
+    pub worker: Client,
+    /// Resumes parked tasks; neither requester nor worker.
+    pub resumer: Client,
+    /// Same namespace, another surface.
+    pub outsider: Client,
+    /// Key ids by role.
+    pub ids: std::collections::HashMap<&'static str, String>,
+}
+
+/// The team's namespace and surface.
+pub const NS: &str = "conformance-routing";
+/// The team's surface.
+pub const SURFACE: &str = "team_example";
+
+impl Team {
+    /// Starts a daemon and provisions the team.
+    pub async fn start() -> Team {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Starts with an adjusted config.
+    pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Team {
+        let d = TestDaemon::start_with(adjust).await;
+        for q in [
+            json!({"name": "work.external", "lease_ttl_s": 30, "max_attempts": 3, "backoff": {"base_ms": 50, "cap_ms": 200}}),
+            json!({"name": "work.server", "lease_ttl_s": 30, "max_attempts": 3, "server": true}),
+            json!({"name": "work.short", "lease_ttl_s": 1, "max_attempts": 2, "backoff": {"base_ms": 50, "cap_ms": 100}}),
+        ] {
+            let r = d.admin.post_json("/v1/queues", &q).await.unwrap();
+            assert_status!(r, 201);
+        }
+        let kinds = json!(["verb.solve_draft", "verb.verify_gate", "verb.compute"]);
+        let queues = json!(["work.external", "work.short"]);
+        let effects = json!(["read", "write-internal", "write-repo"]);
+        let common = [
+            format!("namespace:{NS}"),
+            format!("surface:{SURFACE}"),
+            "nouns:read".into(),
+            "cas:write".into(),
+        ];
+        let with = |extra: &[&str]| -> Vec<String> {
+            common
+                .iter()
+                .cloned()
+                .chain(extra.iter().map(|s| s.to_string()))
+                .collect()
+        };
+        let roles: [(&'static str, Value); 4] = [
+            (
+                "requester",
+                json!({"label": "requester", "account_id": "acct-team", "grants": {"queues": queues, "kinds": kinds, "effect_classes": effects, "scopes": with(&["verbs:enqueue"])}}),
+            ),
+            (
+                "worker",
+                json!({"label": "worker", "account_id": "acct-team", "grants": {"queues": queues, "kinds": kinds, "effect_classes": effects, "scopes": with(&["verbs:claim", "verbs:submit"])}}),
+            ),
+            (
+                "resumer",
+                json!({"label": "resumer", "grants": {"queues": queues, "kinds": kinds, "effect_classes": effects, "scopes": with(&["verbs:enqueue"])}}),
+            ),
+            (
+                "outsider",
+                json!({"label": "outsider", "grants": {"queues": queues, "kinds": kinds, "effect_classes": effects, "scopes": [format!("namespace:{NS}"), "surface:elsewhere", "nouns:read", "cas:write", "verbs:claim", "verbs:submit", "verbs:enqueue"]}}),
+            ),
+        ];
+        let mut clients = std::collections::HashMap::new();
+        let mut ids = std::collections::HashMap::new();
+        for (role, spec) in roles {
+            let r = d.admin.post_json("/v1/keys", &spec).await.unwrap();
+            assert_status!(r, 201);
+            let b = body(&r);
+            clients.insert(role, d.client(b["secret"].as_str().unwrap()));
+            ids.insert(role, b["key_id"].as_str().unwrap().to_string());
+        }
+        Team {
+            requester: clients.remove("requester").unwrap(),
+            worker: clients.remove("worker").unwrap(),
+            resumer: clients.remove("resumer").unwrap(),
+            outsider: clients.remove("outsider").unwrap(),
+            ids,
+            d,
+        }
+    }
+}
+
+/// A task spec in the team's namespace on `work.external`.
+pub fn spec(kind: &str, brief: Value) -> Value {
+    json!({
+        "namespace": NS,
+        "queue": "work.external",
+        "kind": kind,
+        "effect_class": "write-internal",
+        "producer_surface": format!("surface:{SURFACE}"),
+        "visibility_scope": "surface_only",
+        "brief": brief,
+    })
+}
+
+/// Enqueues and returns the new task id.
+pub async fn enqueue(c: &Client, spec: &Value) -> String {
+    let r = c.post_json("/v1/tasks", spec).await.unwrap();
+    assert_status!(r, 201);
+    body(&r)["task_id"].as_str().unwrap().to_string()
+}
+
+/// Claims the next task on `queue` (no waiting); `None` on 204.
+pub async fn claim(c: &Client, queue: &str) -> Option<Value> {
+    let r = c
+        .post_json(&format!("/v1/queues/{queue}/claim"), &json!({}))
+        .await
+        .unwrap();
+    match r.status.as_u16() {
+        200 => Some(body(&r)),
+        204 => None,
+        s => panic!("claim answered {s}: {}", String::from_utf8_lossy(&r.body)),
+    }
+}
+
+/// The lease id of a claim.
+pub fn lease(claim: &Value) -> String {
+    claim["lease"]["id"].as_str().unwrap().to_string()
+}
+
+/// The task id of a claim.
+pub fn claimed_id(claim: &Value) -> String {
+    claim["task"]["task_id"].as_str().unwrap().to_string()
+}
+
+/// Submits and returns the reply.
+pub async fn submit(c: &Client, id: &str, lease: &str, ok: bool, outputs: Value) -> Reply {
+    c.post_json(
+        &format!("/v1/tasks/{id}/submit"),
+        &json!({"lease_id": lease, "ok": ok, "outputs": outputs}),
+    )
+    .await
+    .unwrap()
+}
+
+/// A task as its viewer sees it.
+pub async fn task(c: &Client, id: &str) -> Value {
+    let r = c.get(&format!("/v1/tasks/{id}")).await.unwrap();
+    assert_status!(r, 200);
+    body(&r)
+}
+
+/// Puts a JSON noun in the team namespace and returns its pin.
+pub async fn put_noun(c: &Client, store: &str, key: &str, body_value: Value) -> Value {
+    let r = c
+        .put_json(
+            &format!("/v1/nouns/{NS}/{store}/{key}"),
+            &json!({"skip_unchanged": true, "body": body_value}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.status == 200 || r.status == 201,
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let b = body(&r);
+    json!({"namespace": NS, "store": store, "key": key, "version": b["version"], "sha256": b["sha256"]})
+}
+
+/// Waits until `f` holds, polling every 20 ms, for at most `secs` seconds.
+pub async fn eventually<F, Fut>(secs: u64, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not reached in {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

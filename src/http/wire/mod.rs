@@ -5,9 +5,14 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+mod tasks;
+
+pub use tasks::*;
+
 use jiff::Timestamp;
 
 use crate::auth::{Grants, KeyRecord, PrincipalKind};
+pub use crate::store::Pin;
 use crate::store::{Sha256, Visibility};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
@@ -83,23 +88,6 @@ pub struct PutNounReply {
     pub current_version: u64,
     /// Whether this was a dry run.
     pub dry_run: bool,
-}
-
-/// A noun pin: `{namespace?, store, key, version, sha256}`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Pin {
-    /// Namespace; when absent, the task's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Store.
-    pub store: String,
-    /// Key.
-    pub key: String,
-    /// Version.
-    pub version: u64,
-    /// The version's sha256.
-    pub sha256: Sha256,
 }
 
 /// `GET /healthz`.

@@ -1,0 +1,214 @@
+//! Worker capability tokens and `wh-` handles.
+//!
+//! A token is `wt1.<payload>.<mac>` (both base64url without padding): the
+//! payload is JSON `{task_id, attempt, role, verbs, exp}`, the MAC is
+//! HMAC-SHA256 over the payload bytes with a secret kept in
+//! `auth/token.secret` (mode 0600, created on first start), so tokens
+//! survive a restart. A handle is `wh-` + 8 lowercase hex from the OS RNG;
+//! the queue maps it to its (task, attempt). Whether the attempt is still
+//! live is the queue's to say (`worker` checks it on every call).
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::store::{self, Store};
+
+/// The secret's file under `auth/`.
+pub const SECRET_FILE: &str = "token.secret";
+
+const PREFIX: &str = "wt1";
+
+/// What a token grants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claims {
+    /// The task (as its display id).
+    pub task_id: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// Always `worker`.
+    pub role: String,
+    /// `prompt`, `artifact`, `submit`.
+    pub verbs: Vec<String>,
+    /// Unix seconds: the lease expiry when minted.
+    pub exp: i64,
+}
+
+impl Claims {
+    /// The claims of a worker token for one attempt.
+    pub fn worker(task_id: String, attempt: u32, exp: Timestamp) -> Claims {
+        Claims {
+            task_id,
+            attempt,
+            role: "worker".into(),
+            verbs: vec!["prompt".into(), "artifact".into(), "submit".into()],
+            exp: exp.as_second(),
+        }
+    }
+
+    /// Whether the token names `verb`.
+    pub fn allows(&self, verb: &str) -> bool {
+        self.role == "worker" && self.verbs.iter().any(|v| v == verb)
+    }
+}
+
+/// Mints and verifies tokens. Cheap to clone.
+#[derive(Clone)]
+pub struct Minter {
+    secret: [u8; 32],
+}
+
+impl std::fmt::Debug for Minter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Minter { secret: <hidden> }")
+    }
+}
+
+/// A token that does not verify.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid worker token")]
+pub struct InvalidToken;
+
+impl Minter {
+    /// Loads the secret, creating it on first start.
+    pub fn open(store: &Store) -> Result<Minter, store::Error> {
+        let auth = &store.root().auth;
+        let mut secret = [0u8; 32];
+        match auth.read(SECRET_FILE) {
+            Ok(bytes) if bytes.len() == 32 => secret.copy_from_slice(&bytes),
+            Ok(_) => {
+                return Err(store::Error::CorruptRef {
+                    path: format!("auth/{SECRET_FILE}"),
+                    message: "the token secret must be 32 bytes".into(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                getrandom::fill(&mut secret).expect("the OS random number generator is available");
+                store.writer().write_private(auth, SECRET_FILE, &secret)?;
+            }
+            Err(e) => return Err(store::io_err(format!("reading auth/{SECRET_FILE}"), e)),
+        }
+        Ok(Minter { secret })
+    }
+
+    fn mac(&self) -> Hmac<sha2::Sha256> {
+        <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.secret)
+            .expect("HMAC takes any key length")
+    }
+
+    /// Mints a token.
+    pub fn mint(&self, claims: &Claims) -> String {
+        let payload = serde_json::to_vec(claims).expect("claims serialize");
+        let mut mac = self.mac();
+        mac.update(&payload);
+        let tag = mac.finalize().into_bytes();
+        format!(
+            "{PREFIX}.{}.{}",
+            URL_SAFE_NO_PAD.encode(&payload),
+            URL_SAFE_NO_PAD.encode(tag)
+        )
+    }
+
+    /// Verifies a token's MAC (in constant time) and returns its claims.
+    /// Expiry and liveness are the caller's to check.
+    pub fn verify(&self, token: &str) -> Result<Claims, InvalidToken> {
+        let mut parts = token.split('.');
+        let (Some(PREFIX), Some(payload), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(InvalidToken);
+        };
+        let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| InvalidToken)?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| InvalidToken)?;
+        let mut mac = self.mac();
+        mac.update(&payload);
+        mac.verify_slice(&tag).map_err(|_| InvalidToken)?;
+        serde_json::from_slice(&payload).map_err(|_| InvalidToken)
+    }
+}
+
+/// Whether a string looks like a token (as opposed to a handle or a key).
+pub fn is_token(s: &str) -> bool {
+    s.starts_with("wt1.")
+}
+
+/// A fresh handle: `wh-` + 8 lowercase hex from the OS RNG.
+pub fn new_handle() -> String {
+    let mut buf = [0u8; 4];
+    getrandom::fill(&mut buf).expect("the OS random number generator is available");
+    format!("wh-{}", hex::encode(buf))
+}
+
+/// Whether a string has the shape of a handle.
+pub fn is_handle(s: &str) -> bool {
+    s.len() == 11
+        && s.starts_with("wh-")
+        && s[3..]
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn minter() -> Minter {
+        Minter { secret: [7; 32] }
+    }
+
+    #[test]
+    fn tokens_verify_and_any_tampering_fails() {
+        let m = minter();
+        let claims = Claims::worker(
+            "t1".into(),
+            2,
+            Timestamp::from_second(2_000_000_000).unwrap(),
+        );
+        let token = m.mint(&claims);
+        assert_eq!(m.verify(&token).unwrap(), claims);
+        let other = Minter { secret: [8; 32] };
+        assert!(other.verify(&token).is_err(), "another secret");
+        let forged = m.mint(&Claims::worker(
+            "t2".into(),
+            2,
+            Timestamp::from_second(0).unwrap(),
+        ));
+        let (head, _) = token.rsplit_once('.').unwrap();
+        let (_, forged_tag) = forged.rsplit_once('.').unwrap();
+        assert!(
+            m.verify(&format!("{head}.{forged_tag}")).is_err(),
+            "a tag from another payload"
+        );
+        for i in 4..token.len() {
+            let mut bytes = token.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+            if let Ok(t) = String::from_utf8(bytes)
+                && t != token
+            {
+                assert!(m.verify(&t).is_err(), "a changed byte at {i} verified");
+            }
+        }
+        for junk in [
+            "",
+            "wt1",
+            "wt1..",
+            "wt1.a.b.c",
+            "wt2.e30.AAAA",
+            "wh-12345678",
+        ] {
+            assert!(m.verify(junk).is_err(), "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn handles_have_their_shape() {
+        let h = new_handle();
+        assert!(is_handle(&h), "{h}");
+        for bad in ["wh-1234567", "wh-123456789", "wh-ABCDEF12", "xh-12345678"] {
+            assert!(!is_handle(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Queue routes: provision, list with counts, and claims.
+
+use std::time::Duration;
+
+use http::StatusCode;
+
+use super::error::ApiError;
+use super::request::Req;
+use super::tasks::{check, task_id, view};
+use super::wire::{ClaimNext, Claimed, LeaseView, QueueList, QueueView};
+use super::{Ctx, Resp, json_response};
+use crate::auth::token::{Claims, new_handle};
+use crate::auth::{self, Principal, access};
+use crate::queue::{Claim, QueueConfig, Task};
+use crate::store::Name;
+
+/// Longest long-poll a claim may ask for.
+const MAX_WAIT_MS: u64 = 30_000;
+
+/// `POST /v1/queues` (admin).
+pub async fn provision(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    auth::require_admin(&p)?;
+    let config: QueueConfig = req.json(ctx.limits.max_body_bytes).await?;
+    let created = ctx.queue.provision(config.clone()).await?;
+    tracing::info!(queue = %config.name, server = config.server, created, "queue provisioned");
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_response(status, &config))
+}
+
+/// `GET /v1/queues`: the queues the key may use (all, for admin), with
+/// task counts per state.
+pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let queues = ctx
+        .queue
+        .read(|st| {
+            st.queues
+                .values()
+                .filter(|q| p.is_admin() || p.grants.queues.contains(&q.name))
+                .map(|q| QueueView {
+                    config: q.clone(),
+                    counts: st
+                        .index_counts(&q.name)
+                        .into_iter()
+                        .map(|(s, n)| (s.as_str().to_string(), n))
+                        .collect(),
+                })
+                .collect()
+        })
+        .await?;
+    Ok(json_response(StatusCode::OK, &QueueList { queues }))
+}
+
+/// The answer to a claim: the task, its lease, a worker token and handle.
+fn claimed(ctx: &Ctx, st_view: super::wire::TaskView, claim: &Claim) -> Claimed {
+    let claims = Claims::worker(
+        claim.task.id.to_string(),
+        claim.lease.attempt.0,
+        claim.lease.expires_at,
+    );
+    Claimed {
+        task: st_view,
+        lease: LeaseView {
+            id: Some(claim.lease.id.0.clone()),
+            fence: claim.lease.attempt.0,
+            expires_at: claim.lease.expires_at,
+            holder: claim.lease.holder.to_string(),
+        },
+        token: ctx.tokens.mint(&claims),
+        handle: claim.lease.handle.clone(),
+        prompt_url: "/v1/worker/prompt".into(),
+    }
+}
+
+async fn answer(ctx: &Ctx, p: &Principal, claim: Claim) -> Result<Resp, ApiError> {
+    let v = ctx.queue.read(|st| view(st, &claim.task, p)).await?;
+    tracing::info!(task = %claim.task.id, attempt = claim.lease.attempt.0, by = %p.key_id, "task claimed");
+    Ok(json_response(StatusCode::OK, &claimed(ctx, v, &claim)))
+}
+
+/// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?}`: the next eligible
+/// task, long-polling up to `wait_ms`; 204 when none.
+pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let queue = Name::parse("queue", queue)?;
+    access::require(&p, auth::Scope::VerbsClaim)?;
+    let body: ClaimNext = req.json(ctx.limits.max_body_bytes).await?;
+    if body.wait_ms > MAX_WAIT_MS {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!("wait_ms is at most {MAX_WAIT_MS}"),
+        ));
+    }
+    let server = ctx
+        .queue
+        .read(|st| st.queues.get(&queue).map(|q| q.server))
+        .await?
+        .ok_or_else(|| crate::queue::Error::UnknownQueue(queue.to_string()))?;
+    access::may_claim_from(&p, &queue, server)?;
+    let can = |t: &Task| access::may_claim(&p, &t.facts(server)).is_ok();
+    let claim = ctx
+        .queue
+        .claim_next(
+            &queue,
+            body.kinds.as_deref(),
+            &p.key_id,
+            &new_handle,
+            &can,
+            Duration::from_millis(body.wait_ms),
+        )
+        .await?;
+    match claim {
+        Some(claim) => answer(ctx, &p, claim).await,
+        None => Ok(super::empty(StatusCode::NO_CONTENT)),
+    }
+}
+
+/// `POST /v1/tasks/{id}/claim`: claims one task by id.
+pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let id = task_id(id)?;
+    check(ctx, id, &p, access::may_claim).await?;
+    let claim = ctx.queue.claim(id, &p.key_id, &new_handle).await?;
+    answer(ctx, &p, claim).await
+}

@@ -1,0 +1,237 @@
+//! Task routes: enqueue, list, show, receipts; and the task view shared by
+//! every answer that shows a task.
+
+use std::ops::Bound;
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::error::ApiError;
+use super::request::Req;
+use super::wire::{Enqueued, LeaseView, Related, TaskList, TaskView};
+use super::{Ctx, Resp, json_response};
+use crate::auth::access::{self, TaskFacts};
+use crate::auth::{self, Principal};
+use crate::queue::{State, Task, TaskId, TaskSpec, TaskState};
+
+/// Largest page of `GET /v1/tasks`.
+const MAX_PAGE: usize = 1000;
+
+/// Parses a task id path segment.
+pub fn task_id(s: &str) -> Result<TaskId, ApiError> {
+    s.parse().map_err(|e: crate::queue::task::BadTaskId| {
+        ApiError::bad_request("invalid_task_id", e.to_string())
+    })
+}
+
+/// Runs an access rule against a task; `NotFound` when it does not exist.
+pub async fn check(
+    ctx: &Ctx,
+    id: TaskId,
+    p: &Principal,
+    rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
+) -> Result<Task, ApiError> {
+    ctx.queue
+        .read(|st| {
+            let t = st.task(id)?;
+            rule(p, &st.facts(t))?;
+            Ok::<_, ApiError>(t.clone())
+        })
+        .await?
+}
+
+/// How a task looks to `p` (who may see it).
+pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
+    let related = |id: &TaskId| {
+        let Some(r) = st
+            .tasks
+            .get(id)
+            .filter(|r| access::sees_task(p, &st.facts(r)))
+        else {
+            return Related {
+                task_id: *id,
+                state: None,
+                ok: None,
+                receipt: None,
+            };
+        };
+        Related {
+            task_id: *id,
+            state: Some(r.state),
+            ok: r.ok(),
+            receipt: r.receipts.last().copied(),
+        }
+    };
+    let lease = t.lease.as_ref().map(|l| LeaseView {
+        id: (p.is_admin() || l.holder == p.key_id).then(|| l.id.0.clone()),
+        fence: l.attempt.0,
+        expires_at: l.expires_at,
+        holder: l.holder.to_string(),
+    });
+    TaskView {
+        task_id: t.id,
+        state: t.state,
+        attempt: t.attempt.0,
+        max_attempts: st.max_attempts(t),
+        namespace: t.spec.namespace.clone(),
+        queue: t.spec.queue.clone(),
+        kind: t.spec.kind.clone(),
+        effect_class: t.spec.effect_class,
+        producer_surface: t.spec.producer_surface.clone(),
+        visibility_scope: t.spec.visibility_scope,
+        allowed_surfaces: t.spec.allowed_surfaces.clone(),
+        priority: t.spec.priority,
+        tags: t.spec.tags.clone(),
+        target_cohorts: t.spec.target_cohorts.clone(),
+        idempotency_key: t.spec.idempotency_key.clone(),
+        brief: t.spec.brief.clone(),
+        requester: t.requester.clone(),
+        lease,
+        not_before: t.not_before,
+        parent: t.parent,
+        children: t.children.iter().map(related).collect(),
+        upstream: t.spec.depends_on.iter().map(related).collect(),
+        receipts: t.receipts.clone(),
+        park: t.park.clone(),
+        reason: t.reason.clone(),
+        staged: t.staged.clone(),
+        created_at: t.created_at,
+        updated_at: t.updated_at,
+    }
+}
+
+/// `POST /v1/tasks`.
+pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    access::require(&p, auth::Scope::VerbsEnqueue)?;
+    let mut spec: TaskSpec = req.json(ctx.limits.max_body_bytes).await?;
+    access::require_namespace(&p, &spec.namespace)?;
+    let server = ctx
+        .queue
+        .read(|st| st.queues.get(&spec.queue).map(|q| q.server))
+        .await?
+        .ok_or_else(|| crate::queue::Error::UnknownQueue(spec.queue.to_string()))?;
+    let facts = TaskFacts {
+        namespace: &spec.namespace,
+        queue: &spec.queue,
+        server_queue: server,
+        kind: &spec.kind,
+        effect_class: spec.effect_class,
+        envelope: access::Envelope {
+            visibility: spec.visibility_scope,
+            owner: Some(p.key_id.as_str()),
+            producer_surface: spec.producer_surface.as_ref(),
+            allowed_surfaces: &spec.allowed_surfaces,
+            quarantined: false,
+        },
+    };
+    spec.producer_surface = access::may_enqueue(&p, &facts)?;
+    let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
+    let (id, created) = ctx.queue.enqueue(spec, &p.key_id, &sees).await?;
+    let state = ctx.queue.read(|st| st.tasks[&id].state).await?;
+    if created {
+        tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task enqueued");
+    }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_response(
+        status,
+        &Enqueued {
+            task_id: id,
+            state,
+            created,
+        },
+    ))
+}
+
+/// `GET /v1/tasks/{id}`.
+pub async fn show(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let id = task_id(id)?;
+    let v = ctx
+        .queue
+        .read(|st| {
+            let t = st.task(id)?;
+            access::read_task(&p, &st.facts(t))?;
+            Ok::<_, ApiError>(view(st, t, &p))
+        })
+        .await??;
+    Ok(json_response(StatusCode::OK, &v))
+}
+
+/// `GET /v1/tasks?queue=&kind=&state=&cursor=&limit=`: tasks the key may see.
+pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let state: Option<TaskState> = req
+        .query("state")
+        .map(|s| {
+            s.parse()
+                .map_err(|m: String| ApiError::bad_request("invalid_query", m))
+        })
+        .transpose()?;
+    let cursor = req.query("cursor").map(task_id).transpose()?;
+    let limit = req
+        .query_u64("limit")?
+        .map_or(100, |n| (n as usize).clamp(1, MAX_PAGE));
+    let queue = req.query("queue").map(str::to_string);
+    let kind = req.query("kind").map(str::to_string);
+    let page = ctx
+        .queue
+        .read(|st| {
+            let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+            let mut matching = st
+                .tasks
+                .range((start, Bound::Unbounded))
+                .map(|(_, t)| t)
+                .filter(|t| {
+                    queue.as_deref().is_none_or(|q| t.spec.queue.as_str() == q)
+                        && kind.as_deref().is_none_or(|k| t.spec.kind.as_str() == k)
+                        && state.is_none_or(|s| t.state == s)
+                        && access::sees_task(&p, &st.facts(t))
+                });
+            let tasks: Vec<TaskView> = matching
+                .by_ref()
+                .take(limit)
+                .map(|t| view(st, t, &p))
+                .collect();
+            let more = matching.next().is_some();
+            TaskList {
+                next_cursor: if more {
+                    tasks.last().map(|t| t.task_id)
+                } else {
+                    None
+                },
+                tasks,
+            }
+        })
+        .await?;
+    Ok(json_response(StatusCode::OK, &page))
+}
+
+/// `GET /v1/tasks/{id}/receipts`: the receipt records, in order.
+pub async fn receipts(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let t = check(ctx, task_id(id)?, &p, access::read_task).await?;
+    let shas = t.receipts.clone();
+    let records = ctx
+        .blocking(move |store| {
+            shas.iter()
+                .map(|sha| {
+                    let bytes = store.get_object(sha)?;
+                    let record: serde_json::Value =
+                        serde_json::from_slice(&bytes).map_err(|e| {
+                            ApiError::internal(&format!("receipt {sha} is not JSON: {e}"))
+                        })?;
+                    Ok(json!({"sha256": sha, "receipt": record}))
+                })
+                .collect::<Result<Vec<_>, ApiError>>()
+        })
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"task_id": t.id, "receipts": records}),
+    ))
+}

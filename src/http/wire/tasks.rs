@@ -1,0 +1,265 @@
+//! Request and response bodies of the queue and task routes.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::auth::EffectClass;
+use crate::queue::{ChildSpec, QueueConfig, TaskId, TaskState};
+use crate::store::{Name, Pin, Sha256, Visibility};
+
+/// A queue as listed, with its task counts per state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueView {
+    /// Its configuration.
+    #[serde(flatten)]
+    pub config: QueueConfig,
+    /// Tasks per state.
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// `GET /v1/queues`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueList {
+    /// The queues the key may use (all, for admin).
+    pub queues: Vec<QueueView>,
+}
+
+/// The answer to an enqueue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Enqueued {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its state right after enqueue.
+    pub state: TaskState,
+    /// False when an idempotent resend found the existing task.
+    pub created: bool,
+}
+
+/// A lease as shown to its holder.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LeaseView {
+    /// The lease id (only its holder and admin see it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The fence: the attempt number this lease belongs to.
+    pub fence: u32,
+    /// When it lapses unless heartbeated.
+    pub expires_at: Timestamp,
+    /// The key holding it.
+    pub holder: String,
+}
+
+/// Another task as seen from this one (a child or an upstream).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Related {
+    /// Its id.
+    pub task_id: TaskId,
+    /// Its state; absent when the viewer may not see it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+    /// Whether it succeeded (terminal tasks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// Its last receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Sha256>,
+}
+
+/// A task as shown to a key that may see it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskView {
+    /// Id.
+    pub task_id: TaskId,
+    /// State.
+    pub state: TaskState,
+    /// Claims so far.
+    pub attempt: u32,
+    /// Claims allowed.
+    pub max_attempts: u32,
+    /// Namespace.
+    pub namespace: Name,
+    /// Queue.
+    pub queue: Name,
+    /// Kind.
+    pub kind: Name,
+    /// Effect class.
+    pub effect_class: EffectClass,
+    /// Producer surface.
+    pub producer_surface: Option<Name>,
+    /// Visibility.
+    pub visibility_scope: Visibility,
+    /// Allowlisted surfaces.
+    pub allowed_surfaces: Vec<Name>,
+    /// Priority.
+    pub priority: i32,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Cohorts.
+    pub target_cohorts: Vec<String>,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// The brief (with `input_ref` as last resumed).
+    pub brief: Box<RawValue>,
+    /// The requester key.
+    pub requester: Name,
+    /// The live lease.
+    pub lease: Option<LeaseView>,
+    /// Not claimable before.
+    pub not_before: Option<Timestamp>,
+    /// The parent it was split from.
+    pub parent: Option<TaskId>,
+    /// Children from splits.
+    pub children: Vec<Related>,
+    /// Upstream tasks (`depends_on`).
+    pub upstream: Vec<Related>,
+    /// Receipt hashes in order.
+    pub receipts: Vec<Sha256>,
+    /// Why it is parked.
+    pub park: Option<crate::queue::Park>,
+    /// Why it failed or was cancelled without a receipt.
+    pub reason: Option<String>,
+    /// Parts staged by the current attempt's worker.
+    pub staged: BTreeMap<String, Sha256>,
+    /// Enqueued at.
+    pub created_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+}
+
+/// `GET /v1/tasks`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskList {
+    /// A page of tasks the key may see, in id order.
+    pub tasks: Vec<TaskView>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<TaskId>,
+}
+
+/// `POST /v1/queues/{queue}/claim`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimNext {
+    /// Only these kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<Name>>,
+    /// Long-poll up to this long (at most 30000).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// A claim: the task and its lease, and the worker's credentials.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The task.
+    pub task: TaskView,
+    /// The lease.
+    pub lease: LeaseView,
+    /// A capability token for the worker routes of this attempt.
+    pub token: String,
+    /// A short handle that stands for the token.
+    pub handle: String,
+    /// Where the worker fetches its prompt.
+    pub prompt_url: String,
+}
+
+/// A body naming only a lease.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRef {
+    /// The live lease.
+    pub lease_id: String,
+}
+
+/// The answer to a heartbeat.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// The new expiry.
+    pub expires_at: Timestamp,
+}
+
+/// `POST /v1/tasks/{id}/submit`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBody {
+    /// The live lease.
+    pub lease_id: String,
+    /// Success as the worker sees it.
+    pub ok: bool,
+    /// Output noun pins.
+    #[serde(default)]
+    pub outputs: Vec<Pin>,
+    /// Evidence noun pins.
+    #[serde(default)]
+    pub evidence: Vec<Pin>,
+    /// A short note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The answer to a submit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Submitted {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its terminal state.
+    pub state: TaskState,
+    /// The receipt's `ok` (false when a contract check failed).
+    pub ok: bool,
+    /// The receipt's sha256.
+    pub receipt_sha256: Sha256,
+    /// False for an idempotent resend.
+    pub created: bool,
+}
+
+/// `POST /v1/tasks/{id}/park`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParkBody {
+    /// The live lease.
+    pub lease_id: String,
+    /// Why.
+    pub reason: String,
+    /// What input would let it go on.
+    #[serde(default)]
+    pub needs: Value,
+}
+
+/// `POST /v1/tasks/{id}/resume`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// The pin that replaces `brief.input_ref`.
+    pub input_ref: Pin,
+}
+
+/// `POST /v1/tasks/{id}/split`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitBody {
+    /// The live lease.
+    pub lease_id: String,
+    /// The children.
+    pub children: Vec<ChildSpec>,
+}
+
+/// The answer to a split.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SplitDone {
+    /// The parent, now waiting.
+    pub task_id: TaskId,
+    /// The children, in order.
+    pub children: Vec<TaskId>,
+}
+
+/// The answer to park, resume, release and cancel.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StateReply {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its new state.
+    pub state: TaskState,
+}

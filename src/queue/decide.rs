@@ -1,0 +1,346 @@
+//! Commands → events: every rule of the task lifecycle is checked here,
+//! against the state, with no I/O. The caller supplies the clock and any
+//! randomness (lease ids, handles), which the events then carry.
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+use super::Error;
+use super::event::{Event, NewTask};
+use super::machine::State;
+use super::receipt::{self, SubmitInput};
+use super::spec::{ChildSpec, QueueConfig, TaskSpec};
+use super::task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
+use crate::store::Name;
+
+/// The outcome of an enqueue: a new task, or the existing one for the same
+/// idempotency key and spec.
+pub enum Enqueue {
+    /// Append this event; the task gets this id.
+    New(Event, TaskId),
+    /// Nothing to write.
+    Existing(TaskId),
+}
+
+/// The outcome of a submit: a new receipt, or the one a resend already has.
+pub enum Submit {
+    /// Append this event.
+    New(Event),
+    /// The same submission was already accepted with this receipt.
+    Existing(TaskId),
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> Error {
+    Error::InvalidSpec {
+        field,
+        message: message.into(),
+    }
+}
+
+impl State {
+    /// A task by id, or `NotFound`.
+    pub fn task(&self, id: TaskId) -> Result<&Task, Error> {
+        self.tasks.get(&id).ok_or(Error::NotFound)
+    }
+
+    /// Provision or reconfigure a queue.
+    pub fn decide_queue(&self, config: QueueConfig) -> Result<Event, Error> {
+        config.check().map_err(|(f, m)| invalid(f, m))?;
+        if let Some(p) = &config.placement {
+            super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
+        }
+        Ok(Event::QueueSet { config })
+    }
+
+    fn check_new(&self, spec: &TaskSpec, sees: &dyn Fn(&Task) -> bool) -> Result<(), Error> {
+        if !self.queues.contains_key(&spec.queue) {
+            return Err(Error::UnknownQueue(spec.queue.to_string()));
+        }
+        spec.check().map_err(|(f, m)| invalid(f, m))?;
+        if let Some(p) = &spec.placement {
+            super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
+        }
+        if let Some(w) = &spec.work_dir {
+            super::placement::check_relative(w).map_err(|m| invalid("work_dir", m))?;
+        }
+        for u in &spec.depends_on {
+            if !self.tasks.get(u).is_some_and(sees) {
+                return Err(Error::UnknownUpstream(*u));
+            }
+        }
+        Ok(())
+    }
+
+    /// Enqueue a spec. `sees` says whether the requester may see a task
+    /// (for `depends_on`, which may only name visible tasks).
+    pub fn decide_enqueue(
+        &self,
+        spec: TaskSpec,
+        requester: &Name,
+        at: Timestamp,
+        sees: &dyn Fn(&Task) -> bool,
+    ) -> Result<Enqueue, Error> {
+        if let Some(key) = &spec.idempotency_key
+            && let Some((id, fp)) = self
+                .index
+                .idempotency
+                .get(&(spec.namespace.clone(), key.clone()))
+        {
+            return if *fp == spec.fingerprint() {
+                Ok(Enqueue::Existing(*id))
+            } else {
+                Err(Error::IdempotencyConflict(*id))
+            };
+        }
+        self.check_new(&spec, sees)?;
+        let id = TaskId(self.next_id);
+        let task = NewTask {
+            id,
+            fingerprint: spec.idempotency_key.as_ref().map(|_| spec.fingerprint()),
+            spec,
+            requester: requester.clone(),
+        };
+        Ok(Enqueue::New(
+            Event::Enqueued {
+                task: Box::new(task),
+                at,
+            },
+            id,
+        ))
+    }
+
+    /// The best claimable task on `queue`: ready now, of an allowed kind,
+    /// passing `can`, highest priority then oldest.
+    pub fn find_claimable(
+        &self,
+        queue: &Name,
+        kinds: Option<&[Name]>,
+        can: &dyn Fn(&Task) -> bool,
+    ) -> Option<TaskId> {
+        let mut best: Option<super::index::ReadyKey> = None;
+        for ((q, kind), set) in &self.index.ready {
+            if q != queue || kinds.is_some_and(|ks| !ks.contains(kind)) {
+                continue;
+            }
+            let first = set.iter().find(|(_, id)| can(&self.tasks[id]));
+            if let Some(key) = first
+                && best.is_none_or(|b| *key < b)
+            {
+                best = Some(*key);
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    /// Claim a ready task: a new lease for attempt + 1.
+    pub fn decide_claim(
+        &self,
+        id: TaskId,
+        holder: &Name,
+        lease_id: LeaseId,
+        handle: String,
+        at: Timestamp,
+    ) -> Result<Event, Error> {
+        let t = self.task(id)?;
+        if !self.is_ready(t, at) {
+            return Err(Error::InvalidState {
+                state: t.state,
+                action: "claim",
+            });
+        }
+        let lease = Lease {
+            id: lease_id,
+            attempt: Attempt(t.attempt.0 + 1),
+            holder: holder.clone(),
+            expires_at: at + self.lease_ttl(t),
+            handle,
+        };
+        Ok(Event::Claimed { id, lease, at })
+    }
+
+    /// The task, if `lease_id` is its live lease at `now`; else `StaleLease`.
+    pub fn held(&self, id: TaskId, lease_id: &LeaseId, now: Timestamp) -> Result<&Task, Error> {
+        let t = self.task(id)?;
+        match &t.lease {
+            Some(l) if l.id == *lease_id && l.expires_at > now => Ok(t),
+            _ => Err(Error::StaleLease {
+                state: t.state,
+                attempt: t.attempt,
+            }),
+        }
+    }
+
+    /// Extend the live lease by the task's lease length.
+    pub fn decide_heartbeat(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        now: Timestamp,
+    ) -> Result<Event, Error> {
+        let t = self.held(id, lease_id, now)?;
+        Ok(Event::Heartbeat {
+            id,
+            expires_at: now + self.lease_ttl(t),
+        })
+    }
+
+    /// Give the task back (the attempt counts).
+    pub fn decide_release(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        now: Timestamp,
+    ) -> Result<Event, Error> {
+        let t = self.held(id, lease_id, now)?;
+        Ok(Event::Released {
+            id,
+            attempt: t.attempt,
+            expired: false,
+            at: now,
+        })
+    }
+
+    /// Every lease that has lapsed by `now`.
+    pub fn decide_expiries(&self, now: Timestamp) -> Vec<Event> {
+        self.index
+            .leases
+            .iter()
+            .take_while(|(exp, _)| *exp <= now)
+            .map(|(_, id)| Event::Released {
+                id: *id,
+                attempt: self.tasks[id].attempt,
+                expired: true,
+                at: now,
+            })
+            .collect()
+    }
+
+    /// Submit a result: a receipt, and a terminal state. A resend of the
+    /// accepted submission under the same lease gets the same receipt.
+    pub fn decide_submit(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+        now: Timestamp,
+    ) -> Result<Submit, Error> {
+        let t = self.task(id)?;
+        if let Some(s) = &t.submission
+            && s.lease_id == *lease_id
+        {
+            return if s.request == input.request {
+                Ok(Submit::Existing(id))
+            } else {
+                Err(Error::SubmitConflict)
+            };
+        }
+        let t = self.held(id, lease_id, now)?;
+        let (receipt, sha) =
+            receipt::build(id, t.attempt, input, by, now, t.receipts.last().copied());
+        Ok(Submit::New(Event::Submitted {
+            id,
+            lease_id: lease_id.clone(),
+            request: input.request,
+            ok: receipt["ok"].as_bool().unwrap_or(false),
+            receipt,
+            receipt_sha256: sha,
+            at: now,
+        }))
+    }
+
+    /// Park: the lease ends and the task waits for input.
+    pub fn decide_park(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        park: Park,
+        now: Timestamp,
+    ) -> Result<Event, Error> {
+        self.held(id, lease_id, now)?;
+        Ok(Event::Parked { id, park, at: now })
+    }
+
+    /// Resume a parked task with a new input pin.
+    pub fn decide_resume(
+        &self,
+        id: TaskId,
+        input_ref: Value,
+        by: &Name,
+        now: Timestamp,
+    ) -> Result<Event, Error> {
+        let t = self.task(id)?;
+        if t.state != TaskState::Parked {
+            return Err(Error::InvalidState {
+                state: t.state,
+                action: "resume",
+            });
+        }
+        Ok(Event::Resumed {
+            id,
+            input_ref,
+            by: by.clone(),
+            at: now,
+        })
+    }
+
+    /// Split into children under the parent's envelope; the parent waits.
+    pub fn decide_split(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        children: Vec<ChildSpec>,
+        sees: &dyn Fn(&Task) -> bool,
+        now: Timestamp,
+    ) -> Result<Event, Error> {
+        let t = self.held(id, lease_id, now)?;
+        if t.depth + 1 > self.limits.max_depth {
+            return Err(Error::SplitLimit(format!(
+                "children would be at depth {}; the limit is {}",
+                t.depth + 1,
+                self.limits.max_depth
+            )));
+        }
+        let total = t.children.len() + children.len();
+        if children.is_empty() || total > self.limits.max_children {
+            return Err(Error::SplitLimit(format!(
+                "a split names 1 or more children and a task has at most {} ({total} asked)",
+                self.limits.max_children
+            )));
+        }
+        let mut out = Vec::with_capacity(children.len());
+        for (i, child) in children.into_iter().enumerate() {
+            let spec = child
+                .under(&t.spec)
+                .map_err(|field| Error::SplitWidens { field })?;
+            self.check_new(&spec, sees)?;
+            out.push(NewTask {
+                id: TaskId(self.next_id + i as u64),
+                spec,
+                requester: t.requester.clone(),
+                fingerprint: None,
+            });
+        }
+        Ok(Event::Split {
+            id,
+            children: out,
+            at: now,
+        })
+    }
+
+    /// Cancel a task that has not ended (and its live descendants).
+    pub fn decide_cancel(&self, id: TaskId, by: &Name, now: Timestamp) -> Result<Event, Error> {
+        let t = self.task(id)?;
+        if t.state.is_terminal() {
+            return Err(Error::InvalidState {
+                state: t.state,
+                action: "cancel",
+            });
+        }
+        Ok(Event::Cancelled {
+            id,
+            by: by.clone(),
+            at: now,
+        })
+    }
+}

@@ -1,0 +1,138 @@
+//! Journal events: one per state change, applied by `machine` both live and
+//! at replay. An event holds everything its application needs (ids, lease
+//! ids, timestamps, receipts), so replay never consults the clock or the RNG.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::spec::{QueueConfig, TaskSpec};
+use super::task::{Attempt, Lease, LeaseId, Park, TaskId};
+use crate::store::{Name, Sha256};
+
+/// A new task as created by enqueue or split.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NewTask {
+    /// The id assigned.
+    pub id: TaskId,
+    /// The spec (for children: already narrowed to the parent's envelope).
+    pub spec: TaskSpec,
+    /// The requester key id.
+    pub requester: Name,
+    /// The spec's fingerprint, when it has an idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Sha256>,
+}
+
+/// One state change. Externally tagged (`{"claimed": {...}}`): an
+/// internally tagged enum would buffer its content, which a brief kept as
+/// raw JSON cannot be read back from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A queue was provisioned or reconfigured.
+    QueueSet {
+        /// Its configuration.
+        config: QueueConfig,
+    },
+    /// A task was enqueued.
+    Enqueued {
+        /// The task.
+        task: Box<NewTask>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A task was claimed.
+    Claimed {
+        /// The task.
+        id: TaskId,
+        /// The new lease (its attempt is the task's attempt + 1).
+        lease: Lease,
+        /// When.
+        at: Timestamp,
+    },
+    /// A lease was extended.
+    Heartbeat {
+        /// The task.
+        id: TaskId,
+        /// The new expiry.
+        expires_at: Timestamp,
+    },
+    /// A lease ended without a result: released by its holder, or expired.
+    Released {
+        /// The task.
+        id: TaskId,
+        /// The attempt that ended.
+        attempt: Attempt,
+        /// Expired (backoff applies) rather than released.
+        expired: bool,
+        /// When.
+        at: Timestamp,
+    },
+    /// A receipt was written; the task is terminal.
+    Submitted {
+        /// The task.
+        id: TaskId,
+        /// The lease submitted under.
+        lease_id: LeaseId,
+        /// sha256 of the canonical submit request, for idempotent resends.
+        request: Sha256,
+        /// The receipt record (its canonical JSON hashes to `receipt_sha256`).
+        receipt: Value,
+        /// The receipt's hash.
+        receipt_sha256: Sha256,
+        /// Succeeded or failed.
+        ok: bool,
+        /// When.
+        at: Timestamp,
+    },
+    /// A task was parked.
+    Parked {
+        /// The task.
+        id: TaskId,
+        /// Why, and what it needs.
+        park: Park,
+        /// When.
+        at: Timestamp,
+    },
+    /// A parked task was resumed with a new input pin.
+    Resumed {
+        /// The task.
+        id: TaskId,
+        /// The pin that replaces `brief.input_ref`.
+        input_ref: Value,
+        /// The resuming key.
+        by: Name,
+        /// When.
+        at: Timestamp,
+    },
+    /// A claimed task was split into children and now waits for them.
+    Split {
+        /// The parent.
+        id: TaskId,
+        /// The children.
+        children: Vec<NewTask>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A task and its non-terminal descendants were cancelled.
+    Cancelled {
+        /// The task.
+        id: TaskId,
+        /// The cancelling key.
+        by: Name,
+        /// When.
+        at: Timestamp,
+    },
+    /// A worker staged a named part for the current attempt.
+    Staged {
+        /// The task.
+        id: TaskId,
+        /// The attempt.
+        attempt: Attempt,
+        /// The part name.
+        name: String,
+        /// The part's object.
+        sha256: Sha256,
+    },
+}

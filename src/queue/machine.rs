@@ -1,0 +1,420 @@
+//! The state machine: `State::apply` moves tasks between states for one
+//! event, with no I/O, no clock and no randomness, so the live path and
+//! replay reach the same state. Derived transitions happen here too: a
+//! pending task is queued when its last upstream ends (in any terminal
+//! state), and a waiting parent is queued when its last child ends.
+//!
+//! `apply` assumes its event was produced by `decide` (or read back from
+//! the journal, where `decide` produced it): it does not re-check rules.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::event::{Event, NewTask};
+use super::index::Index;
+use super::spec::QueueConfig;
+use super::task::{Attempt, Task, TaskId, TaskState};
+use crate::store::Name;
+
+/// Reason recorded when expiries or releases use up a task's attempts.
+pub const ATTEMPTS_EXHAUSTED: &str = "attempts_exhausted";
+
+/// Bounds on splits.
+#[derive(Clone, Copy, Debug)]
+pub struct SplitLimits {
+    /// Deepest child level (top-level tasks are depth 0).
+    pub max_depth: u32,
+    /// Most children one task may have.
+    pub max_children: usize,
+}
+
+/// Everything the queue knows: queues, tasks, indexes.
+#[derive(Debug)]
+pub struct State {
+    /// Provisioned queues.
+    pub queues: BTreeMap<Name, QueueConfig>,
+    /// Every task, by id (ids grow with enqueue order).
+    pub tasks: BTreeMap<TaskId, Task>,
+    /// The next task id to assign.
+    pub next_id: u64,
+    /// Derived indexes.
+    pub index: Index,
+    /// Split bounds.
+    pub limits: SplitLimits,
+}
+
+impl State {
+    /// An empty state.
+    pub fn new(limits: SplitLimits) -> State {
+        State {
+            queues: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            next_id: 1,
+            index: Index::default(),
+            limits,
+        }
+    }
+
+    /// The effective attempt limit of a task.
+    pub fn max_attempts(&self, t: &Task) -> u32 {
+        t.spec
+            .max_attempts
+            .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.max_attempts))
+            .unwrap_or(1)
+    }
+
+    /// The effective lease length of a task.
+    pub fn lease_ttl(&self, t: &Task) -> SignedDuration {
+        let s = t
+            .spec
+            .lease_ttl_s
+            .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.lease_ttl_s))
+            .unwrap_or(300);
+        SignedDuration::from_secs(i64::from(s))
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, ev: &Event) {
+        match ev {
+            Event::QueueSet { config } => {
+                self.queues.insert(config.name.clone(), config.clone());
+            }
+            Event::Enqueued { task, at } => self.insert(task, None, *at),
+            Event::Claimed { id, lease, at } => {
+                self.leave(*id);
+                let t = self.task_mut(*id);
+                t.attempt = lease.attempt;
+                t.lease = Some(lease.clone());
+                t.staged.clear();
+                t.handles.push(lease.handle.clone());
+                t.park = None;
+                t.updated_at = *at;
+                self.index.leases.insert((lease.expires_at, *id));
+                self.index
+                    .handles
+                    .insert(lease.handle.clone(), (*id, lease.attempt));
+                self.enter(*id, TaskState::Claimed, *at);
+            }
+            Event::Heartbeat { id, expires_at } => {
+                let t = self.task_mut(*id);
+                let lease = t.lease.as_mut().expect("heartbeat on a claimed task");
+                let old = std::mem::replace(&mut lease.expires_at, *expires_at);
+                self.index.leases.remove(&(old, *id));
+                self.index.leases.insert((*expires_at, *id));
+            }
+            Event::Released {
+                id,
+                attempt,
+                expired,
+                at,
+            } => {
+                self.leave(*id);
+                let t = &self.tasks[id];
+                if attempt.0 >= self.max_attempts(t) {
+                    self.task_mut(*id).reason = Some(ATTEMPTS_EXHAUSTED.into());
+                    self.enter(*id, TaskState::Failed, *at);
+                } else {
+                    let delay = self
+                        .queues
+                        .get(&t.spec.queue)
+                        .map_or(0, |q| q.backoff.delay_ms(attempt.0 + 1));
+                    let t = self.task_mut(*id);
+                    t.not_before = expired.then(|| *at + SignedDuration::from_millis(delay as i64));
+                    self.enter(*id, TaskState::Queued, *at);
+                }
+            }
+            Event::Submitted {
+                id,
+                lease_id,
+                request,
+                receipt_sha256,
+                ok,
+                at,
+                ..
+            } => {
+                self.leave(*id);
+                let t = self.task_mut(*id);
+                t.receipts.push(*receipt_sha256);
+                t.submission = Some(super::task::Submission {
+                    attempt: t.attempt,
+                    lease_id: lease_id.clone(),
+                    request: *request,
+                    receipt: *receipt_sha256,
+                });
+                let state = if *ok {
+                    TaskState::Succeeded
+                } else {
+                    TaskState::Failed
+                };
+                self.enter(*id, state, *at);
+            }
+            Event::Parked { id, park, at } => {
+                self.leave(*id);
+                self.task_mut(*id).park = Some(park.clone());
+                self.enter(*id, TaskState::Parked, *at);
+            }
+            Event::Resumed {
+                id, input_ref, at, ..
+            } => {
+                self.leave(*id);
+                let t = self.task_mut(*id);
+                let mut brief = t.spec.brief_value();
+                brief["input_ref"] = input_ref.clone();
+                t.spec.brief = serde_json::value::to_raw_value(&brief).expect("briefs serialize");
+                t.park = None;
+                t.not_before = None;
+                self.enter(*id, TaskState::Queued, *at);
+            }
+            Event::Split { id, children, at } => {
+                self.leave(*id);
+                for child in children {
+                    self.insert(child, Some(*id), *at);
+                }
+                self.enter(*id, TaskState::Waiting, *at);
+            }
+            Event::Cancelled { id, by, at } => {
+                let mut doomed = Vec::new();
+                self.collect_live_descendants(*id, &mut doomed);
+                for t in &doomed {
+                    self.leave(*t);
+                    self.task_mut(*t).reason = Some(format!("cancelled by {by}"));
+                }
+                for t in doomed {
+                    self.enter(t, TaskState::Cancelled, *at);
+                }
+            }
+            Event::Staged {
+                id, name, sha256, ..
+            } => {
+                self.task_mut(*id).staged.insert(name.clone(), *sha256);
+            }
+        }
+    }
+
+    fn task_mut(&mut self, id: TaskId) -> &mut Task {
+        self.tasks.get_mut(&id).expect("events name existing tasks")
+    }
+
+    fn insert(&mut self, new: &NewTask, parent: Option<TaskId>, at: Timestamp) {
+        let depth = parent.map_or(0, |p| self.tasks[&p].depth + 1);
+        let blocked = new
+            .spec
+            .depends_on
+            .iter()
+            .filter(|u| self.tasks.get(u).is_some_and(|t| !t.state.is_terminal()))
+            .copied()
+            .collect::<Vec<_>>();
+        for u in &blocked {
+            self.index.dependents.entry(*u).or_default().push(new.id);
+        }
+        if !blocked.is_empty() {
+            self.index.blocked.insert(new.id, blocked.len());
+        }
+        if let (Some(key), Some(fp)) = (&new.spec.idempotency_key, new.fingerprint) {
+            self.index
+                .idempotency
+                .insert((new.spec.namespace.clone(), key.clone()), (new.id, fp));
+        }
+        if let Some(p) = parent {
+            self.task_mut(p).children.push(new.id);
+        }
+        self.tasks.insert(
+            new.id,
+            Task {
+                id: new.id,
+                spec: new.spec.clone(),
+                requester: new.requester.clone(),
+                parent,
+                depth,
+                children: Vec::new(),
+                state: TaskState::Pending,
+                attempt: Attempt(0),
+                lease: None,
+                not_before: new.spec.not_before,
+                receipts: Vec::new(),
+                staged: Default::default(),
+                handles: Vec::new(),
+                fingerprint: new.fingerprint,
+                submission: None,
+                park: None,
+                reason: None,
+                created_at: at,
+                updated_at: at,
+            },
+        );
+        self.next_id = self.next_id.max(new.id.0 + 1);
+        self.index.count_in(&new.spec.queue, TaskState::Pending);
+        if blocked.is_empty() {
+            self.index.count_out(&new.spec.queue, TaskState::Pending);
+            self.enter(new.id, TaskState::Queued, at);
+        }
+    }
+
+    /// Takes a task out of the indexes of its current state.
+    fn leave(&mut self, id: TaskId) {
+        let t = &self.tasks[&id];
+        let (queue, state) = (t.spec.queue.clone(), t.state);
+        match state {
+            TaskState::Queued => self.index.unfile_queued(
+                &t.spec.queue,
+                &t.spec.kind,
+                t.spec.priority,
+                id,
+                t.not_before,
+            ),
+            TaskState::Claimed => {
+                if let Some(l) = &t.lease {
+                    self.index.leases.remove(&(l.expires_at, id));
+                }
+            }
+            _ => {}
+        }
+        self.index.count_out(&queue, state);
+        let t = self.task_mut(id);
+        if state == TaskState::Claimed {
+            t.lease = None;
+        }
+    }
+
+    /// Puts a task into `state` and its indexes, then runs what follows
+    /// from it: a terminal task releases its dependents and maybe its parent.
+    fn enter(&mut self, id: TaskId, state: TaskState, at: Timestamp) {
+        let t = self.task_mut(id);
+        t.state = state;
+        t.updated_at = at;
+        let (queue, kind, priority, not_before) = (
+            t.spec.queue.clone(),
+            t.spec.kind.clone(),
+            t.spec.priority,
+            t.not_before,
+        );
+        self.index.count_in(&queue, state);
+        if state == TaskState::Queued {
+            self.index
+                .file_queued(&queue, &kind, priority, id, not_before, at);
+        }
+        if !state.is_terminal() {
+            return;
+        }
+        for d in self.index.dependents.remove(&id).unwrap_or_default() {
+            let left = self.index.blocked.get_mut(&d).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if left == Some(0) {
+                self.index.blocked.remove(&d);
+                if self.tasks[&d].state == TaskState::Pending {
+                    self.index
+                        .count_out(&self.tasks[&d].spec.queue.clone(), TaskState::Pending);
+                    self.enter(d, TaskState::Queued, at);
+                }
+            }
+        }
+        if let Some(p) = self.tasks[&id].parent {
+            let parent = &self.tasks[&p];
+            let done = parent
+                .children
+                .iter()
+                .all(|c| self.tasks[c].state.is_terminal());
+            if parent.state == TaskState::Waiting && done {
+                self.leave(p);
+                self.task_mut(p).not_before = None;
+                self.enter(p, TaskState::Queued, at);
+            }
+        }
+    }
+
+    fn collect_live_descendants(&self, id: TaskId, out: &mut Vec<TaskId>) {
+        let t = &self.tasks[&id];
+        if !t.state.is_terminal() {
+            out.push(id);
+        }
+        for c in &t.children {
+            self.collect_live_descendants(*c, out);
+        }
+    }
+
+    /// Rebuilds a state from a snapshot's parts, deriving every index.
+    pub fn restore(
+        queues: BTreeMap<Name, QueueConfig>,
+        tasks: BTreeMap<TaskId, Task>,
+        next_id: u64,
+        limits: SplitLimits,
+        now: Timestamp,
+    ) -> State {
+        let mut index = Index::default();
+        for (id, t) in &tasks {
+            let s = &t.spec;
+            index.count_in(&s.queue, t.state);
+            match t.state {
+                TaskState::Queued => {
+                    index.file_queued(&s.queue, &s.kind, s.priority, *id, t.not_before, now)
+                }
+                TaskState::Claimed => {
+                    if let Some(l) = &t.lease {
+                        index.leases.insert((l.expires_at, *id));
+                    }
+                }
+                TaskState::Pending => {
+                    let open: Vec<TaskId> = s
+                        .depends_on
+                        .iter()
+                        .filter(|u| tasks.get(u).is_some_and(|u| !u.state.is_terminal()))
+                        .copied()
+                        .collect();
+                    for u in &open {
+                        index.dependents.entry(*u).or_default().push(*id);
+                    }
+                    index.blocked.insert(*id, open.len());
+                }
+                _ => {}
+            }
+            for (i, h) in t.handles.iter().enumerate() {
+                index
+                    .handles
+                    .insert(h.clone(), (*id, Attempt(i as u32 + 1)));
+            }
+            if let (Some(key), Some(fp)) = (&s.idempotency_key, t.fingerprint) {
+                index
+                    .idempotency
+                    .insert((s.namespace.clone(), key.clone()), (*id, fp));
+            }
+        }
+        State {
+            queues,
+            tasks,
+            next_id,
+            index,
+            limits,
+        }
+    }
+
+    /// Files delayed tasks that are due at `now` as ready; true if any.
+    pub fn promote_due(&mut self, now: Timestamp) -> bool {
+        let due = self.index.take_due(now);
+        for id in &due {
+            let t = &self.tasks[id];
+            if t.state == TaskState::Queued {
+                let (q, k, p) = (t.spec.queue.clone(), t.spec.kind.clone(), t.spec.priority);
+                self.index.file_queued(&q, &k, p, *id, None, now);
+            }
+        }
+        !due.is_empty()
+    }
+
+    /// Task counts per state on `queue`.
+    pub fn index_counts(&self, queue: &Name) -> Vec<(TaskState, u64)> {
+        self.index.counts_of(queue)
+    }
+
+    /// What the access rules need to know about a task.
+    pub fn facts<'a>(&self, t: &'a Task) -> crate::auth::access::TaskFacts<'a> {
+        t.facts(self.queues.get(&t.spec.queue).is_some_and(|q| q.server))
+    }
+
+    /// Whether a queued task is claimable at `now`.
+    pub fn is_ready(&self, t: &Task, now: Timestamp) -> bool {
+        t.state == TaskState::Queued && t.not_before.is_none_or(|nb| nb <= now)
+    }
+}

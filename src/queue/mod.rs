@@ -1,0 +1,506 @@
+//! The verb queue: tasks, their lifecycle, leases and fencing, receipts,
+//! and the journal that makes every change durable before it is
+//! acknowledged.
+//!
+//! | from | to | by |
+//! | --- | --- | --- |
+//! | (new) | `pending` / `queued` | enqueue (pending while a `depends_on` task has not ended) |
+//! | `pending` | `queued` | the last upstream ending, in any terminal state |
+//! | `queued` | `claimed` | claim: a new lease, `attempt + 1` (the fence) |
+//! | `claimed` | `claimed` | heartbeat with the live lease |
+//! | `claimed` | `queued` | release, or lease expiry (with backoff) |
+//! | `claimed` | `failed` | release or expiry with attempts exhausted (`attempts_exhausted`) |
+//! | `claimed` | `succeeded` / `failed` | submit: a receipt with `ok` |
+//! | `claimed` | `parked` | park `{reason, needs}` |
+//! | `parked` | `queued` | resume with a new `input_ref` pin |
+//! | `claimed` | `waiting` | split: children under the parent's envelope |
+//! | `waiting` | `queued` | the last child ending; the parent is reclaimed to combine |
+//! | not terminal | `cancelled` | cancel, with every live descendant |
+//!
+//! How far to trust a state: anything a caller was told is in the journal
+//! (fsynced); reads wait until what they saw is durable too. Terminal
+//! states never change. A lease is live until its `expires_at`, whether or
+//! not the sweeper has yet returned the task to the queue.
+
+mod commit;
+mod decide;
+mod event;
+mod index;
+pub mod journal;
+pub mod machine;
+pub mod placement;
+pub mod receipt;
+mod recover;
+pub mod snapshot;
+pub mod spec;
+pub mod task;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+pub use decide::{Enqueue, Submit};
+pub use event::Event;
+pub use machine::{SplitLimits, State};
+pub use receipt::SubmitInput;
+pub use recover::Recovery;
+pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec};
+pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
+
+use crate::store::{self, Durability, Name, Sha256, Store};
+
+/// What can fail in the queue.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The queue was never provisioned.
+    #[error("queue {0:?} is not provisioned; an admin provisions it with POST /v1/queues")]
+    UnknownQueue(String),
+    /// No such task (or one the caller may not see).
+    #[error("no such task")]
+    NotFound,
+    /// A spec field that breaks a rule.
+    #[error("{field}: {message}")]
+    InvalidSpec {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// A `depends_on` task that does not exist for the caller.
+    #[error("depends_on names {0}, which does not exist or is not visible to this key")]
+    UnknownUpstream(TaskId),
+    /// Same idempotency key, different spec.
+    #[error("idempotency key already used by {0} with a different spec")]
+    IdempotencyConflict(TaskId),
+    /// The task is not in a state that allows this.
+    #[error("cannot {action} a task that is {}", state.as_str())]
+    InvalidState {
+        /// Its state.
+        state: TaskState,
+        /// What was asked.
+        action: &'static str,
+    },
+    /// The lease named is not the task's live lease.
+    #[error("stale lease: the task is {} at attempt {}; this lease no longer holds it", state.as_str(), attempt.0)]
+    StaleLease {
+        /// The task's state.
+        state: TaskState,
+        /// Its current attempt.
+        attempt: Attempt,
+    },
+    /// A second, different submit for an attempt that already has a receipt.
+    #[error("this attempt already has a receipt for a different submission")]
+    SubmitConflict,
+    /// A split past the depth or fan-out bounds.
+    #[error("split refused: {0}")]
+    SplitLimit(String),
+    /// A child naming a wider envelope than its parent's.
+    #[error("a child cannot change its parent's {field}")]
+    SplitWidens {
+        /// The field.
+        field: &'static str,
+    },
+    /// The journal or snapshot cannot be read back.
+    #[error("{path}: {message}")]
+    CorruptJournal {
+        /// Under the root.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The journal could not be written; changes are refused until restart.
+    #[error("the task journal could not be written; check the disk and restart the daemon")]
+    Poisoned,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Store(store::io_err("reading the journal", e))
+    }
+}
+
+impl From<commit::Poisoned> for Error {
+    fn from(_: commit::Poisoned) -> Error {
+        Error::Poisoned
+    }
+}
+
+/// A successful claim: the task as claimed and its lease.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// The task, now claimed.
+    pub task: Task,
+    /// Its lease.
+    pub lease: Lease,
+}
+
+/// The queue handle: cheap to clone (an `Arc`). The state mutex is held
+/// only to decide, append to the journal and apply; never across `.await`
+/// or file I/O other than the in-memory journal append.
+#[derive(Clone, Debug)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: Mutex<State>,
+    committer: commit::Committer,
+    store: Store,
+    ready: Notify,
+}
+
+/// How often lapsed leases and due retries are looked for.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+impl Queue {
+    /// Recovers the queue from the root's journal.
+    pub fn open(store: &Store, limits: SplitLimits) -> Result<(Queue, Recovery), Error> {
+        let (state, committer, recovery) = recover::open(store, limits)?;
+        Ok((
+            Queue {
+                inner: Arc::new(Inner {
+                    state: Mutex::new(state),
+                    committer,
+                    store: store.clone(),
+                    ready: Notify::new(),
+                }),
+            },
+            recovery,
+        ))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().expect("queue state lock")
+    }
+
+    /// Journals and applies one event; returns its sequence number.
+    fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, Error> {
+        let bytes = serde_json::to_vec(ev).expect("events serialize");
+        let seq = self.inner.committer.append(&bytes)?;
+        st.apply(ev);
+        Ok(seq)
+    }
+
+    async fn durable(&self, seq: u64) -> Result<(), Error> {
+        Ok(self.inner.committer.wait(seq).await?)
+    }
+
+    /// Runs `f` on the state and returns once what it saw is durable.
+    pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, Error> {
+        let (out, seq) = {
+            let st = self.lock();
+            (f(&st), self.inner.committer.appended())
+        };
+        self.durable(seq).await?;
+        Ok(out)
+    }
+
+    /// Decides and commits one event, then waits for it to be durable.
+    async fn run<T>(
+        &self,
+        f: impl FnOnce(&State) -> Result<(Event, T), Error>,
+    ) -> Result<T, Error> {
+        let (seq, out) = {
+            let mut st = self.lock();
+            let (ev, out) = f(&st)?;
+            (self.commit(&mut st, &ev)?, out)
+        };
+        self.inner.ready.notify_waiters();
+        self.durable(seq).await?;
+        Ok(out)
+    }
+
+    /// Provisions or reconfigures a queue; true when it is new.
+    pub async fn provision(&self, config: QueueConfig) -> Result<bool, Error> {
+        let unchanged = self.lock().queues.get(&config.name) == Some(&config);
+        if unchanged {
+            return self.read(|_| false).await;
+        }
+        self.run(|st| {
+            let created = !st.queues.contains_key(&config.name);
+            Ok((st.decide_queue(config)?, created))
+        })
+        .await
+    }
+
+    /// Enqueues a spec; returns the task id and whether it is new.
+    pub async fn enqueue(
+        &self,
+        spec: TaskSpec,
+        requester: &Name,
+        sees: &(dyn Fn(&Task) -> bool + Sync),
+    ) -> Result<(TaskId, bool), Error> {
+        let at = Timestamp::now();
+        let (seq, id, created) = {
+            let mut st = self.lock();
+            match st.decide_enqueue(spec, requester, at, sees)? {
+                Enqueue::Existing(id) => (self.inner.committer.appended(), id, false),
+                Enqueue::New(ev, id) => (self.commit(&mut st, &ev)?, id, true),
+            }
+        };
+        if created {
+            self.inner.ready.notify_waiters();
+        }
+        self.durable(seq).await?;
+        Ok((id, created))
+    }
+
+    fn claim_now(
+        &self,
+        st: &mut State,
+        id: TaskId,
+        holder: &Name,
+        handle: &(dyn Fn() -> String + Sync),
+        at: Timestamp,
+    ) -> Result<(u64, Claim), Error> {
+        let handle = std::iter::repeat_with(handle)
+            .find(|h| !st.index.handles.contains_key(h))
+            .expect("an unused handle turns up");
+        let ev = st.decide_claim(id, holder, task::new_lease_id(), handle, at)?;
+        let seq = self.commit(st, &ev)?;
+        let task = st.tasks[&id].clone();
+        let lease = task.lease.clone().expect("just claimed");
+        Ok((seq, Claim { task, lease }))
+    }
+
+    /// Claims the next task on `queue` that `can` allows, waiting up to
+    /// `wait` for one to become ready; `None` when none did.
+    pub async fn claim_next(
+        &self,
+        queue: &Name,
+        kinds: Option<&[Name]>,
+        holder: &Name,
+        handle: &(dyn Fn() -> String + Sync),
+        can: &(dyn Fn(&Task) -> bool + Sync),
+        wait: Duration,
+    ) -> Result<Option<Claim>, Error> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.inner.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let found = {
+                let mut st = self.lock();
+                let at = Timestamp::now();
+                st.promote_due(at);
+                match st.find_claimable(queue, kinds, can) {
+                    Some(id) => Some(self.claim_now(&mut st, id, holder, handle, at)?),
+                    None => None,
+                }
+            };
+            if let Some((seq, claim)) = found {
+                self.durable(seq).await?;
+                return Ok(Some(claim));
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => return Ok(None),
+            }
+        }
+    }
+
+    /// Claims one task by id (the caller has checked it may).
+    pub async fn claim(
+        &self,
+        id: TaskId,
+        holder: &Name,
+        handle: &(dyn Fn() -> String + Sync),
+    ) -> Result<Claim, Error> {
+        let (seq, claim) = {
+            let mut st = self.lock();
+            let at = Timestamp::now();
+            st.promote_due(at);
+            self.claim_now(&mut st, id, holder, handle, at)?
+        };
+        self.durable(seq).await?;
+        Ok(claim)
+    }
+
+    /// Extends a live lease; returns the new expiry.
+    pub async fn heartbeat(&self, id: TaskId, lease_id: &LeaseId) -> Result<Timestamp, Error> {
+        self.run(|st| {
+            let ev = st.decide_heartbeat(id, lease_id, Timestamp::now())?;
+            let Event::Heartbeat { expires_at, .. } = &ev else {
+                unreachable!("heartbeat")
+            };
+            let at = *expires_at;
+            Ok((ev, at))
+        })
+        .await
+    }
+
+    /// Returns a claimed task to the queue.
+    pub async fn release(&self, id: TaskId, lease_id: &LeaseId) -> Result<(), Error> {
+        self.run(|st| Ok((st.decide_release(id, lease_id, Timestamp::now())?, ())))
+            .await
+    }
+
+    /// Submits a result under a live lease: writes the receipt and ends the
+    /// task. A resend of the accepted submission returns the same receipt.
+    pub async fn submit(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+    ) -> Result<(Sha256, bool), Error> {
+        let (seq, receipt, created) = {
+            let mut st = self.lock();
+            match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
+                Submit::Existing(id) => {
+                    let sha = st.tasks[&id]
+                        .submission
+                        .as_ref()
+                        .expect("submitted")
+                        .receipt;
+                    (self.inner.committer.appended(), (sha, None), false)
+                }
+                Submit::New(ev) => {
+                    let Event::Submitted {
+                        receipt,
+                        receipt_sha256,
+                        ..
+                    } = &ev
+                    else {
+                        unreachable!("submit")
+                    };
+                    let out = (*receipt_sha256, Some(receipt.clone()));
+                    (self.commit(&mut st, &ev)?, out, true)
+                }
+            }
+        };
+        if let (sha, Some(value)) = &receipt {
+            let written = self
+                .inner
+                .store
+                .put_object(&receipt::bytes(value), Durability::Journaled)?;
+            debug_assert_eq!(written, *sha);
+            self.inner.ready.notify_waiters();
+        }
+        self.durable(seq).await?;
+        Ok((receipt.0, created))
+    }
+
+    /// Parks a claimed task.
+    pub async fn park(&self, id: TaskId, lease_id: &LeaseId, park: Park) -> Result<(), Error> {
+        self.run(|st| Ok((st.decide_park(id, lease_id, park, Timestamp::now())?, ())))
+            .await
+    }
+
+    /// Resumes a parked task with a new input pin.
+    pub async fn resume(&self, id: TaskId, input_ref: Value, by: &Name) -> Result<(), Error> {
+        self.run(|st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())))
+            .await
+    }
+
+    /// Splits a claimed task into children; returns their ids.
+    pub async fn split(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        children: Vec<ChildSpec>,
+        sees: &(dyn Fn(&Task) -> bool + Sync),
+    ) -> Result<Vec<TaskId>, Error> {
+        self.run(|st| {
+            let ev = st.decide_split(id, lease_id, children, sees, Timestamp::now())?;
+            let Event::Split { children, .. } = &ev else {
+                unreachable!("split")
+            };
+            let ids = children.iter().map(|c| c.id).collect();
+            Ok((ev, ids))
+        })
+        .await
+    }
+
+    /// Cancels a task and its live descendants.
+    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<(), Error> {
+        self.run(|st| Ok((st.decide_cancel(id, by, Timestamp::now())?, ())))
+            .await
+    }
+
+    /// Records a staged part for the live attempt of `id`.
+    pub async fn stage(
+        &self,
+        id: TaskId,
+        attempt: Attempt,
+        name: String,
+        sha256: Sha256,
+    ) -> Result<(), Error> {
+        self.run(|st| {
+            let t = st.task(id)?;
+            if t.state != TaskState::Claimed || t.attempt != attempt {
+                return Err(Error::StaleLease {
+                    state: t.state,
+                    attempt: t.attempt,
+                });
+            }
+            Ok((
+                Event::Staged {
+                    id,
+                    attempt,
+                    name,
+                    sha256,
+                },
+                (),
+            ))
+        })
+        .await
+    }
+
+    /// One sweep: lapsed leases end (counting the attempt), due retries
+    /// become ready. Returns how many leases expired.
+    pub fn sweep(&self) -> Result<usize, Error> {
+        let now = Timestamp::now();
+        let (promoted, expired) = {
+            let mut st = self.lock();
+            let promoted = st.promote_due(now);
+            let events = st.decide_expiries(now);
+            for ev in &events {
+                if let Event::Released { id, attempt, .. } = ev {
+                    tracing::info!(task = %id, attempt = attempt.0, "lease expired");
+                }
+                self.commit(&mut st, ev)?;
+            }
+            (promoted, events.len())
+        };
+        if promoted || expired > 0 {
+            self.inner.ready.notify_waiters();
+        }
+        Ok(expired)
+    }
+
+    /// Sweeps every 100 ms until `stop` resolves.
+    pub async fn sweep_until(&self, stop: impl std::future::Future<Output = ()>) {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = self.sweep() {
+                        tracing::error!(error = %e, "queue sweep failed");
+                    }
+                }
+                () = &mut stop => return,
+            }
+        }
+    }
+
+    /// The (task, attempt) a worker handle stands for.
+    pub fn handle(&self, handle: &str) -> Option<(TaskId, Attempt)> {
+        self.lock().index.handles.get(handle).copied()
+    }
+
+    /// Flushes the journal and stops its thread (graceful shutdown).
+    pub fn close(&self) {
+        self.inner.committer.shutdown();
+    }
+}

@@ -1,0 +1,374 @@
+//! What is enqueued: the `TaskSpec` envelope (the routing and lifecycle
+//! fields; the brief is opaque JSON), queue configuration, and the
+//! comparison behind idempotent enqueue.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use super::task::TaskId;
+use crate::auth::{EffectClass, parse_surface};
+use crate::store::{Name, Sha256, Visibility, canonical_json};
+
+/// What a projection does when its placement cannot be written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckPolicy {
+    /// Submit succeeds; the receipt records the projection as skipped.
+    #[default]
+    Warn,
+    /// Submit fails and the attempt stays open.
+    Strict,
+}
+
+/// The task envelope. Unknown fields are refused.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// The namespace it lives in.
+    pub namespace: Name,
+    /// The provisioned queue.
+    pub queue: Name,
+    /// The verb, such as `verb.solve_draft`.
+    pub kind: Name,
+    /// What its effect may touch.
+    pub effect_class: EffectClass,
+    /// The surface that produced it (`surface:X` or `X`); defaults to the
+    /// enqueuing key's only surface.
+    #[serde(
+        default,
+        deserialize_with = "surface_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub producer_surface: Option<Name>,
+    /// Who may see and claim it.
+    #[serde(default = "surface_only")]
+    pub visibility_scope: Visibility,
+    /// Extra surfaces for `allowlist_surfaces`.
+    #[serde(default, deserialize_with = "surfaces")]
+    pub allowed_surfaces: Vec<Name>,
+    /// Descriptive cohorts (grant nothing).
+    #[serde(default)]
+    pub target_cohorts: Vec<String>,
+    /// Descriptive tags (grant nothing).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Same key in a namespace: the same task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The brief: opaque JSON (an object) for the worker.
+    pub brief: Box<RawValue>,
+    /// Upstream tasks; pending until each is terminal.
+    #[serde(default)]
+    pub depends_on: Vec<TaskId>,
+    /// Higher is claimed first.
+    #[serde(default)]
+    pub priority: i32,
+    /// Not claimable before this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+    /// Overrides the queue's `max_attempts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Overrides the queue's `lease_ttl_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ttl_s: Option<u32>,
+    /// Projection failure policy.
+    #[serde(default)]
+    pub check_policy: CheckPolicy,
+    /// Whether `@file:` submit bodies are allowed.
+    #[serde(default)]
+    pub allow_file_submit: bool,
+    /// The worker's directory, relative to `workspace/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir: Option<String>,
+    /// The ctx-dir placement template, relative to the root, with `{task_id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+}
+
+fn surface_only() -> Visibility {
+    Visibility::SurfaceOnly
+}
+
+fn surface_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_surface("producer_surface", &s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Name>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| parse_surface("allowed_surfaces", s).map_err(serde::de::Error::custom))
+        .collect()
+}
+
+/// Longest accepted text in a tag, cohort or idempotency key.
+pub const MAX_LABEL: usize = 256;
+
+impl TaskSpec {
+    /// Checks what serde cannot: the brief is an object, labels are short,
+    /// paths are relative templates. Returns the offending field and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !self.brief.get().trim_start().starts_with('{') {
+            return Err(("brief", "the brief must be a JSON object".into()));
+        }
+        let long = |v: &[String]| v.iter().any(|s| s.len() > MAX_LABEL) || v.len() > 64;
+        if long(&self.tags) || long(&self.target_cohorts) {
+            return Err((
+                "tags",
+                format!("at most 64 tags and cohorts, each at most {MAX_LABEL} bytes"),
+            ));
+        }
+        if self
+            .idempotency_key
+            .as_ref()
+            .is_some_and(|k| k.is_empty() || k.len() > MAX_LABEL)
+        {
+            return Err(("idempotency_key", format!("1 to {MAX_LABEL} bytes")));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(("max_attempts", "at least 1".into()));
+        }
+        if self
+            .lease_ttl_s
+            .is_some_and(|t| t == 0 || t > MAX_LEASE_TTL_S)
+        {
+            return Err(("lease_ttl_s", format!("1 to {MAX_LEASE_TTL_S} seconds")));
+        }
+        if self.depends_on.len() > 256 {
+            return Err(("depends_on", "at most 256 upstream tasks".into()));
+        }
+        Ok(())
+    }
+
+    /// The brief as a JSON value.
+    pub fn brief_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.brief.get()).expect("a stored brief is valid JSON")
+    }
+
+    /// sha256 of the spec's canonical JSON: equal specs, equal fingerprints,
+    /// whatever their key order or whitespace.
+    pub fn fingerprint(&self) -> Sha256 {
+        let value = serde_json::to_value(self).expect("specs serialize");
+        Sha256::of(&canonical_json(&value))
+    }
+}
+
+/// Longest lease a task or queue may ask for (a day).
+pub const MAX_LEASE_TTL_S: u32 = 86_400;
+
+/// Retry delay after an expired lease: `base_ms * 2^(attempt-1)`, capped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    /// The first delay.
+    pub base_ms: u64,
+    /// The longest delay.
+    pub cap_ms: u64,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            base_ms: 1_000,
+            cap_ms: 60_000,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before attempt `next` (the first retry is attempt 2).
+    pub fn delay_ms(&self, next: u32) -> u64 {
+        let doublings = next.saturating_sub(2).min(32);
+        self.base_ms
+            .saturating_mul(1u64 << doublings)
+            .min(self.cap_ms)
+    }
+}
+
+/// A provisioned queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// Its name.
+    pub name: Name,
+    /// Lease length.
+    #[serde(default = "default_ttl")]
+    pub lease_ttl_s: u32,
+    /// Claims before a task fails with `attempts_exhausted`.
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
+    /// Retry delays.
+    #[serde(default)]
+    pub backoff: Backoff,
+    /// Claimable only by keys that name it in their grants.
+    #[serde(default)]
+    pub server: bool,
+    /// The ctx-dir placement template for its tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+}
+
+fn default_ttl() -> u32 {
+    300
+}
+
+fn default_attempts() -> u32 {
+    3
+}
+
+impl QueueConfig {
+    /// Checks the numbers.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.lease_ttl_s == 0 || self.lease_ttl_s > MAX_LEASE_TTL_S {
+            return Err(("lease_ttl_s", format!("1 to {MAX_LEASE_TTL_S} seconds")));
+        }
+        if self.max_attempts == 0 || self.max_attempts > 1000 {
+            return Err(("max_attempts", "1 to 1000".into()));
+        }
+        if self.backoff.base_ms > self.backoff.cap_ms {
+            return Err(("backoff", "base_ms must not exceed cap_ms".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_first_retry_and_stops_at_the_cap() {
+        let b = Backoff {
+            base_ms: 100,
+            cap_ms: 1_000,
+        };
+        let delays: Vec<u64> = (2..=7).map(|n| b.delay_ms(n)).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1_000, 1_000]);
+        assert_eq!(b.delay_ms(u32::MAX), 1_000);
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_and_whitespace() {
+        let a: TaskSpec = serde_json::from_str(r#"{"namespace":"n","queue":"q","kind":"k","effect_class":"read","brief":{"a":1,"b":2}}"#).unwrap();
+        let b: TaskSpec = serde_json::from_str(r#"{"brief": { "b": 2, "a": 1 }, "kind":"k","queue":"q","namespace":"n","effect_class":"read"}"#).unwrap();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let c: TaskSpec = serde_json::from_str(
+            r#"{"namespace":"n","queue":"q","kind":"k","effect_class":"read","brief":{"a":2}}"#,
+        )
+        .unwrap();
+        assert_ne!(a.fingerprint(), c.fingerprint());
+    }
+}
+
+/// A child named by a split: a `TaskSpec` whose envelope fields
+/// (namespace, visibility, producer and allowed surfaces) may be omitted,
+/// and are then the parent's; naming different ones is refused, since a
+/// child can never widen its parent's envelope.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildSpec {
+    /// Must equal the parent's when given.
+    #[serde(default)]
+    pub namespace: Option<Name>,
+    /// The child's queue.
+    pub queue: Name,
+    /// The child's kind.
+    pub kind: Name,
+    /// The child's effect class.
+    pub effect_class: EffectClass,
+    /// Must equal the parent's when given.
+    #[serde(default, deserialize_with = "surface_opt")]
+    pub producer_surface: Option<Name>,
+    /// Must equal the parent's when given.
+    #[serde(default)]
+    pub visibility_scope: Option<Visibility>,
+    /// Must equal the parent's when given.
+    #[serde(default, deserialize_with = "surfaces_opt")]
+    pub allowed_surfaces: Option<Vec<Name>>,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Cohorts.
+    #[serde(default)]
+    pub target_cohorts: Vec<String>,
+    /// The child's brief.
+    pub brief: Box<RawValue>,
+    /// Upstream tasks (existing ids).
+    #[serde(default)]
+    pub depends_on: Vec<TaskId>,
+    /// Priority.
+    #[serde(default)]
+    pub priority: i32,
+    /// Attempts.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// Lease length.
+    #[serde(default)]
+    pub lease_ttl_s: Option<u32>,
+    /// Projection policy.
+    #[serde(default)]
+    pub check_policy: CheckPolicy,
+    /// `@file:` bodies.
+    #[serde(default)]
+    pub allow_file_submit: bool,
+    /// Work directory under `workspace/`.
+    #[serde(default)]
+    pub work_dir: Option<String>,
+    /// Placement template.
+    #[serde(default)]
+    pub placement: Option<String>,
+}
+
+fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Name>>, D::Error> {
+    surfaces(d).map(Some)
+}
+
+impl ChildSpec {
+    /// The full spec under `parent`'s envelope, or the field that would widen it.
+    pub fn under(self, parent: &TaskSpec) -> Result<TaskSpec, &'static str> {
+        if self.namespace.is_some_and(|n| n != parent.namespace) {
+            return Err("namespace");
+        }
+        if self.producer_surface.is_some() && self.producer_surface != parent.producer_surface {
+            return Err("producer_surface");
+        }
+        if self
+            .visibility_scope
+            .is_some_and(|v| v != parent.visibility_scope)
+        {
+            return Err("visibility_scope");
+        }
+        if self
+            .allowed_surfaces
+            .is_some_and(|a| a != parent.allowed_surfaces)
+        {
+            return Err("allowed_surfaces");
+        }
+        Ok(TaskSpec {
+            namespace: parent.namespace.clone(),
+            queue: self.queue,
+            kind: self.kind,
+            effect_class: self.effect_class,
+            producer_surface: parent.producer_surface.clone(),
+            visibility_scope: parent.visibility_scope,
+            allowed_surfaces: parent.allowed_surfaces.clone(),
+            target_cohorts: self.target_cohorts,
+            tags: self.tags,
+            idempotency_key: None,
+            brief: self.brief,
+            depends_on: self.depends_on,
+            priority: self.priority,
+            not_before: None,
+            max_attempts: self.max_attempts,
+            lease_ttl_s: self.lease_ttl_s,
+            check_policy: self.check_policy,
+            allow_file_submit: self.allow_file_submit,
+            work_dir: self.work_dir,
+            placement: self.placement,
+        })
+    }
+}

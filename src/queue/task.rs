@@ -1,0 +1,261 @@
+//! `Task` and its vocabulary: `TaskId`, `Attempt`, `LeaseId`, `TaskState`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::spec::TaskSpec;
+use crate::store::{Name, Sha256};
+
+/// A task's id: `t` followed by a decimal sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(pub u64);
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t{}", self.0)
+    }
+}
+
+/// A string that is not a task id.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a task id (t followed by digits)")]
+pub struct BadTaskId(pub String);
+
+impl FromStr for TaskId {
+    type Err = BadTaskId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.strip_prefix('t')
+            .filter(|d| !d.is_empty() && d.len() <= 19 && d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse().ok())
+            .map(TaskId)
+            .ok_or_else(|| BadTaskId(s.chars().take(40).collect()))
+    }
+}
+
+impl Serialize for TaskId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The attempt number, which is also the lease's fence: each claim is
+/// attempt + 1, and a call naming an older attempt's lease is stale.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Attempt(pub u32);
+
+/// A lease's id: random, shown only to its holder; every mutation of a
+/// claimed task must name the current one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseId(pub String);
+
+/// Where a task is in its life. Terminal states never change again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Waiting for upstream tasks (`depends_on`) to end.
+    Pending,
+    /// Claimable (once `not_before` has passed).
+    Queued,
+    /// Held by a live lease.
+    Claimed,
+    /// Split: waiting for its children to end, then queued to combine.
+    Waiting,
+    /// Parked: waiting for another principal to resume it with input.
+    Parked,
+    /// Terminal: a receipt with `ok: true`.
+    Succeeded,
+    /// Terminal: a receipt with `ok: false`, or attempts exhausted.
+    Failed,
+    /// Terminal: cancelled by its requester or an admin.
+    Cancelled,
+}
+
+impl TaskState {
+    /// Every state, in table order.
+    pub const ALL: [TaskState; 8] = [
+        TaskState::Pending,
+        TaskState::Queued,
+        TaskState::Claimed,
+        TaskState::Waiting,
+        TaskState::Parked,
+        TaskState::Succeeded,
+        TaskState::Failed,
+        TaskState::Cancelled,
+    ];
+
+    /// Whether the state is final.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskState::Succeeded | TaskState::Failed | TaskState::Cancelled
+        )
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Pending => "pending",
+            TaskState::Queued => "queued",
+            TaskState::Claimed => "claimed",
+            TaskState::Waiting => "waiting",
+            TaskState::Parked => "parked",
+            TaskState::Succeeded => "succeeded",
+            TaskState::Failed => "failed",
+            TaskState::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl FromStr for TaskState {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TaskState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown state {s:?}"))
+    }
+}
+
+/// A live lease.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The lease id.
+    pub id: LeaseId,
+    /// The attempt it belongs to (its fence).
+    pub attempt: Attempt,
+    /// The key id that claimed.
+    pub holder: Name,
+    /// When it lapses unless heartbeated.
+    pub expires_at: Timestamp,
+    /// The worker handle (`wh-` + 8 hex) minted with the claim.
+    pub handle: String,
+}
+
+/// Why a parked task waits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Park {
+    /// The worker's reason.
+    pub reason: String,
+    /// What input would let it go on (free-form JSON from the worker).
+    pub needs: serde_json::Value,
+}
+
+/// The submission a receipt answered, kept so a resend is recognised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Submission {
+    /// The attempt submitted.
+    pub attempt: Attempt,
+    /// The lease it named.
+    pub lease_id: LeaseId,
+    /// sha256 of the canonical submit request.
+    pub request: Sha256,
+    /// The receipt written.
+    pub receipt: Sha256,
+}
+
+/// A task: its spec and where it is. Owned by the queue's state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Task {
+    /// Its id.
+    pub id: TaskId,
+    /// What was enqueued (with `input_ref` replaced by resumes).
+    pub spec: TaskSpec,
+    /// The key id that enqueued it (the requester); children inherit it.
+    pub requester: Name,
+    /// The task it was split from.
+    pub parent: Option<TaskId>,
+    /// 0 for top-level tasks, parent depth + 1 for children.
+    pub depth: u32,
+    /// Children from splits, in creation order.
+    pub children: Vec<TaskId>,
+    /// Current state.
+    pub state: TaskState,
+    /// Claims so far (the current or last attempt).
+    pub attempt: Attempt,
+    /// The live lease, when claimed.
+    pub lease: Option<Lease>,
+    /// Not claimable before this instant (backoff, or the spec's `not_before`).
+    pub not_before: Option<Timestamp>,
+    /// Receipt hashes in order (a `prev` chain).
+    pub receipts: Vec<Sha256>,
+    /// Parts the current attempt's worker staged, by name.
+    pub staged: std::collections::BTreeMap<String, Sha256>,
+    /// The worker handle of each attempt, in order (attempt n is index n-1).
+    pub handles: Vec<String>,
+    /// Spec fingerprint, kept when the spec has an idempotency key.
+    pub fingerprint: Option<Sha256>,
+    /// The last submission, for idempotent resends.
+    pub submission: Option<Submission>,
+    /// Why it is parked.
+    pub park: Option<Park>,
+    /// Why it failed without a receipt (`attempts_exhausted`), or was cancelled.
+    pub reason: Option<String>,
+    /// Enqueue time.
+    pub created_at: Timestamp,
+    /// Time of the last change.
+    pub updated_at: Timestamp,
+}
+
+/// A fresh lease id: 128 random bits from the OS, as hex.
+pub fn new_lease_id() -> LeaseId {
+    let mut buf = [0u8; 16];
+    getrandom::fill(&mut buf).expect("the OS random number generator is available");
+    LeaseId(hex::encode(buf))
+}
+
+impl Task {
+    /// What the access rules need to know about this task.
+    pub fn facts(&self, server_queue: bool) -> crate::auth::access::TaskFacts<'_> {
+        crate::auth::access::TaskFacts {
+            namespace: &self.spec.namespace,
+            queue: &self.spec.queue,
+            server_queue,
+            kind: &self.spec.kind,
+            effect_class: self.spec.effect_class,
+            envelope: crate::auth::access::Envelope {
+                visibility: self.spec.visibility_scope,
+                owner: Some(self.requester.as_str()),
+                producer_surface: self.spec.producer_surface.as_ref(),
+                allowed_surfaces: &self.spec.allowed_surfaces,
+                quarantined: false,
+            },
+        }
+    }
+
+    /// `ok` of a terminal task: true iff it succeeded.
+    pub fn ok(&self) -> Option<bool> {
+        self.state
+            .is_terminal()
+            .then_some(self.state == TaskState::Succeeded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_round_trip_and_garbage_is_refused() {
+        assert_eq!("t42".parse::<TaskId>().unwrap(), TaskId(42));
+        assert_eq!(TaskId(7).to_string(), "t7");
+        for bad in ["", "t", "42", "t-1", "tx", "t99999999999999999999", "T1"] {
+            assert!(bad.parse::<TaskId>().is_err(), "{bad:?}");
+        }
+    }
+}
