@@ -1,1 +1,4 @@
-//! placeholder
+//! placeholder during bring-up
+#![allow(dead_code)]
+mod raw;
+mod report;
