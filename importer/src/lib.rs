@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 mod raw;
 mod report;
+mod schema;
