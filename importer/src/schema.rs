@@ -300,6 +300,18 @@ fn article(t: &str) -> &'static str {
     }
 }
 
+/// Whether `s` is a valid name (`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, the
+/// schema's `#/$defs/name`), for names found inside strings such as noun
+/// refs. A test keeps it in step with the schema.
+pub(crate) fn is_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 128
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
 /// A short description of a value for messages: its type and a preview.
 pub(crate) fn describe(v: &Value) -> String {
     match v {
@@ -425,6 +437,38 @@ mod tests {
         for (value, want) in cases {
             let got = messages(Doc::PackFile, value.clone()).join("\n");
             assert_eq!(got, want, "value {value}");
+        }
+    }
+
+    #[test]
+    fn is_name_agrees_with_the_schema_pattern() {
+        let long = "a".repeat(128);
+        let too_long = "a".repeat(129);
+        let cases = [
+            "work.contracts",
+            "sum-squares",
+            "A_1",
+            "0",
+            &long,
+            &too_long,
+            "",
+            ".",
+            "..",
+            ".x",
+            "-x",
+            "a/b",
+            "a b",
+            "é",
+            "surface:x",
+            "a\n",
+        ];
+        for name in cases {
+            let schema_says = check(
+                Doc::PackFile,
+                &json!({"pack": name, "version": "1", "namespace": "n", "producer_surface": "s"}),
+            )
+            .is_empty();
+            assert_eq!(is_name(name), schema_says, "name {name:?}");
         }
     }
 
