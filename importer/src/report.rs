@@ -152,17 +152,24 @@ pub(crate) fn did_you_mean<'a>(
         .map(|(_, c)| c)
 }
 
-/// Levenshtein distance over chars; inputs here are field names and ids.
+/// Edit distance over chars where swapping two neighbours costs one
+/// (optimal string alignment), so `slove` is one step from `solve`.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
+    // rows[i][j]: distance between a[..i] and b[..j]; three rows suffice.
+    let mut before: Vec<usize> = Vec::new();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+    for i in 1..=a.len() {
+        let mut cur = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j - 1] + cost).min(prev[j] + 1).min(cur[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                cur[j] = cur[j].min(before[j - 2] + 1);
+            }
         }
-        prev = cur;
+        before = std::mem::replace(&mut prev, cur);
     }
     prev[b.len()]
 }
@@ -189,8 +196,9 @@ mod tests {
 
     #[test]
     fn typos_get_a_suggestion_and_strangers_do_not() {
-        let fields = ["priority", "queue", "kind", "tags"];
+        let fields = ["priority", "queue", "kind", "tags", "solve"];
         let cases = [
+            ("slove", Some("solve")),
             ("prioirty", Some("priority")),
             ("queu", Some("queue")),
             ("knd", Some("kind")),

@@ -316,10 +316,8 @@ fn tasks(
     for d in &kept {
         let spec = match task::spec(pack, defaults, d) {
             Ok(spec) => spec,
-            Err(messages) => {
-                for m in messages {
-                    ctx.at(d.file, &d.pointer, m);
-                }
+            Err(message) => {
+                ctx.at(d.file, &d.pointer, message);
                 Map::new()
             }
         };

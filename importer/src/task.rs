@@ -88,23 +88,34 @@ pub(crate) fn idempotency_key(pack: &str, id: &str) -> String {
 }
 
 /// The full TaskSpec of a draft: defaults, then the task's own fields, then
-/// what the pack decides. Errors name the missing field.
+/// what the pack decides. The error names every missing field.
 pub(crate) fn spec(
     pack: &Pack,
     defaults: &Map<String, Value>,
     draft: &Draft,
-) -> Result<Map<String, Value>, Vec<String>> {
+) -> Result<Map<String, Value>, String> {
     let mut spec = defaults.clone();
     let mut own = draft.fields.clone();
     bare_surfaces(&mut own);
     spec.extend(own);
-    let missing: Vec<String> = REQUIRED
+    let missing: Vec<&str> = REQUIRED
         .iter()
-        .filter(|f| !spec.contains_key(**f))
-        .map(|f| format!("no {f}: set `{f}` on the task, or `defaults.{f}` in the pack file"))
+        .copied()
+        .filter(|f| !spec.contains_key(*f))
         .collect();
-    if !missing.is_empty() {
-        return Err(missing);
+    match missing.as_slice() {
+        [] => {}
+        [f] => {
+            return Err(format!(
+                "no {f}: set `{f}` on the task, or `defaults.{f}` in the pack file"
+            ));
+        }
+        _ => {
+            let list = missing.join(", ");
+            return Err(format!(
+                "no {list}: set them on the task, or under `defaults` in the pack file"
+            ));
+        }
     }
     for list in LISTS {
         spec.entry(*list)
@@ -228,11 +239,17 @@ mod tests {
             "/tasks/1".into(),
             Source::default(),
         );
-        let errors = super::spec(&pack, &Map::new(), &bare).unwrap_err();
-        assert_eq!(errors.len(), 4);
+        let error = super::spec(&pack, &Map::new(), &bare).unwrap_err();
         assert_eq!(
-            errors[0],
-            "no queue: set `queue` on the task, or `defaults.queue` in the pack file"
+            error,
+            "no queue, kind, effect_class, visibility_scope: set them on the task, or under `defaults` in the pack file"
+        );
+        let only_kind =
+            json!({"queue": "q", "effect_class": "read", "visibility_scope": "private"});
+        let error = super::spec(&pack, only_kind.as_object().unwrap(), &bare).unwrap_err();
+        assert_eq!(
+            error,
+            "no kind: set `kind` on the task, or `defaults.kind` in the pack file"
         );
     }
 }

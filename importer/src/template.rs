@@ -192,7 +192,7 @@ pub(crate) fn expand(
                 if let Value::Object(map) = &mut expanded {
                     map.insert("id".into(), Value::String(id.clone()));
                 }
-                if check_expansion(ctx, file, pointer, item, &label, &expanded) {
+                if check_expansion(ctx, file, pointer, &body, item, &label, &expanded) {
                     let source = Source {
                         file: ctx.files[item.file].rel.clone(),
                         line: ctx.line(item.file, &item.pointer),
@@ -367,11 +367,13 @@ fn render(
 }
 
 /// Checks one expansion against the task schema; problems point into the
-/// template (or at the item, for the id). True when it is valid.
+/// template (or at the item, for the id). A problem in a templated string
+/// names the item, since it may differ per item. True when it is valid.
 fn check_expansion(
     ctx: &mut Ctx,
     file: usize,
     pointer: &str,
+    body: &Value,
     item: &Item,
     label: &str,
     expanded: &Value,
@@ -386,16 +388,17 @@ fn check_expansion(
         }
         let field = format!("{pointer}{}", p.pointer);
         let line_at = format!("{pointer}{}", p.line_pointer);
-        let written = ctx.files[file]
-            .raw
-            .value
-            .pointer(&field)
+        let written = body
+            .pointer(&p.pointer)
             .and_then(Value::as_str)
             .is_some_and(is_template);
-        let message = if written {
-            format!("for item {label}: {}", p.message)
-        } else {
-            p.message
+        let message = match (written, p.message.starts_with("expected ")) {
+            (false, _) => p.message,
+            (true, false) => format!("for item {label}: {}", p.message),
+            (true, true) => format!(
+                "for item {label}: {} (substitution always makes a string)",
+                p.message
+            ),
         };
         let line = ctx.line(file, &line_at);
         let rel = ctx.files[file].rel.clone();

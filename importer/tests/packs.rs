@@ -358,3 +358,45 @@ fn rules_table() {
         }
     }
 }
+
+/// The fenced blocks of `seeds/README.md` written in `lang`, in order.
+fn readme_blocks(lang: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(seeds("README.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim_start()) {
+            (None, l) if l == format!("```{lang}") => current = Some(String::new()),
+            (Some(_), "```") => blocks.extend(current.take()),
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn readme_example_plans_the_same_in_yaml_and_toml() {
+    let yaml = readme_blocks("yaml");
+    let toml = readme_blocks("toml");
+    let yaml =
+        plan_ok(temp_pack(&[("pack.yaml", &yaml[0]), ("nouns/greet.yaml", &yaml[1])]).path());
+    let toml =
+        plan_ok(temp_pack(&[("pack.toml", &toml[0]), ("nouns/greet.toml", &toml[1])]).path());
+    let ids: Vec<&str> = yaml.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["solve", "check.en", "check.fr"]);
+    assert_eq!(without_sources(yaml), without_sources(toml));
+}
+
+#[test]
+fn raw_blocks_keep_braces_literally() {
+    let head = "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: s\ndefaults: {queue: q, kind: k, effect_class: read, visibility_scope: public}\n";
+    let text = format!(
+        "{head}templates: [{{id: t, brief: {{x: '{{% raw %}}{{{{{{% endraw %}} {{{{ item.v }}}}'}}, items: [{{v: a}}]}}]\n"
+    );
+    let p = plan_ok(temp_pack(&[("pack.yaml", &text)]).path());
+    assert_eq!(p.tasks[0].spec["brief"]["x"], "{{ a");
+}
