@@ -10,6 +10,7 @@
 //! Modules, each depending only on those listed after it:
 //! - `resolve`: meaning once the shape is right: nouns and body files, the
 //!   catalog, duplicate ids, noun refs, `depends_on`, cycles, order;
+//! - `noun`: a noun entry and its body, inline or from a `body_file`;
 //! - `template`: expands a template over its items (minijinja, strict);
 //! - `task`: a task as written, its full TaskSpec, the refs in its brief;
 //! - `schema`: JSON Schema checks, errors worded for authors;
@@ -23,6 +24,7 @@
 //! follow-on errors). Then `resolve` checks meaning and reports every
 //! problem it finds.
 
+mod noun;
 mod plan;
 mod raw;
 mod report;

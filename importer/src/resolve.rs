@@ -1,5 +1,5 @@
-//! Meaning, once every file has passed the schema: nouns (with body_file
-//! confinement), the catalog, tasks and template expansions, then the checks
+//! Meaning, once every file has passed the schema: nouns (see `noun`), the
+//! catalog, tasks and template expansions, then the checks
 //! between items: duplicate ids and noun paths, unknown noun refs, unknown
 //! `depends_on` ids, and dependency cycles; finally the dependency order.
 //!
@@ -12,10 +12,11 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use crate::plan::{CatalogItem, NounBody, NounItem, NounRef, Pack, Plan, Source, TaskItem};
-use crate::raw::{self, Format, Raw};
+use crate::noun;
+use crate::plan::{CatalogItem, NounRef, Pack, Plan, Source, TaskItem};
+use crate::raw::Raw;
 use crate::report::{Diagnostics, did_you_mean, display_path, field_path, push_pointer};
-use crate::source::{PackDir, pack_path};
+use crate::source::PackDir;
 use crate::task::{self, Draft};
 use crate::template;
 
@@ -55,7 +56,8 @@ impl Ctx<'_> {
         self.files.len() - 1
     }
 
-    fn source(&self, file: usize, pointer: &str) -> Source {
+    /// Where the item at `pointer` in file `file` was written.
+    pub(crate) fn source(&self, file: usize, pointer: &str) -> Source {
         Source {
             file: self.files[file].rel.clone(),
             line: self.line(file, pointer),
@@ -67,14 +69,14 @@ impl Ctx<'_> {
     }
 }
 
-fn text(v: &Value, field: &str) -> String {
+pub(crate) fn text(v: &Value, field: &str) -> String {
     v.get(field)
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
 }
 
-fn section<'v>(v: &'v Value, name: &str) -> &'v [Value] {
+pub(crate) fn section<'v>(v: &'v Value, name: &str) -> &'v [Value] {
     v.get(name)
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
@@ -107,7 +109,7 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
         let value = std::mem::take(&mut ctx.files[f].raw.value);
         for (i, noun) in section(&value, "nouns").iter().enumerate() {
             let pointer = format!("/nouns/{i}");
-            let item = noun_item(ctx, f, &pointer, noun);
+            let item = noun::noun_item(ctx, f, &pointer, noun);
             let path = (item.0.clone(), item.1.clone());
             if let Some(first) = noun_at.get(&path) {
                 let message = format!(
@@ -176,113 +178,6 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
         nouns,
         tasks,
         catalog,
-    }
-}
-
-/// A noun's store and key (always, for duplicate checks) and its item (when
-/// its body could be read).
-fn noun_item(
-    ctx: &mut Ctx,
-    f: usize,
-    pointer: &str,
-    noun: &Value,
-) -> (String, String, Option<NounItem>) {
-    let (store, key) = (text(noun, "store"), text(noun, "key"));
-    let body = match (
-        noun.get("body"),
-        noun.get("body_file").and_then(Value::as_str),
-    ) {
-        (Some(body), _) => Some(NounBody::Json(body.clone())),
-        (None, Some(written)) => body_file(ctx, f, &push_pointer(pointer, "body_file"), written),
-        (None, None) => None,
-    };
-    let item = body.map(|body| NounItem {
-        store: store.clone(),
-        key: key.clone(),
-        noun_type: text(noun, "type"),
-        visibility: noun
-            .get("visibility")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        allowed_surfaces: section(noun, "allowed_surfaces")
-            .iter()
-            .filter_map(Value::as_str)
-            .map(task::bare_surface)
-            .collect(),
-        body,
-        source: ctx.source(f, pointer),
-    });
-    (store, key, item)
-}
-
-/// Reads a `body_file`: JSON, YAML and TOML become a JSON value, anything
-/// else stays bytes with a media type from the extension.
-fn body_file(ctx: &mut Ctx, f: usize, at: &str, written: &str) -> Option<NounBody> {
-    let rel = match pack_path(written) {
-        Ok(rel) => rel,
-        Err(message) => {
-            ctx.at(f, at, message);
-            return None;
-        }
-    };
-    let bytes = match ctx.dir.read(&rel) {
-        Ok(bytes) => bytes,
-        Err(message) => {
-            ctx.at(f, at, format!("{written:?} {message}"));
-            return None;
-        }
-    };
-    let ext = rel
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    if ext == "json" {
-        return match serde_json::from_slice(&bytes) {
-            Ok(value) => Some(NounBody::Json(value)),
-            Err(e) => {
-                ctx.diags
-                    .push(&rel, e.line(), "json", format!("not valid JSON: {e}"));
-                None
-            }
-        };
-    }
-    let Some(format) = Format::from_extension(&ext) else {
-        return Some(NounBody::Bytes {
-            bytes,
-            media_type: media_type(&ext).to_owned(),
-        });
-    };
-    let field = if format == Format::Yaml {
-        "yaml"
-    } else {
-        "toml"
-    };
-    let Ok(text) = String::from_utf8(bytes) else {
-        ctx.diags.push(
-            &rel,
-            1,
-            "file",
-            "is not UTF-8 text; YAML and TOML files must be UTF-8",
-        );
-        return None;
-    };
-    match raw::parse(format, &text) {
-        Ok(parsed) => Some(NounBody::Json(parsed.value)),
-        Err(e) => {
-            ctx.diags.push(&rel, e.line, field, e.message);
-            None
-        }
-    }
-}
-
-fn media_type(ext: &str) -> &'static str {
-    match ext {
-        "md" | "markdown" => "text/markdown",
-        "txt" => "text/plain",
-        "csv" => "text/csv",
-        "html" | "htm" => "text/html",
-        _ => "application/octet-stream",
     }
 }
 
