@@ -108,7 +108,9 @@ pub(crate) fn expand(
                 let mut vars: Vec<String> = t.undeclared_variables(true).into_iter().collect();
                 vars.sort();
                 for var in vars {
-                    if let Some(field) = var.strip_prefix("item.") {
+                    if let Some(path) = var.strip_prefix("item.") {
+                        // `item.a.b` uses the item's field `a`.
+                        let field = path.split('.').next().unwrap_or(path);
                         used.entry(field.to_owned()).or_insert_with(|| at.clone());
                     } else if var != "item"
                         && var

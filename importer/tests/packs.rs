@@ -337,6 +337,16 @@ fn rules_table() {
             },
         ),
         (
+            "a nested lookup uses the item's top field",
+            vec![(
+                "pack.yaml",
+                format!(
+                    "{head}defaults: {{queue: q, kind: k, effect_class: read, visibility_scope: public}}\ntemplates: [{{id: t, brief: {{x: '{{{{ item.a.b }}}}'}}, items: [{{a: {{b: deep}}}}]}}]\n"
+                ),
+            )],
+            |p| assert_eq!(p.tasks[0].spec["brief"]["x"], "deep"),
+        ),
+        (
             "hidden files and folders are not included",
             vec![
                 ("pack.yaml", format!("{head}include: ['**/*.yaml']\n")),
