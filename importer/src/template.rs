@@ -19,12 +19,14 @@ use minijinja::{Environment, UndefinedBehavior, context};
 use serde_json::{Map, Value};
 
 use crate::plan::Source;
-use crate::raw::{self, Format};
 use crate::report::{did_you_mean, field_path, push_pointer};
 use crate::resolve::Ctx;
 use crate::schema::{self, Doc};
-use crate::source::{TextError, pack_path};
 use crate::task::{self, Draft};
+
+mod items;
+
+use items::{Item, item_label};
 
 /// Most template instructions one string may run for one item.
 const FUEL: u64 = 100_000;
@@ -38,13 +40,6 @@ pub(crate) struct Expansion {
     /// Ids of items that failed: they exist, so `depends_on` naming them
     /// is not reported a second time as unknown.
     pub(crate) failed_ids: Vec<String>,
-}
-
-/// An item: its value, and where it was written.
-struct Item {
-    value: Map<String, Value>,
-    file: usize,
-    pointer: String,
 }
 
 fn environment() -> Environment<'static> {
@@ -87,7 +82,7 @@ pub(crate) fn expand(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let Some(items) = items(ctx, file, pointer, template) else {
+    let Some(items) = items::items(ctx, file, pointer, template) else {
         return out;
     };
     let mut body = template.clone();
@@ -96,40 +91,12 @@ pub(crate) fn expand(
     }
     let body = Value::Object(body);
 
-    // Compile each templated string once; learn which item fields it uses.
     let env = environment();
-    let mut strings: Vec<(String, minijinja::Template<'_, '_>)> = Vec::new();
-    let mut used: BTreeMap<String, String> = BTreeMap::new(); // field -> first pointer using it
-    let mut broken = false;
-    for (sub, text) in strings_of(&body) {
-        let at = format!("{pointer}{sub}");
-        match env.template_from_str(text) {
-            Ok(t) => {
-                let mut vars: Vec<String> = t.undeclared_variables(true).into_iter().collect();
-                vars.sort();
-                for var in vars {
-                    if let Some(path) = var.strip_prefix("item.") {
-                        // `item.a.b` uses the item's field `a`.
-                        let field = path.split('.').next().unwrap_or(path);
-                        used.entry(field.to_owned()).or_insert_with(|| at.clone());
-                    } else if var != "item"
-                        && var
-                            .split('.')
-                            .next()
-                            .is_some_and(|v| env.globals().all(|(g, _)| g != v))
-                    {
-                        ctx.at(file, &at, format!("unknown variable `{var}`; a template can use {{{{ item.<field> }}}}"));
-                        broken = true;
-                    }
-                }
-                strings.push((sub, t));
-            }
-            Err(e) => {
-                ctx.at(file, &at, format!("template error: {}", template_error(&e)));
-                broken = true;
-            }
-        }
-    }
+    let Compiled {
+        strings,
+        used,
+        mut broken,
+    } = compile(ctx, &env, file, pointer, &body);
 
     // A field no item has is the template's mistake; a field some items lack
     // is those items' mistake.
@@ -218,100 +185,61 @@ pub(crate) fn expand(
     out
 }
 
-/// The template's items, inline or from its `items_file`.
-fn items(
+/// The templated strings of a template body, compiled once.
+struct Compiled<'env, 'source> {
+    /// Pointer (relative to the body) and compiled template of each string.
+    strings: Vec<(String, minijinja::Template<'env, 'source>)>,
+    /// Each item field used, with the first pointer (in the file) using it.
+    used: BTreeMap<String, String>,
+    /// A string failed to compile or names something other than `item`.
+    broken: bool,
+}
+
+/// Compiles each templated string of `body` and learns which item fields
+/// it uses; problems are reported at the string.
+fn compile<'env, 'source>(
     ctx: &mut Ctx,
+    env: &'env Environment<'static>,
     file: usize,
     pointer: &str,
-    template: &Map<String, Value>,
-) -> Option<Vec<Item>> {
-    let (items_file, items_value) = match (template.get("items"), template.get("items_file")) {
-        (Some(v), _) => (file, v.clone()),
-        (None, Some(Value::String(written))) => {
-            let at = push_pointer(pointer, "items_file");
-            let rel = match pack_path(written) {
-                Ok(rel) => rel,
-                Err(message) => {
-                    ctx.at(file, &at, message);
-                    return None;
-                }
-            };
-            let ext = rel.extension().and_then(|e| e.to_str()).unwrap_or_default();
-            let Some(format) = Format::from_extension(ext) else {
-                ctx.at(
-                    file,
-                    &at,
-                    format!("{written:?} is not a .yaml, .yml or .toml file"),
-                );
-                return None;
-            };
-            let text = match ctx.dir.read_text(&rel) {
-                Ok(text) => text,
-                Err(TextError::Read(message)) => {
-                    ctx.at(file, &at, format!("{written:?} {message}"));
-                    return None;
-                }
-                Err(e @ TextError::NotUtf8 { .. }) => {
-                    ctx.diags.push(&rel, e.line(), "file", e.to_string());
-                    return None;
-                }
-            };
-            let parsed = match raw::parse(format, &text) {
-                Ok(parsed) => parsed,
-                Err(e) => {
-                    let field = if format == Format::Yaml {
-                        "yaml"
-                    } else {
-                        "toml"
-                    };
-                    ctx.diags.push(&rel, e.line, field, e.message);
-                    return None;
-                }
-            };
-            let index = ctx.add_file(rel, parsed);
-            let problems = schema::check(Doc::ItemsFile, &ctx.files[index].raw.value);
-            if !problems.is_empty() {
-                for p in problems {
-                    let line = ctx.line(index, &p.line_pointer);
-                    let rel = ctx.files[index].rel.clone();
-                    ctx.diags
-                        .push(&rel, line, field_path(&p.pointer), p.message);
-                }
-                return None;
+    body: &'source Value,
+) -> Compiled<'env, 'source> {
+    let mut out = Compiled {
+        strings: Vec::new(),
+        used: BTreeMap::new(),
+        broken: false,
+    };
+    for (sub, text) in strings_of(body) {
+        let at = format!("{pointer}{sub}");
+        let t = match env.template_from_str(text) {
+            Ok(t) => t,
+            Err(e) => {
+                ctx.at(file, &at, format!("template error: {}", template_error(&e)));
+                out.broken = true;
+                continue;
             }
-            (index, ctx.files[index].raw.value["items"].clone())
+        };
+        let mut vars: Vec<String> = t.undeclared_variables(true).into_iter().collect();
+        vars.sort();
+        for var in vars {
+            let root = var.split('.').next().unwrap_or(&var);
+            if let Some(path) = var.strip_prefix("item.") {
+                // `item.a.b` uses the item's field `a`.
+                let field = path.split('.').next().unwrap_or(path);
+                out.used
+                    .entry(field.to_owned())
+                    .or_insert_with(|| at.clone());
+            } else if root != "item" && env.globals().all(|(g, _)| g != root) {
+                let message =
+                    format!("unknown variable `{var}`; a template can use {{{{ item.<field> }}}}");
+                ctx.at(file, &at, message);
+                out.broken = true;
+            }
         }
-        _ => return None,
-    };
-    let base = if items_file == file {
-        push_pointer(pointer, "items")
-    } else {
-        "/items".to_owned()
-    };
-    let list = items_value.as_array()?;
-    Some(
-        list.iter()
-            .enumerate()
-            .filter_map(|(i, v)| {
-                let value = v.as_object()?.clone();
-                Some(Item {
-                    value,
-                    file: items_file,
-                    pointer: push_pointer(&base, &i.to_string()),
-                })
-            })
-            .collect(),
-    )
-}
-
-fn item_label(item: &Item, index: usize) -> String {
-    match item.value.get("id") {
-        Some(Value::String(s)) => format!("{s:?}"),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => format!("#{index}"),
+        out.strings.push((sub, t));
     }
+    out
 }
-
 /// Every string in `value` with its pointer (relative to `value`) that
 /// contains template syntax, in document order.
 fn strings_of(value: &Value) -> Vec<(String, &str)> {
