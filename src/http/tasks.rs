@@ -8,11 +8,11 @@ use serde_json::json;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::wire::{Enqueued, LeaseView, Related, TaskList, TaskView};
+use super::wire::{Enqueued as EnqueuedReply, LeaseView, Related, TaskList, TaskView};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, TaskFacts};
 use crate::auth::{self, Principal};
-use crate::queue::{State, Task, TaskId, TaskSpec, TaskState};
+use crate::queue::{Enqueued, State, Task, TaskId, TaskSpec, TaskState};
 
 /// Largest page of `GET /v1/tasks`.
 const MAX_PAGE: usize = 1000;
@@ -100,12 +100,10 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
     }
 }
 
-/// `POST /v1/tasks`.
-pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
-    access::require(&p, auth::Scope::VerbsEnqueue)?;
-    let mut spec: TaskSpec = req.json(ctx.limits.max_body_bytes).await?;
-    access::require_namespace(&p, &spec.namespace)?;
+/// Authorizes a spec for enqueue and fills in its producer surface.
+pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Result<(), ApiError> {
+    access::require(p, auth::Scope::VerbsEnqueue)?;
+    access::require_namespace(p, &spec.namespace)?;
     let server = ctx
         .queue
         .read(|st| st.queues.get(&spec.queue).map(|q| q.server))
@@ -125,9 +123,41 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
             quarantined: false,
         },
     };
-    spec.producer_surface = access::may_enqueue(&p, &facts)?;
+    spec.producer_surface = access::may_enqueue(p, &facts)?;
+    Ok(())
+}
+
+/// `POST /v1/tasks[?dry_run=true]`. A dry run answers
+/// `{outcome: create | unchanged | conflict, task_id?}` and writes nothing.
+pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let dry_run = req.query("dry_run") == Some("true");
+    access::require(&p, auth::Scope::VerbsEnqueue)?;
+    let mut spec: TaskSpec = req.json(ctx.limits.max_body_bytes).await?;
+    authorize_spec(ctx, &p, &mut spec).await?;
     let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
-    let (id, created) = ctx.queue.enqueue(spec, &p.key_id, &sees).await?;
+    let outcome = ctx
+        .queue
+        .enqueue_many(vec![spec], &p.key_id, &sees, dry_run)
+        .await?
+        .remove(0);
+    if dry_run {
+        let answer = match outcome {
+            Ok(Enqueued::WouldCreate) => json!({"outcome": "create"}),
+            Ok(Enqueued::Existing(id)) => json!({"outcome": "unchanged", "task_id": id}),
+            Err(crate::queue::Error::IdempotencyConflict(id)) => {
+                json!({"outcome": "conflict", "task_id": id})
+            }
+            Ok(Enqueued::Created(_)) => unreachable!("a dry run creates nothing"),
+            Err(e) => return Err(e.into()),
+        };
+        return Ok(json_response(StatusCode::OK, &answer));
+    }
+    let (id, created) = match outcome? {
+        Enqueued::Created(id) => (id, true),
+        Enqueued::Existing(id) => (id, false),
+        Enqueued::WouldCreate => unreachable!("not a dry run"),
+    };
     let state = ctx.queue.read(|st| st.tasks[&id].state).await?;
     if created {
         tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task enqueued");
@@ -139,7 +169,7 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     };
     Ok(json_response(
         status,
-        &Enqueued {
+        &EnqueuedReply {
             task_id: id,
             state,
             created,

@@ -132,6 +132,17 @@ impl From<commit::Poisoned> for Error {
     }
 }
 
+/// What an enqueue did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new task.
+    Created(TaskId),
+    /// The task with the same idempotency key and spec.
+    Existing(TaskId),
+    /// Dry run: a new task would be created.
+    WouldCreate,
+}
+
 /// A successful claim: the task as claimed and its lease.
 #[derive(Clone, Debug)]
 pub struct Claim {
@@ -238,19 +249,47 @@ impl Queue {
         requester: &Name,
         sees: &(dyn Fn(&Task) -> bool + Sync),
     ) -> Result<(TaskId, bool), Error> {
+        match self
+            .enqueue_many(vec![spec], requester, sees, false)
+            .await?
+            .remove(0)?
+        {
+            Enqueued::Created(id) => Ok((id, true)),
+            Enqueued::Existing(id) => Ok((id, false)),
+            Enqueued::WouldCreate => unreachable!("not a dry run"),
+        }
+    }
+
+    /// Enqueues several specs under one lock and one durability wait, each
+    /// with its own outcome; with `dry_run`, decides each and writes nothing.
+    pub async fn enqueue_many(
+        &self,
+        specs: Vec<TaskSpec>,
+        requester: &Name,
+        sees: &(dyn Fn(&Task) -> bool + Sync),
+        dry_run: bool,
+    ) -> Result<Vec<Result<Enqueued, Error>>, Error> {
         let at = Timestamp::now();
-        let (seq, id, created) = {
+        let (seq, out) = {
             let mut st = self.lock();
-            match st.decide_enqueue(spec, requester, at, sees)? {
-                Enqueue::Existing(id) => (self.inner.committer.appended(), id, false),
-                Enqueue::New(ev, id) => (self.commit(&mut st, &ev)?, id, true),
+            let mut out = Vec::with_capacity(specs.len());
+            for spec in specs {
+                out.push(match st.decide_enqueue(spec, requester, at, sees) {
+                    Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id)),
+                    Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
+                    Ok(Enqueue::New(ev, id)) => {
+                        self.commit(&mut st, &ev).map(|_| Enqueued::Created(id))
+                    }
+                    Err(e) => Err(e),
+                });
             }
+            (self.inner.committer.appended(), out)
         };
-        if created {
+        if out.iter().any(|o| matches!(o, Ok(Enqueued::Created(_)))) {
             self.inner.ready.notify_waiters();
         }
         self.durable(seq).await?;
-        Ok((id, created))
+        Ok(out)
     }
 
     fn claim_now(
