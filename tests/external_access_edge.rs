@@ -709,3 +709,516 @@ async fn team_members_add_versions_to_their_surface_and_new_nouns_default_to_the
     let versions = body(&a.get("/v1/nouns/team/s/doc/versions").await.unwrap());
     assert_eq!(versions["versions"].as_array().unwrap().len(), 2);
 }
+
+/// Total bytes of the task journal: a refused request must not grow it.
+fn journal_bytes(root: &std::path::Path) -> u64 {
+    std::fs::read_dir(root.join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_and_task_routes_allow_exactly_what_was_issued() {
+    let d = TestDaemon::start().await;
+    for q in [
+        json!({"name": "work.external"}),
+        json!({"name": "work.server", "server": true}),
+    ] {
+        assert_status!(d.admin.post_json("/v1/queues", &q).await.unwrap(), 201);
+    }
+    let grant = |scopes: Vec<String>, queues: &[&str], kinds: &[&str]| json!({"queues": queues, "kinds": kinds, "effect_classes": ["read", "write-internal"], "scopes": scopes});
+    let team = |extra: &[&str], drop: &str| -> Vec<String> {
+        [
+            format!("namespace:{NS}"),
+            format!("surface:{SURFACE}"),
+            "nouns:read".into(),
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|s| s.to_string()))
+        .filter(|s| s != drop)
+        .collect()
+    };
+    let q = &["work.external"];
+    let k = &["verb.solve_draft"];
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1500);
+    let worker_scopes = ["verbs:claim", "verbs:submit"];
+    let specs: Vec<(&'static str, Value)> = vec![
+        (
+            "requester",
+            json!({"label": "r", "grants": grant(team(&["verbs:enqueue"], ""), q, k)}),
+        ),
+        (
+            "worker",
+            json!({"label": "w", "grants": grant(team(&worker_scopes, ""), q, k)}),
+        ),
+        (
+            "other_ns",
+            json!({"label": "w", "grants": grant(team(&["verbs:claim", "verbs:submit", "verbs:enqueue", "namespace:elsewhere"], "namespace:team"), q, k)}),
+        ),
+        (
+            "other_surface",
+            json!({"label": "w", "grants": grant(team(&["verbs:claim", "verbs:submit", "verbs:enqueue", "surface:other_surface"], "surface:team_example"), q, k)}),
+        ),
+        (
+            "label_scope",
+            json!({"label": "surface:team_example", "grants": grant(team(&["verbs:claim", "verbs:submit"], "surface:team_example"), q, k)}),
+        ),
+        (
+            "no_claim",
+            json!({"label": "w", "grants": grant(team(&["verbs:submit"], ""), q, k)}),
+        ),
+        (
+            "no_submit",
+            json!({"label": "w", "grants": grant(team(&["verbs:claim"], ""), q, k)}),
+        ),
+        (
+            "no_queue",
+            json!({"label": "w", "grants": grant(team(&worker_scopes, ""), &[], k)}),
+        ),
+        (
+            "no_kind",
+            json!({"label": "w", "grants": grant(team(&worker_scopes, ""), q, &[])}),
+        ),
+        (
+            "server_named",
+            json!({"label": "w", "grants": grant(team(&["verbs:enqueue"], ""), &["work.external", "work.server"], k)}),
+        ),
+        (
+            "revoked",
+            json!({"label": "w", "grants": grant(team(&worker_scopes, ""), q, k)}),
+        ),
+        (
+            "expired",
+            json!({"label": "w", "grants": grant(team(&worker_scopes, ""), q, k), "expires_at": expires.to_string()}),
+        ),
+    ];
+    let mut keys = Keys {
+        clients: HashMap::new(),
+        ids: HashMap::new(),
+    };
+    for (name, spec) in specs {
+        let (id, secret) = issue(&d.admin, spec).await;
+        keys.clients.insert(name, d.client(&secret));
+        keys.ids.insert(name, id);
+    }
+    keys.clients.insert("admin", d.admin.clone());
+    keys.clients.insert("anonymous", d.admin.anonymous());
+    assert_status!(
+        d.admin
+            .delete(&format!("/v1/keys/{}", keys.ids["revoked"]))
+            .await
+            .unwrap(),
+        200
+    );
+
+    let task_spec = |extra: Value| {
+        let mut s = json!({"namespace": NS, "queue": "work.external", "kind": "verb.solve_draft", "effect_class": "write-internal", "brief": {}});
+        for (k, v) in extra.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        s
+    };
+    let requester = keys.get("requester").clone();
+    let mk = |extra: Value| {
+        let requester = requester.clone();
+        let s = task_spec(extra);
+        async move {
+            body(&requester.post_json("/v1/tasks", &s).await.unwrap())["task_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let held = mk(json!({})).await;
+    let c = keys
+        .get("worker")
+        .post_json(&format!("/v1/tasks/{held}/claim"), &json!({}))
+        .await
+        .unwrap();
+    assert_status!(c, 200);
+    let lease = body(&c)["lease"]["id"].as_str().unwrap().to_string();
+    let spare = mk(json!({})).await;
+    let wait = (expires - jiff::Timestamp::now()).as_millis().max(0) as u64 + 100;
+    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+
+    let get = Method::GET;
+    let post = Method::POST;
+    let t = |id: &str, tail: &str| format!("/v1/tasks/{id}{tail}");
+    let lease_body = json!({"lease_id": lease});
+    let submit_body = json!({"lease_id": lease, "ok": true});
+    let mut rows = vec![
+        // Queues.
+        row(
+            "worker",
+            post.clone(),
+            "/v1/queues",
+            Some(json!({"name": "mine"})),
+            403,
+        ),
+        row(
+            "anonymous",
+            post.clone(),
+            "/v1/queues",
+            Some(json!({"name": "mine"})),
+            401,
+        ),
+        row("worker", get.clone(), "/v1/queues", None, 200),
+        row("revoked", get.clone(), "/v1/queues", None, 401),
+        // Enqueue.
+        row(
+            "worker",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({}))),
+            403,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({"kind": "verb.other"}))),
+            403,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({"queue": "work.server"}))),
+            403,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({"effect_class": "write-repo"}))),
+            403,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({"namespace": "elsewhere"}))),
+            404,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({"producer_surface": "other_surface"}))),
+            403,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({"visibility_scope": "public"}))),
+            403,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(
+                json!({"tags": ["surface:other_surface", "queue:work.server"], "queue": "work.server"}),
+            )),
+            403,
+        ),
+        row(
+            "server_named",
+            post.clone(),
+            "/v1/tasks?dry_run=true",
+            Some(task_spec(json!({"queue": "work.server"}))),
+            200,
+        ),
+        row(
+            "anonymous",
+            post.clone(),
+            "/v1/tasks",
+            Some(task_spec(json!({}))),
+            401,
+        ),
+        // Reading tasks.
+        row("worker", get.clone(), &t(&held, ""), None, 200),
+        row("other_ns", get.clone(), &t(&held, ""), None, 404),
+        row(
+            "other_ns",
+            get.clone(),
+            &format!("{}?namespace={NS}", t(&held, "")),
+            None,
+            404,
+        ),
+        row("other_surface", get.clone(), &t(&held, ""), None, 404),
+        row("label_scope", get.clone(), &t(&held, ""), None, 404),
+        row("revoked", get.clone(), &t(&held, ""), None, 401),
+        row("expired", get.clone(), &t(&held, ""), None, 401),
+        row("worker", get.clone(), &t(&held, "/receipts"), None, 200),
+        row(
+            "other_surface",
+            get.clone(),
+            &t(&held, "/receipts"),
+            None,
+            404,
+        ),
+        // Claims.
+        row(
+            "no_claim",
+            post.clone(),
+            "/v1/queues/work.external/claim",
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "no_queue",
+            post.clone(),
+            "/v1/queues/work.external/claim",
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "worker",
+            post.clone(),
+            "/v1/queues/work.server/claim",
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            "/v1/queues/work.server/claim",
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            "/v1/queues/work.external/claim",
+            Some(json!({})),
+            204,
+        ),
+        row(
+            "label_scope",
+            post.clone(),
+            "/v1/queues/work.external/claim",
+            Some(json!({})),
+            204,
+        ),
+        row(
+            "no_kind",
+            post.clone(),
+            "/v1/queues/work.external/claim",
+            Some(json!({})),
+            204,
+        ),
+        row(
+            "worker",
+            post.clone(),
+            "/v1/queues/nope/claim",
+            Some(json!({})),
+            404,
+        ),
+        row(
+            "no_claim",
+            post.clone(),
+            &t(&spare, "/claim"),
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "no_kind",
+            post.clone(),
+            &t(&spare, "/claim"),
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            &t(&spare, "/claim"),
+            Some(json!({})),
+            404,
+        ),
+        row(
+            "revoked",
+            post.clone(),
+            &t(&spare, "/claim"),
+            Some(json!({})),
+            401,
+        ),
+        // Lease-holding actions.
+        row(
+            "no_claim",
+            post.clone(),
+            &t(&held, "/heartbeat"),
+            Some(lease_body.clone()),
+            403,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            &t(&held, "/heartbeat"),
+            Some(lease_body.clone()),
+            404,
+        ),
+        row(
+            "worker",
+            post.clone(),
+            &t(&held, "/heartbeat"),
+            Some(json!({"lease_id": "forged"})),
+            409,
+        ),
+        row(
+            "other_ns",
+            post.clone(),
+            &t(&held, "/release"),
+            Some(lease_body.clone()),
+            404,
+        ),
+        row(
+            "no_submit",
+            post.clone(),
+            &t(&held, "/submit"),
+            Some(submit_body.clone()),
+            403,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            &t(&held, "/submit"),
+            Some(submit_body.clone()),
+            404,
+        ),
+        row(
+            "expired",
+            post.clone(),
+            &t(&held, "/submit"),
+            Some(submit_body.clone()),
+            401,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            &t(&held, "/park"),
+            Some(json!({"lease_id": lease, "reason": "x"})),
+            404,
+        ),
+        row(
+            "no_claim",
+            post.clone(),
+            &t(&held, "/split"),
+            Some(json!({"lease_id": lease, "children": []})),
+            403,
+        ),
+        row(
+            "worker",
+            post.clone(),
+            &t(&held, "/resume"),
+            Some(
+                json!({"input_ref": {"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)}}),
+            ),
+            403,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            &t(&held, "/resume"),
+            Some(
+                json!({"input_ref": {"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)}}),
+            ),
+            404,
+        ),
+        row(
+            "worker",
+            post.clone(),
+            &t(&held, "/cancel"),
+            Some(json!({})),
+            403,
+        ),
+        row(
+            "other_surface",
+            post.clone(),
+            &t(&held, "/cancel"),
+            Some(json!({})),
+            404,
+        ),
+        // Allowed, last: these change state.
+        row(
+            "worker",
+            post.clone(),
+            &t(&held, "/heartbeat"),
+            Some(lease_body.clone()),
+            200,
+        ),
+        row(
+            "worker",
+            post.clone(),
+            &t(&held, "/submit"),
+            Some(submit_body.clone()),
+            201,
+        ),
+        row(
+            "requester",
+            post.clone(),
+            &t(&spare, "/cancel"),
+            Some(json!({})),
+            200,
+        ),
+    ];
+    let mut forged = row("other_surface", get.clone(), &t(&held, ""), None, 404);
+    forged.header = Some(("x-surface-id", SURFACE));
+    rows.insert(0, forged);
+    let mut forged_claim = row(
+        "other_surface",
+        post.clone(),
+        "/v1/queues/work.external/claim",
+        Some(json!({})),
+        204,
+    );
+    forged_claim.header = Some(("x-surface-id", SURFACE));
+    rows.insert(0, forged_claim);
+
+    for r in &rows {
+        let journal = journal_bytes(d.root());
+        let reply = send(&keys, r).await;
+        assert_eq!(
+            reply.status.as_u16(),
+            r.status,
+            "{} {} as {}: {}",
+            r.method,
+            r.path,
+            r.key,
+            String::from_utf8_lossy(&reply.body)
+        );
+        let writes = r.method == Method::POST && !r.path.contains("dry_run");
+        if writes && !(200..300).contains(&r.status) || r.status == 204 {
+            assert_eq!(
+                journal_bytes(d.root()),
+                journal,
+                "refused {} {} as {} wrote to the journal",
+                r.method,
+                r.path,
+                r.key
+            );
+        }
+        if r.status == 404 && r.path.starts_with("/v1/tasks/") {
+            let twin = Row {
+                path: r.path.replace(&held, "t999999").replace(&spare, "t999999"),
+                ..row(r.key, r.method.clone(), "", r.body.clone(), 404)
+            };
+            let missing = send(&keys, &twin).await;
+            assert_eq!(
+                (missing.status, &missing.body),
+                (reply.status, &reply.body),
+                "hidden and missing tasks differ for {} as {}",
+                r.path,
+                r.key
+            );
+        }
+    }
+    let listed = body(&keys.get("worker").get("/v1/queues").await.unwrap());
+    assert_eq!(
+        listed["queues"].as_array().unwrap().len(),
+        1,
+        "a key lists only the queues it was issued"
+    );
+}

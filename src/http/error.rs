@@ -254,7 +254,7 @@ mod tests {
             (
                 store::Error::Io {
                     context: "c".into(),
-                    source: io(),
+                    error: io(),
                 },
                 500,
                 "internal",

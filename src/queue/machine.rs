@@ -263,6 +263,14 @@ impl State {
                 id,
                 t.not_before,
             ),
+            TaskState::Pending => {
+                self.index.blocked.remove(&id);
+                for u in &t.spec.depends_on {
+                    if let Some(ds) = self.index.dependents.get_mut(u) {
+                        ds.retain(|d| *d != id);
+                    }
+                }
+            }
             TaskState::Claimed => {
                 if let Some(l) = &t.lease {
                     self.index.leases.remove(&(l.expires_at, id));

@@ -28,6 +28,8 @@ mod event;
 mod index;
 pub mod journal;
 pub mod machine;
+#[cfg(test)]
+mod machine_props;
 pub mod placement;
 pub mod receipt;
 mod recover;

@@ -134,7 +134,10 @@ pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Rec
 /// their own before the segments that held them go.
 pub fn compact(store: &Store, state: &State, next: u64) -> Result<(), Error> {
     let dir = &store.root().journal;
-    rustix::fs::syncfs(dir).map_err(|e| store::io_err("syncfs", e.into()))?;
+    let fd = dir
+        .open(".")
+        .map_err(|e| store::io_err("opening journal/", e))?;
+    rustix::fs::syncfs(&fd).map_err(|e| store::io_err("syncfs", e.into()))?;
     snapshot::write(store, state, next)?;
     for entry in dir
         .entries()

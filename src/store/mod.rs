@@ -118,20 +118,19 @@ pub enum Error {
     )]
     Poisoned,
     /// Any other I/O failure.
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     Io {
         /// What was being done.
         context: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (shown in the message, so not also a `source`).
+        error: std::io::Error,
     },
 }
 
-pub(crate) fn io_err(context: impl Into<String>, source: std::io::Error) -> Error {
+pub(crate) fn io_err(context: impl Into<String>, error: std::io::Error) -> Error {
     Error::Io {
         context: context.into(),
-        source,
+        error,
     }
 }
 

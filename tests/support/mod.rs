@@ -184,11 +184,15 @@ impl DaemonProcess {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("read the address line");
-        let base = line
+        let Some(base) = line
             .trim()
             .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+            .map(str::to_string)
+        else {
+            let _ = child.wait();
+            let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            panic!("the daemon did not start (first line {line:?}); its log:\n{log}");
+        };
         let key = std::fs::read_to_string(root.join("auth/admin.key")).expect("admin key");
         DaemonProcess {
             child,
