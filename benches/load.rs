@@ -30,6 +30,12 @@ struct Args {
     /// Seconds per phase.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
+    /// Which phases: nouns, queue, or all.
+    #[arg(long, default_value = "all")]
+    only: String,
+    /// Worker counts for the claim + submit cycle phases.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    workers: Vec<usize>,
     /// Run as a scoped (non-admin) key, so every grant and visibility check runs.
     #[arg(long)]
     scoped: bool,
@@ -146,6 +152,124 @@ fn start_daemon() -> (Client, tempfile::TempDir) {
 
 /// Times the in-memory part of every request: authenticate a scoped key
 /// and decide a noun read, as the daemon does before touching the store.
+async fn nouns(client: &Client, args: &Args) {
+    let c = client.clone();
+    let mut put = phase("noun put", args.clients, args.seconds, move |client, i| {
+            let c = c.clone();
+            async move {
+                // Four versions per noun: mostly creates, some new versions.
+                let env = json!({"expected_version": i % 4, "body": {"client": client, "i": i, "pad": "x".repeat(200)}});
+                c.put_json(&format!("/v1/nouns/bench/c{client}/k{}", i / 4), &env)
+                    .await
+                    .is_ok_and(|r| r.status == 201)
+            }
+        })
+        .await;
+    put.print();
+    let c = client.clone();
+    let mut get = phase("noun get", args.clients, args.seconds, move |client, i| {
+        let c = c.clone();
+        async move {
+            c.get(&format!("/v1/nouns/bench/c{client}/k{}?version=1", i % 8))
+                .await
+                .is_ok_and(|r| r.status == 200)
+        }
+    })
+    .await;
+    get.print();
+}
+
+/// Enqueue throughput, then complete cycles (claim + submit of a no-op
+/// task, both durable) at each worker count, with claim latency.
+async fn queue(client: &Client, args: &Args) {
+    let provision = json!({"name": "bench.q", "lease_ttl_s": 60, "max_attempts": 3});
+    let r = client
+        .post_json("/v1/queues", &provision)
+        .await
+        .expect("provision");
+    assert!(
+        r.status.is_success() || r.status == 403,
+        "provisioning failed: {}",
+        r.status
+    );
+    let spec = json!({"namespace": "bench", "queue": "bench.q", "kind": "verb.noop", "effect_class": "read", "producer_surface": "bench", "brief": {}});
+    let c = client.clone();
+    let mut enq = phase("enqueue", args.clients, args.seconds, move |_, _| {
+        let c = c.clone();
+        let spec = spec.clone();
+        async move {
+            c.post_json("/v1/tasks", &spec)
+                .await
+                .is_ok_and(|r| r.status == 201)
+        }
+    })
+    .await;
+    enq.print();
+    let mut queued = enq.ops;
+    for &workers in &args.workers {
+        // Top the queue up so the phase never runs dry.
+        let want = (workers * 12_000 * args.seconds as usize / 4).max(20_000);
+        if queued < want {
+            let c = client.clone();
+            let spec = json!({"namespace": "bench", "queue": "bench.q", "kind": "verb.noop", "effect_class": "read", "producer_surface": "bench", "brief": {}});
+            let need = want - queued;
+            let tasks: Vec<_> = (0..32)
+                .map(|_| {
+                    let c = c.clone();
+                    let spec = spec.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..need.div_ceil(32) {
+                            c.post_json("/v1/tasks", &spec).await.expect("enqueue");
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.expect("filler");
+            }
+            queued += need.div_ceil(32) * 32;
+        }
+        let claims = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let c = client.clone();
+        let lat = claims.clone();
+        let name: &'static str = Box::leak(format!("cycle x{workers}").into_boxed_str());
+        let mut cyc = phase(name, workers, args.seconds, move |_, _| {
+            let c = c.clone();
+            let lat = lat.clone();
+            async move {
+                let t = Instant::now();
+                let Ok(r) = c.post_json("/v1/queues/bench.q/claim", &json!({})).await else {
+                    return false;
+                };
+                if r.status != 200 {
+                    return false;
+                }
+                lat.lock().expect("latencies").push(t.elapsed());
+                let v = r.value();
+                let path = format!(
+                    "/v1/tasks/{}/submit",
+                    v["task"]["task_id"].as_str().unwrap_or_default()
+                );
+                c.post_json(&path, &json!({"lease_id": v["lease"]["id"], "ok": true}))
+                    .await
+                    .is_ok_and(|r| r.status == 201)
+            }
+        })
+        .await;
+        queued = queued.saturating_sub(cyc.ops);
+        cyc.print();
+        let mut claim = Phase {
+            name: "  claim",
+            ops: 0,
+            elapsed: cyc.elapsed,
+            latencies: std::mem::take(&mut *claims.lock().expect("latencies")),
+            errors: 0,
+        };
+        claim.ops = claim.latencies.len();
+        claim.print();
+    }
+}
+
 fn grant_check_cost() {
     use tessera::auth::{Grants, IssueRequest, Keyring, Scope, access};
     use tessera::store::{Access, Name, Sha256, Store, VersionEntry, Visibility};
@@ -228,7 +352,9 @@ fn main() {
     );
     rt.block_on(async {
         let client = if args.scoped {
-            let spec = json!({"label": "bench", "grants": {"scopes": ["namespace:bench", "surface:bench", "nouns:read", "cas:write"]}});
+            let spec = json!({"label": "bench", "grants": {"queues": ["bench.q"], "kinds": ["verb.noop"], "effect_classes": ["read"], "scopes": ["namespace:bench", "surface:bench", "nouns:read", "cas:write", "verbs:enqueue", "verbs:claim", "verbs:submit"]}});
+            let q = json!({"name": "bench.q", "lease_ttl_s": 60, "max_attempts": 3});
+            client.post_json("/v1/queues", &q).await.expect("provision");
             let issued = client.post_json("/v1/keys", &spec).await.expect("issue").value();
             println!("as a scoped key (namespace:bench, surface:bench, nouns:read, cas:write)");
             client.with_bearer(issued["secret"].as_str().expect("secret"))
@@ -236,29 +362,11 @@ fn main() {
             println!("as the admin key");
             client
         };
-        let c = client.clone();
-        let mut put = phase("noun put", args.clients, args.seconds, move |client, i| {
-            let c = c.clone();
-            async move {
-                // Four versions per noun: mostly creates, some new versions.
-                let env = json!({"expected_version": i % 4, "body": {"client": client, "i": i, "pad": "x".repeat(200)}});
-                c.put_json(&format!("/v1/nouns/bench/c{client}/k{}", i / 4), &env)
-                    .await
-                    .is_ok_and(|r| r.status == 201)
-            }
-        })
-        .await;
-        put.print();
-        let c = client.clone();
-        let mut get = phase("noun get", args.clients, args.seconds, move |client, i| {
-            let c = c.clone();
-            async move {
-                c.get(&format!("/v1/nouns/bench/c{client}/k{}?version=1", i % 8))
-                    .await
-                    .is_ok_and(|r| r.status == 200)
-            }
-        })
-        .await;
-        get.print();
+        if args.only == "all" || args.only == "nouns" {
+            nouns(&client, &args).await;
+        }
+        if args.only == "all" || args.only == "queue" {
+            queue(&client, &args).await;
+        }
     });
 }

@@ -47,6 +47,8 @@ impl Daemon {
             replayed = rec.records,
             torn_tail = rec.torn_tail,
             compacted = rec.compacted,
+            replay_ms = rec.replay_ms,
+            compact_ms = rec.compact_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "task journal recovered"
         );

@@ -17,19 +17,15 @@ use crate::auth::{Principal, access};
 use crate::queue::{LeaseId, Park, SubmitInput, Task, TaskId};
 use crate::store::{Name, Pin, Sha256, canonical_json};
 
-async fn state_reply(ctx: &Ctx, id: TaskId) -> Result<Resp, ApiError> {
-    let state = ctx.queue.read(|st| st.tasks[&id].state).await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &StateReply { task_id: id, state },
-    ))
+fn state_reply(id: TaskId, state: crate::queue::TaskState) -> Resp {
+    json_response(StatusCode::OK, &StateReply { task_id: id, state })
 }
 
 /// `POST /v1/tasks/{id}/heartbeat {lease_id}`.
 pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work).await?;
+    check(ctx, id, &p, access::may_work)?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
     let expires_at = ctx.queue.heartbeat(id, &LeaseId(body.lease_id)).await?;
     Ok(json_response(StatusCode::OK, &Heartbeat { expires_at }))
@@ -39,11 +35,11 @@ pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiErr
 pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work).await?;
+    check(ctx, id, &p, access::may_work)?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
-    ctx.queue.release(id, &LeaseId(body.lease_id)).await?;
+    let state = ctx.queue.release(id, &LeaseId(body.lease_id)).await?;
     tracing::info!(task = %id, by = %p.key_id, "task released");
-    state_reply(ctx, id).await
+    Ok(state_reply(id, state))
 }
 
 /// Checks that every pin names an existing version with that sha256,
@@ -111,11 +107,10 @@ pub async fn submit_attempt(
     let ns = &task.spec.namespace;
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
-    let (sha, created) = ctx
+    let (sha, created, state) = ctx
         .queue
         .submit(task.id, &lease_id, &input, &p.key_id)
         .await?;
-    let state = ctx.queue.read(|st| st.tasks[&task.id].state).await?;
     if created {
         tracing::info!(task = %task.id, state = state.as_str(), receipt = %sha, "task submitted");
     }
@@ -132,7 +127,7 @@ pub async fn submit_attempt(
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let task = check(ctx, id, &p, access::may_submit).await?;
+    let task = check(ctx, id, &p, access::may_submit)?;
     let raw = req.bytes(ctx.limits.max_body_bytes).await?;
     let body: SubmitBody = super::request::parse_json(&raw)?;
     if body.note.as_ref().is_some_and(|n| n.len() > 4096) {
@@ -165,15 +160,15 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work).await?;
+    check(ctx, id, &p, access::may_work)?;
     let body: ParkBody = req.json(ctx.limits.max_body_bytes).await?;
     let park = Park {
         reason: body.reason,
         needs: body.needs,
     };
-    ctx.queue.park(id, &LeaseId(body.lease_id), park).await?;
+    let state = ctx.queue.park(id, &LeaseId(body.lease_id), park).await?;
     tracing::info!(task = %id, by = %p.key_id, "task parked");
-    state_reply(ctx, id).await
+    Ok(state_reply(id, state))
 }
 
 /// `POST /v1/tasks/{id}/resume {input_ref}`: by any key that sees the task
@@ -181,7 +176,7 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
 pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let task = check(ctx, id, &p, access::may_resume).await?;
+    let task = check(ctx, id, &p, access::may_resume)?;
     let body: ResumeBody = req.json(ctx.limits.max_body_bytes).await?;
     let ns = task.spec.namespace.clone();
     check_pins(
@@ -192,16 +187,16 @@ pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     )
     .await?;
     let pin: Value = serde_json::to_value(body.input_ref.qualified(&ns)).expect("pins serialize");
-    ctx.queue.resume(id, pin, &p.key_id).await?;
+    let state = ctx.queue.resume(id, pin, &p.key_id).await?;
     tracing::info!(task = %id, by = %p.key_id, "task resumed");
-    state_reply(ctx, id).await
+    Ok(state_reply(id, state))
 }
 
 /// `POST /v1/tasks/{id}/split {lease_id, children}`.
 pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work).await?;
+    check(ctx, id, &p, access::may_work)?;
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
     let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
     let children = ctx
@@ -222,8 +217,8 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
 pub async fn cancel(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_cancel).await?;
-    ctx.queue.cancel(id, &p.key_id).await?;
+    check(ctx, id, &p, access::may_cancel)?;
+    let state = ctx.queue.cancel(id, &p.key_id).await?;
     tracing::info!(task = %id, by = %p.key_id, "task cancelled");
-    state_reply(ctx, id).await
+    Ok(state_reply(id, state))
 }

@@ -11,7 +11,7 @@ use super::wire::{ClaimNext, Claimed, LeaseView, QueueList, QueueView};
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::{Claims, new_handle};
 use crate::auth::{self, Principal, access};
-use crate::queue::{Claim, QueueConfig, Task};
+use crate::queue::{Claim, QueueConfig, State, Task};
 use crate::store::Name;
 
 /// Longest long-poll a claim may ask for.
@@ -57,14 +57,14 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 }
 
 /// The answer to a claim: the task, its lease, a worker token and handle.
-fn claimed(ctx: &Ctx, st_view: super::wire::TaskView, claim: &Claim) -> Claimed {
+fn claimed(ctx: &Ctx, st: &State, p: &Principal, claim: &Claim) -> Claimed {
     let claims = Claims::worker(
-        claim.task.id.to_string(),
+        claim.id.to_string(),
         claim.lease.attempt.0,
         claim.lease.expires_at,
     );
     Claimed {
-        task: st_view,
+        task: view(st, &st.tasks[&claim.id], p),
         lease: LeaseView {
             id: Some(claim.lease.id.0.clone()),
             fence: claim.lease.attempt.0,
@@ -77,10 +77,9 @@ fn claimed(ctx: &Ctx, st_view: super::wire::TaskView, claim: &Claim) -> Claimed 
     }
 }
 
-async fn answer(ctx: &Ctx, p: &Principal, claim: Claim) -> Result<Resp, ApiError> {
-    let v = ctx.queue.read(|st| view(st, &claim.task, p)).await?;
-    tracing::info!(task = %claim.task.id, attempt = claim.lease.attempt.0, by = %p.key_id, "task claimed");
-    Ok(json_response(StatusCode::OK, &claimed(ctx, v, &claim)))
+fn answer(p: &Principal, claimed: &Claimed) -> Resp {
+    tracing::info!(task = %claimed.task.task_id, attempt = claimed.lease.fence, by = %p.key_id, "task claimed");
+    json_response(StatusCode::OK, claimed)
 }
 
 /// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?}`: the next eligible
@@ -98,24 +97,19 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     }
     let server = ctx
         .queue
-        .read(|st| st.queues.get(&queue).map(|q| q.server))
-        .await?
+        .peek(|st| st.queues.get(&queue).map(|q| q.server))
         .ok_or_else(|| crate::queue::Error::UnknownQueue(queue.to_string()))?;
     access::may_claim_from(&p, &queue, server)?;
     let can = |t: &Task| access::may_claim(&p, &t.facts(server)).is_ok();
-    let claim = ctx
+    let wait = Duration::from_millis(body.wait_ms);
+    let render = |st: &State, c: &Claim| claimed(ctx, st, &p, c);
+    let kinds = body.kinds.as_deref();
+    match ctx
         .queue
-        .claim_next(
-            &queue,
-            body.kinds.as_deref(),
-            &p.key_id,
-            &new_handle,
-            &can,
-            Duration::from_millis(body.wait_ms),
-        )
-        .await?;
-    match claim {
-        Some(claim) => answer(ctx, &p, claim).await,
+        .claim_next(&queue, kinds, &p.key_id, &new_handle, &can, wait, render)
+        .await?
+    {
+        Some(c) => Ok(answer(&p, &c)),
         None => Ok(super::empty(StatusCode::NO_CONTENT)),
     }
 }
@@ -124,7 +118,8 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
 pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_claim).await?;
-    let claim = ctx.queue.claim(id, &p.key_id, &new_handle).await?;
-    answer(ctx, &p, claim).await
+    check(ctx, id, &p, access::may_claim)?;
+    let render = |st: &State, c: &Claim| claimed(ctx, st, &p, c);
+    let c = ctx.queue.claim(id, &p.key_id, &new_handle, render).await?;
+    Ok(answer(&p, &c))
 }

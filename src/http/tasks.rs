@@ -1,8 +1,6 @@
 //! Task routes: enqueue, list, show, receipts; and the task view shared by
 //! every answer that shows a task.
 
-use std::ops::Bound;
-
 use http::StatusCode;
 use serde_json::json;
 
@@ -25,19 +23,19 @@ pub fn task_id(s: &str) -> Result<TaskId, ApiError> {
 }
 
 /// Runs an access rule against a task; `NotFound` when it does not exist.
-pub async fn check(
+/// It does not wait for durability: the facts it checks never change
+/// after enqueue, and whatever the caller then does is journaled after.
+pub fn check(
     ctx: &Ctx,
     id: TaskId,
     p: &Principal,
     rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
 ) -> Result<Task, ApiError> {
-    ctx.queue
-        .read(|st| {
-            let t = st.task(id)?;
-            rule(p, &st.facts(t))?;
-            Ok::<_, ApiError>(t.clone())
-        })
-        .await?
+    ctx.queue.peek(|st| {
+        let t = st.task(id)?;
+        rule(p, &st.facts(t))?;
+        Ok::<_, ApiError>(t.clone())
+    })
 }
 
 /// How a task looks to `p` (who may see it).
@@ -106,8 +104,7 @@ pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Re
     access::require_namespace(p, &spec.namespace)?;
     let server = ctx
         .queue
-        .read(|st| st.queues.get(&spec.queue).map(|q| q.server))
-        .await?
+        .peek(|st| st.queues.get(&spec.queue).map(|q| q.server))
         .ok_or_else(|| crate::queue::Error::UnknownQueue(spec.queue.to_string()))?;
     let facts = TaskFacts {
         namespace: &spec.namespace,
@@ -211,17 +208,12 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let page = ctx
         .queue
         .read(|st| {
-            let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
-            let mut matching = st
-                .tasks
-                .range((start, Bound::Unbounded))
-                .map(|(_, t)| t)
-                .filter(|t| {
-                    queue.as_deref().is_none_or(|q| t.spec.queue.as_str() == q)
-                        && kind.as_deref().is_none_or(|k| t.spec.kind.as_str() == k)
-                        && state.is_none_or(|s| t.state == s)
-                        && access::sees_task(&p, &st.facts(t))
-                });
+            let mut matching = st.tasks.after(cursor).filter(|t| {
+                queue.as_deref().is_none_or(|q| t.spec.queue.as_str() == q)
+                    && kind.as_deref().is_none_or(|k| t.spec.kind.as_str() == k)
+                    && state.is_none_or(|s| t.state == s)
+                    && access::sees_task(&p, &st.facts(t))
+            });
             let tasks: Vec<TaskView> = matching
                 .by_ref()
                 .take(limit)
@@ -244,7 +236,15 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 /// `GET /v1/tasks/{id}/receipts`: the receipt records, in order.
 pub async fn receipts(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
-    let t = check(ctx, task_id(id)?, &p, access::read_task).await?;
+    let id = task_id(id)?;
+    let t = ctx
+        .queue
+        .read(|st| {
+            let t = st.task(id)?;
+            access::read_task(&p, &st.facts(t))?;
+            Ok::<_, ApiError>(t.clone())
+        })
+        .await??;
     let shas = t.receipts.clone();
     let records = ctx
         .blocking(move |store| {

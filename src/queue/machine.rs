@@ -14,6 +14,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::event::{Event, NewTask};
 use super::index::Index;
 use super::spec::QueueConfig;
+use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
 use crate::store::Name;
 
@@ -35,7 +36,7 @@ pub struct State {
     /// Provisioned queues.
     pub queues: BTreeMap<Name, QueueConfig>,
     /// Every task, by id (ids grow with enqueue order).
-    pub tasks: BTreeMap<TaskId, Task>,
+    pub tasks: TaskTable,
     /// The next task id to assign.
     pub next_id: u64,
     /// Derived indexes.
@@ -49,7 +50,7 @@ impl State {
     pub fn new(limits: SplitLimits) -> State {
         State {
             queues: BTreeMap::new(),
-            tasks: BTreeMap::new(),
+            tasks: TaskTable::default(),
             next_id: 1,
             index: Index::default(),
             limits,
@@ -219,30 +220,27 @@ impl State {
         if let Some(p) = parent {
             self.task_mut(p).children.push(new.id);
         }
-        self.tasks.insert(
-            new.id,
-            Task {
-                id: new.id,
-                spec: new.spec.clone(),
-                requester: new.requester.clone(),
-                parent,
-                depth,
-                children: Vec::new(),
-                state: TaskState::Pending,
-                attempt: Attempt(0),
-                lease: None,
-                not_before: new.spec.not_before,
-                receipts: Vec::new(),
-                staged: Default::default(),
-                handles: Vec::new(),
-                fingerprint: new.fingerprint,
-                submission: None,
-                park: None,
-                reason: None,
-                created_at: at,
-                updated_at: at,
-            },
-        );
+        self.tasks.push(Task {
+            id: new.id,
+            spec: new.spec.clone(),
+            requester: new.requester.clone(),
+            parent,
+            depth,
+            children: Vec::new(),
+            state: TaskState::Pending,
+            attempt: Attempt(0),
+            lease: None,
+            not_before: new.spec.not_before,
+            receipts: Vec::new(),
+            staged: Default::default(),
+            handles: Vec::new(),
+            fingerprint: new.fingerprint,
+            submission: None,
+            park: None,
+            reason: None,
+            created_at: at,
+            updated_at: at,
+        });
         self.next_id = self.next_id.max(new.id.0 + 1);
         self.index.count_in(&new.spec.queue, TaskState::Pending);
         if blocked.is_empty() {
@@ -346,14 +344,14 @@ impl State {
     /// Rebuilds a state from a snapshot's parts, deriving every index.
     pub fn restore(
         queues: BTreeMap<Name, QueueConfig>,
-        tasks: BTreeMap<TaskId, Task>,
+        tasks: TaskTable,
         next_id: u64,
         limits: SplitLimits,
         now: Timestamp,
     ) -> State {
         let mut index = Index::default();
-        for (id, t) in &tasks {
-            let s = &t.spec;
+        for t in tasks.values() {
+            let (id, s) = (&t.id, &t.spec);
             index.count_in(&s.queue, t.state);
             match t.state {
                 TaskState::Queued => {

@@ -162,7 +162,7 @@ proptest! {
             st.promote_due(now);
             let ev: Option<Event> = match op {
                 Op::Enqueue { deps, priority, key } => {
-                    let ids: Vec<TaskId> = st.tasks.keys().copied().collect();
+                    let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     let deps = if ids.is_empty() { vec![] } else { deps.iter().map(|d| ids[d % ids.len()]).collect() };
                     match st.decide_enqueue(spec(deps, priority, key), &me, now, &|_| true) {
                         Ok(Enqueue::New(ev, _)) => Some(ev),
@@ -199,7 +199,7 @@ proptest! {
                     st.decide_split(id, &lease_of(&st, id), kids, &|_| true, now).ok()
                 }),
                 Op::Cancel { pick } => {
-                    let ids: Vec<TaskId> = st.tasks.keys().copied().collect();
+                    let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     (!ids.is_empty()).then(|| ids[pick % ids.len()]).and_then(|id| st.decide_cancel(id, &me, now).ok())
                 }
             };

@@ -35,6 +35,7 @@ pub mod receipt;
 mod recover;
 pub mod snapshot;
 pub mod spec;
+pub mod table;
 pub mod task;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -145,11 +146,11 @@ pub enum Enqueued {
     WouldCreate,
 }
 
-/// A successful claim: the task as claimed and its lease.
+/// A successful claim: the task claimed and its lease.
 #[derive(Clone, Debug)]
 pub struct Claim {
     /// The task, now claimed.
-    pub task: Task,
+    pub id: TaskId,
     /// Its lease.
     pub lease: Lease,
 }
@@ -216,15 +217,33 @@ impl Queue {
         Ok(out)
     }
 
+    /// Runs `f` on the state as it is now, without waiting for durability:
+    /// for authorization checks on facts that never change after enqueue.
+    /// Whatever the caller then changes is journaled after what it saw.
+    pub fn peek<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.lock())
+    }
+
     /// Decides and commits one event, then waits for it to be durable.
     async fn run<T>(
         &self,
         f: impl FnOnce(&State) -> Result<(Event, T), Error>,
     ) -> Result<T, Error> {
+        self.run_then(f, |_, out| out).await
+    }
+
+    /// Decides and commits one event, reads what `then` needs from the
+    /// state right after it (under the same lock), then waits for it.
+    async fn run_then<T, U>(
+        &self,
+        f: impl FnOnce(&State) -> Result<(Event, T), Error>,
+        then: impl FnOnce(&State, T) -> U,
+    ) -> Result<U, Error> {
         let (seq, out) = {
             let mut st = self.lock();
             let (ev, out) = f(&st)?;
-            (self.commit(&mut st, &ev)?, out)
+            let seq = self.commit(&mut st, &ev)?;
+            (seq, then(&st, out))
         };
         self.inner.ready.notify_waiters();
         self.durable(seq).await?;
@@ -307,14 +326,15 @@ impl Queue {
             .expect("an unused handle turns up");
         let ev = st.decide_claim(id, holder, task::new_lease_id(), handle, at)?;
         let seq = self.commit(st, &ev)?;
-        let task = st.tasks[&id].clone();
-        let lease = task.lease.clone().expect("just claimed");
-        Ok((seq, Claim { task, lease }))
+        let lease = st.tasks[&id].lease.clone().expect("just claimed");
+        Ok((seq, Claim { id, lease }))
     }
 
     /// Claims the next task on `queue` that `can` allows, waiting up to
-    /// `wait` for one to become ready; `None` when none did.
-    pub async fn claim_next(
+    /// `wait` for one to become ready; `None` when none did. `render` reads
+    /// what the caller shows of the claim, under the claim's own lock.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn claim_next<R>(
         &self,
         queue: &Name,
         kinds: Option<&[Name]>,
@@ -322,7 +342,9 @@ impl Queue {
         handle: &(dyn Fn() -> String + Sync),
         can: &(dyn Fn(&Task) -> bool + Sync),
         wait: Duration,
-    ) -> Result<Option<Claim>, Error> {
+        render: impl FnOnce(&State, &Claim) -> R,
+    ) -> Result<Option<R>, Error> {
+        let mut render = Some(render);
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let notified = self.inner.ready.notified();
@@ -333,13 +355,17 @@ impl Queue {
                 let at = Timestamp::now();
                 st.promote_due(at);
                 match st.find_claimable(queue, kinds, can) {
-                    Some(id) => Some(self.claim_now(&mut st, id, holder, handle, at)?),
+                    Some(id) => {
+                        let (seq, claim) = self.claim_now(&mut st, id, holder, handle, at)?;
+                        let render = render.take().expect("rendered once");
+                        Some((seq, render(&st, &claim)))
+                    }
                     None => None,
                 }
             };
-            if let Some((seq, claim)) = found {
+            if let Some((seq, out)) = found {
                 self.durable(seq).await?;
-                return Ok(Some(claim));
+                return Ok(Some(out));
             }
             tokio::select! {
                 () = &mut notified => {}
@@ -349,20 +375,22 @@ impl Queue {
     }
 
     /// Claims one task by id (the caller has checked it may).
-    pub async fn claim(
+    pub async fn claim<R>(
         &self,
         id: TaskId,
         holder: &Name,
         handle: &(dyn Fn() -> String + Sync),
-    ) -> Result<Claim, Error> {
-        let (seq, claim) = {
+        render: impl FnOnce(&State, &Claim) -> R,
+    ) -> Result<R, Error> {
+        let (seq, out) = {
             let mut st = self.lock();
             let at = Timestamp::now();
             st.promote_due(at);
-            self.claim_now(&mut st, id, holder, handle, at)?
+            let (seq, claim) = self.claim_now(&mut st, id, holder, handle, at)?;
+            (seq, render(&st, &claim))
         };
         self.durable(seq).await?;
-        Ok(claim)
+        Ok(out)
     }
 
     /// Extends a live lease; returns the new expiry.
@@ -379,9 +407,12 @@ impl Queue {
     }
 
     /// Returns a claimed task to the queue.
-    pub async fn release(&self, id: TaskId, lease_id: &LeaseId) -> Result<(), Error> {
-        self.run(|st| Ok((st.decide_release(id, lease_id, Timestamp::now())?, ())))
-            .await
+    pub async fn release(&self, id: TaskId, lease_id: &LeaseId) -> Result<TaskState, Error> {
+        self.run_then(
+            |st| Ok((st.decide_release(id, lease_id, Timestamp::now())?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
     }
 
     /// Submits a result under a live lease: writes the receipt and ends the
@@ -392,8 +423,8 @@ impl Queue {
         lease_id: &LeaseId,
         input: &SubmitInput,
         by: &Name,
-    ) -> Result<(Sha256, bool), Error> {
-        let (seq, receipt, created) = {
+    ) -> Result<(Sha256, bool, TaskState), Error> {
+        let (seq, receipt, created, state) = {
             let mut st = self.lock();
             match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
                 Submit::Existing(id) => {
@@ -402,7 +433,8 @@ impl Queue {
                         .as_ref()
                         .expect("submitted")
                         .receipt;
-                    (self.inner.committer.appended(), (sha, None), false)
+                    let state = st.tasks[&id].state;
+                    (self.inner.committer.appended(), (sha, None), false, state)
                 }
                 Submit::New(ev) => {
                     let Event::Submitted {
@@ -414,7 +446,8 @@ impl Queue {
                         unreachable!("submit")
                     };
                     let out = (*receipt_sha256, Some(receipt.clone()));
-                    (self.commit(&mut st, &ev)?, out, true)
+                    let seq = self.commit(&mut st, &ev)?;
+                    (seq, out, true, st.tasks[&id].state)
                 }
             }
         };
@@ -427,19 +460,35 @@ impl Queue {
             self.inner.ready.notify_waiters();
         }
         self.durable(seq).await?;
-        Ok((receipt.0, created))
+        Ok((receipt.0, created, state))
     }
 
     /// Parks a claimed task.
-    pub async fn park(&self, id: TaskId, lease_id: &LeaseId, park: Park) -> Result<(), Error> {
-        self.run(|st| Ok((st.decide_park(id, lease_id, park, Timestamp::now())?, ())))
-            .await
+    pub async fn park(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        park: Park,
+    ) -> Result<TaskState, Error> {
+        self.run_then(
+            |st| Ok((st.decide_park(id, lease_id, park, Timestamp::now())?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
     }
 
     /// Resumes a parked task with a new input pin.
-    pub async fn resume(&self, id: TaskId, input_ref: Value, by: &Name) -> Result<(), Error> {
-        self.run(|st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())))
-            .await
+    pub async fn resume(
+        &self,
+        id: TaskId,
+        input_ref: Value,
+        by: &Name,
+    ) -> Result<TaskState, Error> {
+        self.run_then(
+            |st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
     }
 
     /// Splits a claimed task into children; returns their ids.
@@ -462,9 +511,12 @@ impl Queue {
     }
 
     /// Cancels a task and its live descendants.
-    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<(), Error> {
-        self.run(|st| Ok((st.decide_cancel(id, by, Timestamp::now())?, ())))
-            .await
+    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<TaskState, Error> {
+        self.run_then(
+            |st| Ok((st.decide_cancel(id, by, Timestamp::now())?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
     }
 
     /// Records a staged part for the live attempt of `id`.

@@ -31,6 +31,10 @@ pub struct Recovery {
     pub torn_tail: bool,
     /// Whether the start compacted the journal.
     pub compacted: bool,
+    /// Time spent loading the snapshot and replaying, in milliseconds.
+    pub replay_ms: u64,
+    /// Time spent compacting, in milliseconds.
+    pub compact_ms: u64,
 }
 
 fn corrupt(name: &str, message: impl Into<String>) -> Error {
@@ -43,6 +47,7 @@ fn corrupt(name: &str, message: impl Into<String>) -> Error {
 /// Recovers the state and starts the committer on a new segment.
 pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Recovery), Error> {
     let dir = &store.root().journal;
+    let started = std::time::Instant::now();
     let (mut state, first) = snapshot::load(store, limits)?.unwrap_or((State::new(limits), 0));
     let mut rec = Recovery {
         snapshot_tasks: state.tasks.len(),
@@ -114,9 +119,12 @@ pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Rec
     }
 
     let mut next = segments.last().map_or(first, |n| n + 1);
+    rec.replay_ms = started.elapsed().as_millis() as u64;
     if replayed_bytes > COMPACT_BYTES || segments.len() > COMPACT_SEGMENTS {
+        let started = std::time::Instant::now();
         compact(store, &state, next)?;
         rec.compacted = true;
+        rec.compact_ms = started.elapsed().as_millis() as u64;
     }
     while dir.exists(segment_name(next)) {
         next += 1;

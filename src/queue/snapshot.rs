@@ -13,7 +13,6 @@
 //! is durable, and receipt objects are synced (syncfs) before that, since
 //! the deleted segments were their durable copy.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 
 use jiff::Timestamp;
@@ -22,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::Error;
 use super::machine::{SplitLimits, State};
 use super::spec::QueueConfig;
+use super::table::TaskTable;
 use super::task::Task;
 use crate::store::{self, Store};
 
@@ -84,11 +84,14 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
     if meta.format != FORMAT {
         return Err(corrupt(1, format!("unknown format {:?}", meta.format)));
     }
-    let mut tasks = BTreeMap::new();
+    let mut tasks = TaskTable::default();
     for (i, line) in lines.enumerate() {
         let line = line.map_err(|e| store::io_err("reading the snapshot", e))?;
         let t: Task = serde_json::from_str(&line).map_err(|e| corrupt(i + 2, e.to_string()))?;
-        tasks.insert(t.id, t);
+        if t.id.0 != tasks.len() as u64 + 1 {
+            return Err(corrupt(i + 2, format!("task {} is out of order", t.id)));
+        }
+        tasks.push(t);
     }
     if tasks.len() as u64 != meta.tasks {
         return Err(corrupt(

@@ -45,13 +45,17 @@ pub struct TaskSpec {
     #[serde(default = "surface_only")]
     pub visibility_scope: Visibility,
     /// Extra surfaces for `allowlist_surfaces`.
-    #[serde(default, deserialize_with = "surfaces")]
+    #[serde(
+        default,
+        deserialize_with = "surfaces",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub allowed_surfaces: Vec<Name>,
     /// Descriptive cohorts (grant nothing).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_cohorts: Vec<String>,
     /// Descriptive tags (grant nothing).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     /// Same key in a namespace: the same task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,10 +63,10 @@ pub struct TaskSpec {
     /// The brief: opaque JSON (an object) for the worker.
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<TaskId>,
     /// Higher is claimed first.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i32,
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,10 +78,10 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ttl_s: Option<u32>,
     /// Projection failure policy.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "CheckPolicy::is_warn")]
     pub check_policy: CheckPolicy,
     /// Whether `@file:` submit bodies are allowed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_file_submit: bool,
     /// The worker's directory, relative to `workspace/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +89,17 @@ pub struct TaskSpec {
     /// The ctx-dir placement template, relative to the root, with `{task_id}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+impl CheckPolicy {
+    /// Whether this is the default.
+    pub fn is_warn(&self) -> bool {
+        *self == CheckPolicy::Warn
+    }
 }
 
 fn surface_only() -> Visibility {

@@ -57,6 +57,17 @@ impl<'de> Deserialize<'de> for TaskId {
 #[serde(transparent)]
 pub struct Attempt(pub u32);
 
+impl Attempt {
+    /// Whether no claim has happened yet.
+    pub fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// A lease's id: random, shown only to its holder; every mutation of a
 /// claimed task must name the current one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -179,32 +190,45 @@ pub struct Task {
     /// The key id that enqueued it (the requester); children inherit it.
     pub requester: Name,
     /// The task it was split from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<TaskId>,
     /// 0 for top-level tasks, parent depth + 1 for children.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub depth: u32,
     /// Children from splits, in creation order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<TaskId>,
     /// Current state.
     pub state: TaskState,
     /// Claims so far (the current or last attempt).
+    #[serde(default, skip_serializing_if = "Attempt::is_zero")]
     pub attempt: Attempt,
     /// The live lease, when claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
     /// Not claimable before this instant (backoff, or the spec's `not_before`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<Timestamp>,
     /// Receipt hashes in order (a `prev` chain).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub receipts: Vec<Sha256>,
     /// Parts the current attempt's worker staged, by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub staged: std::collections::BTreeMap<String, Sha256>,
     /// The worker handle of each attempt, in order (attempt n is index n-1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handles: Vec<String>,
     /// Spec fingerprint, kept when the spec has an idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<Sha256>,
     /// The last submission, for idempotent resends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submission: Option<Submission>,
     /// Why it is parked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub park: Option<Park>,
     /// Why it failed without a receipt (`attempts_exhausted`), or was cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Enqueue time.
     pub created_at: Timestamp,
