@@ -30,7 +30,7 @@ struct Args {
     /// Seconds per phase.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
-    /// Which phases: nouns, queue, or all.
+    /// Which phases: nouns, queue, worker, or all.
     #[arg(long, default_value = "all")]
     only: String,
     /// Worker counts for the claim + submit cycle phases.
@@ -270,6 +270,77 @@ async fn queue(client: &Client, args: &Args) {
     }
 }
 
+/// Worker I/O at `--clients` concurrent workers: prompt fetches by
+/// handle, then full attempts (claim, two staged parts, final submit with
+/// its projection into ctx-dir files).
+async fn worker(client: &Client, args: &Args) {
+    let provision = json!({"name": "bench.w", "lease_ttl_s": 600, "max_attempts": 3});
+    client
+        .post_json("/v1/queues", &provision)
+        .await
+        .expect("provision");
+    let spec = json!({"namespace": "bench", "queue": "bench.w", "kind": "verb.solve_draft", "effect_class": "read", "producer_surface": "bench", "brief": {"directive": "Sum the squares of the numbers.", "numbers": [3, 4, 12]}});
+    let mut handles = Vec::new();
+    for _ in 0..args.clients {
+        client.post_json("/v1/tasks", &spec).await.expect("enqueue");
+        let c = client
+            .post_json("/v1/queues/bench.w/claim", &json!({}))
+            .await
+            .expect("claim")
+            .value();
+        handles.push(client.with_bearer(c["handle"].as_str().expect("handle")));
+    }
+    let handles = Arc::new(handles);
+    let mut prompt = phase("prompt", args.clients, args.seconds, move |c, _| {
+        let h = handles[c].clone();
+        async move {
+            h.get("/v1/worker/prompt")
+                .await
+                .is_ok_and(|r| r.status == 200)
+        }
+    })
+    .await;
+    prompt.print();
+    let c = client.clone();
+    let mut full = phase(
+        "attempt+2 parts",
+        args.clients,
+        args.seconds,
+        move |_, i| {
+            let c = c.clone();
+            let spec = spec.clone();
+            async move {
+                c.post_json("/v1/tasks", &spec).await.expect("enqueue");
+                let Ok(claim) = c.post_json("/v1/queues/bench.w/claim", &json!({})).await else {
+                    return false;
+                };
+                let h = c.with_bearer(claim.value()["handle"].as_str().unwrap_or_default());
+                let plan = h
+                    .post_bytes(
+                        "/v1/worker/artifact?name=plan.md",
+                        format!("# Plan {i}\n1. square\n2. sum\n"),
+                    )
+                    .await;
+                let data = h
+                    .post_bytes(
+                        "/v1/worker/artifact?name=data.json",
+                        format!("{{\"i\": {i}}}"),
+                    )
+                    .await;
+                let done = h
+                    .post_bytes("/v1/worker/submit", "The sum of squares is 169.")
+                    .await;
+                plan.is_ok() && data.is_ok() && done.is_ok_and(|r| r.status == 201)
+            }
+        },
+    )
+    .await;
+    full.print();
+    println!(
+        "  (each attempt: enqueue, claim, 2 parts, submit: 5 requests, 4 fsynced writes + projection)"
+    );
+}
+
 fn grant_check_cost() {
     use tessera::auth::{Grants, IssueRequest, Keyring, Scope, access};
     use tessera::store::{Access, Name, Sha256, Store, VersionEntry, Visibility};
@@ -367,6 +438,9 @@ fn main() {
         }
         if args.only == "all" || args.only == "queue" {
             queue(&client, &args).await;
+        }
+        if args.only == "all" || args.only == "worker" {
+            worker(&client, &args).await;
         }
     });
 }

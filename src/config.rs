@@ -60,6 +60,8 @@ impl QueueLimits {
 pub struct Limits {
     /// Largest request body on the general API, in bytes.
     pub max_body_bytes: usize,
+    /// Largest worker body (final submit, staged part, `@file:` target).
+    pub worker_body_bytes: usize,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_body_bytes: 8 * 1024 * 1024,
+            worker_body_bytes: 2 * 1024 * 1024,
         }
     }
 }

@@ -22,3 +22,4 @@ pub mod daemon;
 pub mod http;
 pub mod queue;
 pub mod store;
+pub mod worker;

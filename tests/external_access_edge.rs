@@ -1222,3 +1222,103 @@ async fn queue_and_task_routes_allow_exactly_what_was_issued() {
         "a key lists only the queues it was issued"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_routes_take_only_their_own_live_credential() {
+    let t = support::Team::start().await;
+    let a = support::enqueue(&t.requester, &support::spec("verb.solve_draft", json!({}))).await;
+    let b = support::enqueue(&t.requester, &support::spec("verb.solve_draft", json!({}))).await;
+    let ca = support::claim(&t.worker, "work.external").await.unwrap();
+    let cb = support::claim(&t.worker, "work.external").await.unwrap();
+    let handle_a = t.d.admin.with_bearer(ca["handle"].as_str().unwrap());
+    let token_b = t.d.admin.with_bearer(cb["token"].as_str().unwrap());
+    let routes: [(Method, String); 3] = [
+        (Method::GET, "/v1/worker/prompt".into()),
+        (Method::POST, "/v1/worker/artifact?name=n.md".into()),
+        (Method::POST, "/v1/worker/submit".into()),
+    ];
+    let worker_key = t.worker.clone();
+    for (m, path) in &routes {
+        let body = (*m == Method::POST).then(|| bytes::Bytes::from_static(b"x"));
+        let as_key = worker_key
+            .send(m.clone(), path, body.clone(), &[])
+            .await
+            .unwrap();
+        assert_status!(as_key, 401, "unauthenticated");
+        let anon =
+            t.d.admin
+                .anonymous()
+                .send(m.clone(), path, body.clone(), &[])
+                .await
+                .unwrap();
+        assert_status!(anon, 401, "unauthenticated");
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let other = handle_a
+            .send(
+                m.clone(),
+                &format!("{path}{sep}task_id={b}"),
+                body.clone(),
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_status!(other, 403, "wrong_task");
+        let forged = handle_a
+            .send(
+                m.clone(),
+                path,
+                body.clone(),
+                &[("x-surface-id", "elsewhere")],
+            )
+            .await
+            .unwrap();
+        assert!(
+            forged.status.is_success(),
+            "a header changes nothing: {}",
+            forged.status
+        );
+    }
+    assert_eq!(
+        support::task(&t.worker, &a).await["state"],
+        json!("succeeded")
+    );
+    for (m, path) in &routes {
+        let body = (*m == Method::POST).then(|| bytes::Bytes::from_static(b"x"));
+        let r = handle_a.send(m.clone(), path, body, &[]).await.unwrap();
+        let want = if path.ends_with("submit") {
+            (409, "already_submitted")
+        } else {
+            (410, "gone")
+        };
+        assert_status!(r, want.0, want.1);
+    }
+    let lease_b = cb["lease"]["id"].as_str().unwrap();
+    assert_status!(
+        t.worker
+            .post_json(
+                &format!("/v1/tasks/{b}/release"),
+                &json!({"lease_id": lease_b})
+            )
+            .await
+            .unwrap(),
+        200
+    );
+    for (m, path) in &routes {
+        let body = (*m == Method::POST).then(|| bytes::Bytes::from_static(b"x"));
+        let r = token_b.send(m.clone(), path, body, &[]).await.unwrap();
+        assert_status!(r, 409, "stale_lease");
+    }
+    for (who, status) in [
+        (&t.requester, 200),
+        (&t.outsider, 404),
+        (&t.d.admin.anonymous(), 401),
+    ] {
+        let r = who.get(&format!("/v1/tasks/{a}/output")).await.unwrap();
+        assert_eq!(
+            r.status.as_u16(),
+            status,
+            "{}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+}

@@ -210,6 +210,25 @@ impl Keyring {
         Ok(entry.principal.clone())
     }
 
+    /// The principal of a key that is still usable (not revoked or
+    /// expired): the authority a worker token acts under is its claimant's.
+    pub fn principal(&self, key_id: &Name) -> Result<Principal, Error> {
+        let entry = self
+            .get(key_id.as_str())
+            .ok_or(Error::Unauthenticated("unknown key"))?;
+        if entry.record.revoked_at.is_some() {
+            return Err(Error::Unauthenticated("the claiming key was revoked"));
+        }
+        if entry
+            .record
+            .expires_at
+            .is_some_and(|t| t <= Timestamp::now())
+        {
+            return Err(Error::Unauthenticated("the claiming key expired"));
+        }
+        Ok(entry.principal.clone())
+    }
+
     fn get(&self, key_id: &str) -> Option<Arc<Entry>> {
         let name = Name::parse("key_id", key_id).ok()?;
         self.keys.read().expect("keyring lock").get(&name).cloned()

@@ -8,7 +8,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use crate::{auth, queue, store};
+use crate::{auth, queue, store, worker};
 
 /// An error on its way to the client.
 #[derive(Debug)]
@@ -181,6 +181,48 @@ impl From<queue::Error> for ApiError {
     }
 }
 
+impl From<worker::Error> for ApiError {
+    fn from(e: worker::Error) -> ApiError {
+        use worker::Error as E;
+        let msg = e.to_string();
+        match e {
+            E::Unauthenticated(_) => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", msg)
+            }
+            E::WrongTask => ApiError::new(StatusCode::FORBIDDEN, "wrong_task", msg),
+            E::StaleLease { state, attempt } => {
+                ApiError::new(StatusCode::CONFLICT, "stale_lease", msg)
+                    .with(json!({"state": state, "attempt": attempt}))
+            }
+            E::Gone { state } => {
+                ApiError::new(StatusCode::GONE, "gone", msg).with(json!({"state": state}))
+            }
+            E::AlreadySubmitted => ApiError::new(StatusCode::CONFLICT, "already_submitted", msg),
+            E::InvalidPartName { name, .. } => {
+                ApiError::bad_request("invalid_part_name", msg).with(json!({"name": name}))
+            }
+            E::FileRef(_) => ApiError::bad_request("invalid_file_ref", msg),
+            E::FileRefMissing(_) => ApiError::new(StatusCode::NOT_FOUND, "file_not_found", msg),
+            E::TooLarge { limit } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", msg)
+                    .with(json!({"limit": limit}))
+            }
+            E::ProjectionFailed { path, reason } => {
+                tracing::error!(path = %path, reason = %reason, "projection failed (check_policy: strict)");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "projection_failed", msg)
+                    .with(json!({"path": path, "reason": reason}))
+            }
+            E::InvalidPin { field, pin, .. } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_pin", msg)
+                    .with(json!({"field": field, "pin": pin}))
+            }
+            E::Queue(q) => q.into(),
+            E::Auth(a) => a.into(),
+            E::Store(s) => s.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +368,82 @@ mod tests {
                 queue::Error::Store(store::Error::NounNotFound),
                 404,
                 "not_found",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let api = ApiError::from(err);
+            assert_eq!((api.status.as_u16(), api.code), (status, code));
+        }
+    }
+
+    #[test]
+    fn every_worker_error_maps_to_its_status_and_code() {
+        use crate::queue::{Attempt, TaskState};
+        let pin: store::Pin = serde_json::from_value(
+            json!({"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)}),
+        )
+        .unwrap();
+        let cases: Vec<(worker::Error, u16, &str)> = vec![
+            (worker::Error::Unauthenticated("x"), 401, "unauthenticated"),
+            (worker::Error::WrongTask, 403, "wrong_task"),
+            (
+                worker::Error::StaleLease {
+                    state: TaskState::Queued,
+                    attempt: Attempt(2),
+                },
+                409,
+                "stale_lease",
+            ),
+            (
+                worker::Error::Gone {
+                    state: TaskState::Succeeded,
+                },
+                410,
+                "gone",
+            ),
+            (worker::Error::AlreadySubmitted, 409, "already_submitted"),
+            (
+                worker::Error::InvalidPartName {
+                    name: "..".into(),
+                    why: "x",
+                },
+                400,
+                "invalid_part_name",
+            ),
+            (worker::Error::FileRef("x".into()), 400, "invalid_file_ref"),
+            (
+                worker::Error::FileRefMissing("x".into()),
+                404,
+                "file_not_found",
+            ),
+            (worker::Error::TooLarge { limit: 1 }, 413, "body_too_large"),
+            (
+                worker::Error::ProjectionFailed {
+                    path: "p".into(),
+                    reason: "r".into(),
+                },
+                500,
+                "projection_failed",
+            ),
+            (
+                worker::Error::InvalidPin {
+                    field: "outputs[0]".into(),
+                    reason: "r".into(),
+                    pin: Box::new(pin),
+                },
+                422,
+                "invalid_pin",
+            ),
+            (
+                worker::Error::Queue(queue::Error::NotFound),
+                404,
+                "not_found",
+            ),
+            (worker::Error::Auth(auth::Error::Hidden), 404, "not_found"),
+            (
+                worker::Error::Store(store::Error::Poisoned),
+                503,
+                "store_poisoned",
             ),
         ];
         for (err, status, code) in cases {

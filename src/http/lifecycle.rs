@@ -3,7 +3,7 @@
 //! pins against the store, then lets the queue decide.
 
 use http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::request::Req;
@@ -13,9 +13,29 @@ use super::wire::{
     Submitted,
 };
 use super::{Ctx, Resp, json_response};
-use crate::auth::{Principal, access};
+use crate::auth::access;
 use crate::queue::{LeaseId, Park, SubmitInput, Task, TaskId};
-use crate::store::{Name, Pin, Sha256, canonical_json};
+use crate::store::{Sha256, canonical_json};
+use crate::worker::submit;
+
+/// The answer to a completed submit: 201, or 200 for an idempotent resend.
+pub fn submitted(id: TaskId, done: &submit::Completed) -> Resp {
+    let status = if done.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    json_response(
+        status,
+        &Submitted {
+            task_id: id,
+            state: done.state,
+            ok: done.state == crate::queue::TaskState::Succeeded,
+            receipt_sha256: done.receipt,
+            created: done.created,
+        },
+    )
+}
 
 fn state_reply(id: TaskId, state: crate::queue::TaskState) -> Resp {
     json_response(StatusCode::OK, &StateReply { task_id: id, state })
@@ -42,87 +62,6 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
     Ok(state_reply(id, state))
 }
 
-/// Checks that every pin names an existing version with that sha256,
-/// readable by `p`; a bad one is `422 invalid_pin` naming it.
-pub async fn check_pins(
-    ctx: &Ctx,
-    p: &Principal,
-    ns: &Name,
-    pins: Vec<(String, Pin)>,
-) -> Result<(), ApiError> {
-    let p = p.clone();
-    let ns = ns.clone();
-    ctx.blocking(move |store| {
-        for (field, pin) in &pins {
-            let pin_ns = pin.namespace.clone().unwrap_or_else(|| ns.clone());
-            let read = store.read_pin(pin, &ns, |entry| {
-                access::may_read_nouns(&p, &pin_ns)?;
-                access::read_noun(&p, entry).map_err(ApiError::from)
-            });
-            if let Err(e) = read {
-                let reason = match e.code {
-                    "pin_mismatch" => e.message,
-                    "version_not_found" | "not_found" => {
-                        "no such noun version is visible to this key".to_string()
-                    }
-                    "forbidden" => e.message,
-                    _ => return Err(e),
-                };
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_pin",
-                    format!("{field}: {reason}"),
-                )
-                .with(json!({"field": field, "pin": pin})));
-            }
-        }
-        Ok::<(), ApiError>(())
-    })
-    .await
-}
-
-/// The one submit path: pins checked, receipt written, task ended. The
-/// worker routes call it too, with their final body in `extra`.
-pub async fn submit_attempt(
-    ctx: &Ctx,
-    p: &Principal,
-    task: &Task,
-    lease_id: LeaseId,
-    mut input: SubmitInput,
-) -> Result<Submitted, ApiError> {
-    let pins = input
-        .outputs
-        .iter()
-        .enumerate()
-        .map(|(i, pin)| (format!("outputs[{i}]"), pin.clone()))
-        .chain(
-            input
-                .evidence
-                .iter()
-                .enumerate()
-                .map(|(i, pin)| (format!("evidence[{i}]"), pin.clone())),
-        )
-        .collect();
-    check_pins(ctx, p, &task.spec.namespace, pins).await?;
-    let ns = &task.spec.namespace;
-    input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
-    input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
-    let (sha, created, state) = ctx
-        .queue
-        .submit(task.id, &lease_id, &input, &p.key_id)
-        .await?;
-    if created {
-        tracing::info!(task = %task.id, state = state.as_str(), receipt = %sha, "task submitted");
-    }
-    Ok(Submitted {
-        task_id: task.id,
-        state,
-        ok: state == crate::queue::TaskState::Succeeded,
-        receipt_sha256: sha,
-        created,
-    })
-}
-
 /// `POST /v1/tasks/{id}/submit {lease_id, ok, outputs, evidence, note?}`.
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
@@ -147,13 +86,9 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         extra: Map::new(),
         request,
     };
-    let done = submit_attempt(ctx, &p, &task, LeaseId(body.lease_id), input).await?;
-    let status = if done.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(json_response(status, &done))
+    let lease = LeaseId(body.lease_id);
+    let done = submit::complete(&ctx.store, &ctx.queue, &p, &task, &lease, input).await?;
+    Ok(submitted(task.id, &done))
 }
 
 /// `POST /v1/tasks/{id}/park {lease_id, reason, needs}`.
@@ -179,13 +114,8 @@ pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     let task = check(ctx, id, &p, access::may_resume)?;
     let body: ResumeBody = req.json(ctx.limits.max_body_bytes).await?;
     let ns = task.spec.namespace.clone();
-    check_pins(
-        ctx,
-        &p,
-        &ns,
-        vec![("input_ref".into(), body.input_ref.clone())],
-    )
-    .await?;
+    let pin = vec![("input_ref".into(), body.input_ref.clone())];
+    submit::check_pins(&ctx.store, &p, &task, pin).await?;
     let pin: Value = serde_json::to_value(body.input_ref.qualified(&ns)).expect("pins serialize");
     let state = ctx.queue.resume(id, pin, &p.key_id).await?;
     tracing::info!(task = %id, by = %p.key_id, "task resumed");

@@ -12,6 +12,7 @@ pub mod request;
 mod routes;
 mod tasks;
 pub mod wire;
+mod worker;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -121,6 +121,32 @@ pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Re
         },
     };
     spec.producer_surface = access::may_enqueue(p, &facts)?;
+    crate::worker::step_name(spec.kind.as_str(), &spec.brief_value()).map_err(|m| {
+        ApiError::bad_request("invalid_field", m).with(json!({"field": "brief.step"}))
+    })?;
+    if spec.check_policy == crate::queue::CheckPolicy::Strict {
+        let queue_placement = ctx
+            .queue
+            .peek(|st| st.queues.get(&spec.queue).and_then(|q| q.placement.clone()));
+        let template = spec
+            .placement
+            .clone()
+            .or(queue_placement)
+            .unwrap_or_else(|| crate::queue::placement::DEFAULT_PLACEMENT.into());
+        if crate::queue::placement::check_template(&template).is_ok() {
+            ctx.blocking(move |store| {
+                crate::worker::projection::check_placement(store, &template).map_err(|m| {
+                    ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "placement_unresolvable",
+                        m,
+                    )
+                    .with(json!({"field": "placement"}))
+                })
+            })
+            .await?;
+        }
+    }
     Ok(())
 }
 

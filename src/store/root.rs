@@ -35,6 +35,9 @@ pub enum Access {
 pub struct Root {
     /// The path the root was opened from, for messages only.
     pub path: PathBuf,
+    /// The root's absolute path, for the paths shown to workers (prompt
+    /// context, ctx-dir files) and for reading `@file:` references back.
+    pub absolute: PathBuf,
     /// `objects/sha256`.
     pub objects: Dir,
     /// `nouns/`.
@@ -77,8 +80,11 @@ impl Root {
             dir.open_dir(area)
                 .map_err(|e| io_err(format!("opening {}/{area}", path.display()), e))
         };
+        let absolute = std::fs::canonicalize(path)
+            .map_err(|e| io_err(format!("resolving {}", path.display()), e))?;
         let root = Root {
             path: path.to_path_buf(),
+            absolute,
             objects: open("objects/sha256")?,
             nouns: open("nouns")?,
             workspace: open("workspace")?,

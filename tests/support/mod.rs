@@ -46,6 +46,9 @@ pub struct TestDaemon {
     pub admin: Client,
     /// The admin secret.
     pub admin_key: String,
+    /// The listening socket, kept across restarts so the address stays ours
+    /// (a freed port can be taken by another test's outgoing connection).
+    socket: std::net::TcpListener,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -59,11 +62,14 @@ impl TestDaemon {
     /// Starts a daemon after `adjust` edits the default config.
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> TestDaemon {
         let root = tempfile::tempdir().expect("temp root");
-        let (admin, admin_key, shutdown, task) = launch(root.path(), None, adjust).await;
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        socket.set_nonblocking(true).expect("nonblocking");
+        let (admin, admin_key, shutdown, task) = launch(root.path(), &socket, adjust).await;
         TestDaemon {
             root,
             admin,
             admin_key,
+            socket,
             shutdown: Some(shutdown),
             task: Some(task),
         }
@@ -98,13 +104,8 @@ impl TestDaemon {
     /// Stops and starts again with an adjusted config.
     pub async fn restart_with(&mut self, adjust: impl FnOnce(&mut Config)) {
         self.stop().await;
-        let addr = self
-            .admin
-            .base()
-            .trim_start_matches("http://")
-            .parse()
-            .expect("address");
-        let (admin, admin_key, shutdown, task) = launch(self.root.path(), Some(addr), adjust).await;
+        let (admin, admin_key, shutdown, task) =
+            launch(self.root.path(), &self.socket, adjust).await;
         self.admin = admin;
         self.admin_key = admin_key;
         self.shutdown = Some(shutdown);
@@ -114,7 +115,7 @@ impl TestDaemon {
 
 async fn launch(
     root: &Path,
-    addr: Option<std::net::SocketAddr>,
+    socket: &std::net::TcpListener,
     adjust: impl FnOnce(&mut Config),
 ) -> (
     Client,
@@ -127,10 +128,8 @@ async fn launch(
         ..Config::default()
     };
     adjust(&mut config);
-    let listener = match addr {
-        Some(a) => TcpListener::bind(a).await.expect("rebind the same address"),
-        None => TcpListener::bind("127.0.0.1:0").await.expect("bind"),
-    };
+    let listener =
+        TcpListener::from_std(socket.try_clone().expect("clone the socket")).expect("listener");
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

@@ -1,0 +1,64 @@
+//! Staged parts: named pieces a worker stages before its final submit
+//! (last write wins; staging never completes the attempt). A part name is
+//! a call argument, never a path: it must be a plain file name.
+
+use super::Error;
+
+/// Longest part name, in bytes.
+pub const MAX_PART_NAME: usize = 255;
+
+/// Checks a part name against the rules; `step` is the task's step name,
+/// whose `<step>.md` file the final body owns.
+pub fn check_name(name: &str, step: &str) -> Result<(), Error> {
+    let why = if name.is_empty() {
+        Some("it is empty")
+    } else if name == "." || name == ".." {
+        Some("`.` and `..` are not file names")
+    } else if name.contains(['/', '\\']) {
+        Some("it contains a path separator")
+    } else if name.contains('\0') {
+        Some("it contains NUL")
+    } else if name == format!("{step}.md") {
+        Some("the final body owns <step>.md")
+    } else if name.len() > MAX_PART_NAME {
+        Some("it is longer than 255 bytes")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::InvalidPartName {
+            name: name.chars().take(300).collect(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_name_table() {
+        let long = "p".repeat(256);
+        let cases: &[(&str, bool)] = &[
+            ("plan.md", true),
+            ("notes.md", true),
+            (".env", true),
+            ("a b.txt", true),
+            ("", false),
+            (".", false),
+            ("..", false),
+            ("a/b", false),
+            ("/abs", false),
+            ("a\\b", false),
+            ("..\\..\\x", false),
+            ("a\0b", false),
+            ("draft.md", false),
+            (&long, false),
+        ];
+        for (name, ok) in cases {
+            assert_eq!(check_name(name, "draft").is_ok(), *ok, "{name:?}");
+        }
+    }
+}

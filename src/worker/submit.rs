@@ -1,0 +1,228 @@
+//! Completing an attempt. [`complete`] is the one receipt path: the key
+//! route `POST /v1/tasks/{id}/submit` and the worker route
+//! `POST /v1/worker/submit` both end here (one receipt type, one state
+//! machine). [`submit_body`] is the worker route's part: store the final
+//! body and parts as objects, project them into the ctx-dir, then complete.
+
+use serde_json::{Map, Value, json};
+
+use super::projection::{self, Projection};
+use super::{Error, Session, step_name};
+use crate::auth::{Principal, access};
+use crate::queue::placement::DEFAULT_PLACEMENT;
+use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState};
+use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
+
+/// What a completed submit returns.
+#[derive(Clone, Debug)]
+pub struct Completed {
+    /// The receipt's hash.
+    pub receipt: Sha256,
+    /// False for an idempotent resend.
+    pub created: bool,
+    /// The task's state after it.
+    pub state: TaskState,
+}
+
+async fn blocking<T: Send + 'static>(
+    store: &Store,
+    f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|e| {
+            Error::Store(crate::store::io_err(
+                "a blocking task failed",
+                std::io::Error::other(e.to_string()),
+            ))
+        })?
+}
+
+/// Checks that every pin names an existing version with that sha256,
+/// readable by `p`.
+pub async fn check_pins(
+    store: &Store,
+    p: &Principal,
+    task: &Task,
+    pins: Vec<(String, Pin)>,
+) -> Result<(), Error> {
+    let p = p.clone();
+    let ns = task.spec.namespace.clone();
+    blocking(store, move |store| {
+        for (field, pin) in pins {
+            let pin_ns = pin.namespace.clone().unwrap_or_else(|| ns.clone());
+            let read = store.read_pin::<Error>(&pin, &ns, |entry| {
+                access::may_read_nouns(&p, &pin_ns)?;
+                Ok(access::read_noun(&p, entry)?)
+            });
+            let reason = match read {
+                Ok(_) => continue,
+                Err(Error::Store(crate::store::Error::PinMismatch {
+                    version, actual, ..
+                })) => {
+                    format!("version {version} has sha256 {actual}, not the pinned one")
+                }
+                Err(Error::Store(
+                    crate::store::Error::NounNotFound | crate::store::Error::VersionNotFound { .. },
+                ))
+                | Err(Error::Auth(crate::auth::Error::Hidden)) => {
+                    "no such noun version is visible to this key".into()
+                }
+                Err(Error::Auth(crate::auth::Error::Forbidden(m))) => m,
+                Err(e) => return Err(e),
+            };
+            return Err(Error::InvalidPin {
+                field,
+                reason,
+                pin: Box::new(pin),
+            });
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// The one submit path: pins checked, receipt written, task ended.
+pub async fn complete(
+    store: &Store,
+    queue: &Queue,
+    p: &Principal,
+    task: &Task,
+    lease_id: &LeaseId,
+    mut input: SubmitInput,
+) -> Result<Completed, Error> {
+    let pins = input
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(i, pin)| (format!("outputs[{i}]"), pin.clone()))
+        .chain(
+            input
+                .evidence
+                .iter()
+                .enumerate()
+                .map(|(i, pin)| (format!("evidence[{i}]"), pin.clone())),
+        )
+        .collect();
+    check_pins(store, p, task, pins).await?;
+    let ns = &task.spec.namespace;
+    input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
+    input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
+    let (receipt, created, state) = queue.submit(task.id, lease_id, &input, &p.key_id).await?;
+    if created {
+        tracing::info!(task = %task.id, state = state.as_str(), receipt = %receipt, "task submitted");
+    }
+    Ok(Completed {
+        receipt,
+        created,
+        state,
+    })
+}
+
+/// The worker's final submit: `body` is the final body (already resolved
+/// from `@file:`), `ok` the worker's verdict, `holder` the claiming key.
+pub async fn submit_body(
+    store: &Store,
+    queue: &Queue,
+    session: &Session,
+    holder: &Principal,
+    queue_placement: Option<String>,
+    ok: bool,
+    body: Vec<u8>,
+) -> Result<Completed, Error> {
+    let task = &session.task;
+    let lease = task.lease.clone().ok_or(Error::StaleLease {
+        state: task.state,
+        attempt: task.attempt,
+    })?;
+    let step =
+        step_name(task.spec.kind.as_str(), &task.spec.brief_value()).map_err(Error::FileRef)?;
+    let template = task
+        .spec
+        .placement
+        .clone()
+        .or(queue_placement)
+        .unwrap_or_else(|| DEFAULT_PLACEMENT.into());
+    let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
+    let (out, parts, projected) = blocking(store, move |store| {
+        let out = store.put_object(&body, Durability::Synced)?;
+        let mut parts = Vec::with_capacity(staged.len());
+        for (name, sha) in &staged {
+            parts.push((name.clone(), store.get_object(sha)?));
+        }
+        let p = Projection {
+            template: &template,
+            task_id,
+            step: &step,
+            attempt,
+            ok,
+            body: &body,
+            parts: &parts,
+        };
+        let projected = projection::project(store, &p).map_err(|reason| {
+            (
+                format!(
+                    "workspace/{}",
+                    crate::queue::placement::resolve(&template, task_id)
+                ),
+                reason,
+            )
+        });
+        Ok((
+            json!({"sha256": out, "size": body.len()}),
+            staged,
+            (projected, step),
+        ))
+    })
+    .await?;
+    let (projected, step) = projected;
+    let (swap, projection) = match projected {
+        Ok(swap) => {
+            let record = json!({"status": "written", "path": swap.path});
+            (Some(swap), record)
+        }
+        Err((path, reason)) if policy == CheckPolicy::Strict => {
+            return Err(Error::ProjectionFailed { path, reason });
+        }
+        Err((path, reason)) => {
+            tracing::warn!(task = %task_id, path = %path, reason = %reason, "projection skipped (check_policy: warn)");
+            (
+                None,
+                json!({"status": "skipped", "path": path, "reason": reason}),
+            )
+        }
+    };
+    let parts: Map<String, Value> = parts.into_iter().map(|(k, v)| (k, json!(v))).collect();
+    let request = Sha256::of(&canonical_json(
+        &json!({"attempt": attempt, "ok": ok, "out": out, "parts": parts}),
+    ));
+    let mut extra = Map::new();
+    extra.insert("out".into(), out);
+    extra.insert("parts".into(), Value::Object(parts));
+    extra.insert("step".into(), json!(step));
+    extra.insert("projection".into(), projection);
+    let input = SubmitInput {
+        ok,
+        outputs: vec![],
+        evidence: vec![],
+        note: None,
+        extra,
+        request,
+    };
+    match complete(store, queue, holder, task, &lease.id, input).await {
+        Ok(done) => {
+            if let Some(swap) = swap {
+                swap.finish();
+            }
+            Ok(done)
+        }
+        Err(e) => {
+            if let Some(swap) = swap {
+                swap.undo();
+            }
+            Err(e)
+        }
+    }
+}
