@@ -38,7 +38,7 @@ const BATCH_BODY_FACTOR: usize = 4;
 
 /// Noun puts of one batch running at once on the blocking pool. Each put
 /// waits on its own fsyncs, so overlapping them is what makes a batch fast.
-const PUT_CONCURRENCY: usize = 16;
+const PUT_CONCURRENCY: usize = 32;
 
 /// `POST /v1/batch/nouns`: `{items: [{namespace, store, key, envelope}]}`.
 pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {

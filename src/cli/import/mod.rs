@@ -82,8 +82,18 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
 
 /// Plans the pack; on problems prints every diagnostic on stdout.
 fn planned(dir: &Path) -> Option<Plan> {
+    let started = std::time::Instant::now();
     match tessera_importer::plan(dir) {
-        Ok(plan) => Some(plan),
+        Ok(plan) => {
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(
+                elapsed_ms,
+                nouns = plan.nouns.len(),
+                tasks = plan.tasks.len(),
+                "pack planned"
+            );
+            Some(plan)
+        }
         Err(report) => {
             println!("{report}");
             eprintln!(
@@ -154,7 +164,11 @@ async fn items(
     mode: Mode,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Line>> {
+    let started = std::time::Instant::now();
     let (mut lines, pins) = nouns::put_all(client, plan, mode, progress).await?;
+    let nouns_ms = started.elapsed().as_millis() as u64;
     lines.extend(tasks::enqueue_all(client, plan, &pins, mode, progress).await?);
+    let tasks_ms = started.elapsed().as_millis() as u64 - nouns_ms;
+    tracing::debug!(?mode, nouns_ms, tasks_ms, "import pass");
     Ok(lines)
 }
