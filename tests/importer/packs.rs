@@ -258,6 +258,17 @@ async fn changing_a_pinned_noun_plans_a_new_version_and_conflicts_and_apply_writ
 
     let apply = env.import(&pack, &[]).await;
     assert_eq!(apply.code, 1, "{apply:?}");
+    let shown: Vec<&str> = apply.stdout.lines().collect();
+    assert_eq!(
+        shown.len(),
+        5,
+        "only the four conflicts and the summary: {shown:?}"
+    );
+    assert!(
+        shown[..4]
+            .iter()
+            .all(|l| l.starts_with("conflict     task"))
+    );
     assert!(
         apply
             .summary()

@@ -135,11 +135,14 @@ async fn import(client: &Client, plan: &Plan, mode: Mode) -> anyhow::Result<Impo
         Mode::Apply => (2, "importing"),
     };
     let progress = Progress::new((plan.nouns.len() + plan.tasks.len()) * passes, label);
-    let lines = items(client, plan, Mode::Plan, &progress).await?;
+    let mut lines = items(client, plan, Mode::Plan, &progress).await?;
     let tally = Tally::of(&lines).with_pins(plan.catalog.len());
     if mode == Mode::Plan || tally.failed() || !tally.changed() {
         let summary = match mode {
-            Mode::Apply if tally.failed() => tally.stopped(),
+            Mode::Apply if tally.failed() => {
+                lines.retain(Line::failed);
+                tally.stopped()
+            }
             _ => tally.summary(Mode::Plan),
         };
         return Ok(Imported {

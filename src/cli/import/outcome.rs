@@ -78,6 +78,11 @@ impl Line {
         }
     }
 
+    /// Whether the item conflicts or failed.
+    pub(super) fn failed(&self) -> bool {
+        matches!(self.outcome, Outcome::Conflict | Outcome::Error)
+    }
+
     /// The same line, explained.
     pub(super) fn because(mut self, note: impl Into<String>) -> Line {
         self.note = Some(note.into());
