@@ -3,6 +3,7 @@
 //! of a running daemon's HTTP API.
 
 mod fsck;
+mod import;
 mod key;
 mod noun;
 mod remote;
@@ -41,6 +42,9 @@ pub enum Command {
     /// Issue, list and revoke keys through a running daemon (admin key).
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Import a seed pack (nouns, tasks, catalog pins) through a running
+    /// daemon; `--plan` shows what would change and writes nothing.
+    Import(import::ImportArgs),
 }
 
 /// Runs a parsed command line.
@@ -50,5 +54,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fsck { root } => fsck::run(&root),
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
         Command::Key(cmd) => remote::block_on(key::run(cmd)),
+        Command::Import(args) => remote::block_on(import::run(args)),
     }
 }

@@ -2,6 +2,7 @@
 //! graceful shutdown. This layer only parses, authenticates and maps
 //! errors; the rules live in `auth`, `store` and the other domain modules.
 
+mod batch;
 pub mod error;
 mod keys;
 mod lifecycle;

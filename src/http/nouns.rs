@@ -10,8 +10,8 @@ use super::request::Req;
 use super::wire::{PutNoun, PutNounReply};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, WantedMeta};
-use crate::auth::{self, parse_surface};
-use crate::store::{self, Name, NounPath, PutOutcome, PutRequest, Sha256, canonical_json};
+use crate::auth::{self, Principal, parse_surface};
+use crate::store::{self, Name, NounPath, PutOutcome, PutRequest, Sha256, Store, canonical_json};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
 pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
@@ -19,62 +19,99 @@ pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiEr
     let path = NounPath::parse(path[0], path[1], path[2])?;
     access::may_write_nouns(&principal, &path.namespace)?;
     let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
-    let (bytes, media_type) = body_bytes(&env)?;
-    if env.expected_version.is_none() && !env.skip_unchanged {
-        return Err(ApiError::bad_request(
-            "missing_field",
-            "expected_version is required (0 to create); it may be omitted only with skip_unchanged",
-        )
-        .with(json!({"field": "expected_version"})));
-    }
-    if let Some(t) = &env.noun_type {
-        Name::parse("type", t)?;
-    }
-    let request = PutRequest {
-        expected_version: env.expected_version,
-        skip_unchanged: env.skip_unchanged,
-        dry_run: env.dry_run,
-        media_type,
-        noun_type: env.noun_type.clone(),
-    };
-    let wanted = wanted_meta(&env)?;
-    let (body_sha, body_len) = (Sha256::of(&bytes), bytes.len() as u64);
-    let reply_path = path.clone();
-    let outcome = ctx
-        .blocking(move |store| {
-            store.put_noun(&path, &bytes, &request, |latest| {
-                access::write_noun(&principal, latest, &wanted)
-            })
-        })
-        .await?;
-    let (status, outcome_name, entry, current) = match &outcome {
-        PutOutcome::Create { entry } => (StatusCode::CREATED, "create", Some(entry), 0),
-        PutOutcome::NewVersion { entry } => (
-            StatusCode::CREATED,
-            "new_version",
-            Some(entry),
-            entry.version - 1,
-        ),
-        PutOutcome::Unchanged { entry } => {
-            (StatusCode::OK, "unchanged", Some(entry), entry.version)
+    let prepared = Prepared::new(principal, path, &env)?;
+    let (status, reply) = ctx.blocking(move |store| prepared.run(store)).await?;
+    Ok(json_response(status, &reply))
+}
+
+/// A noun put that has passed every check made before the store is
+/// touched, ready to run on the blocking pool. The single route and the
+/// batch route (`http::batch`) both go through it, so they check alike.
+pub struct Prepared {
+    principal: Principal,
+    path: NounPath,
+    bytes: Vec<u8>,
+    request: PutRequest,
+    wanted: WantedMeta,
+}
+
+impl Prepared {
+    /// Checks a put envelope for `path` (the caller has run
+    /// `access::may_write_nouns` for its namespace).
+    pub fn new(principal: Principal, path: NounPath, env: &PutNoun) -> Result<Prepared, ApiError> {
+        let (bytes, media_type) = body_bytes(env)?;
+        if env.expected_version.is_none() && !env.skip_unchanged {
+            return Err(ApiError::bad_request(
+                "missing_field",
+                "expected_version is required (0 to create); it may be omitted only with skip_unchanged",
+            )
+            .with(json!({"field": "expected_version"})));
         }
-        PutOutcome::Conflict { current, .. } => (StatusCode::OK, "conflict", None, *current),
-    };
-    let status = if env.dry_run { StatusCode::OK } else { status };
-    Ok(json_response(
-        status,
-        &PutNounReply {
-            namespace: reply_path.namespace.to_string(),
-            store: reply_path.store.to_string(),
-            key: reply_path.key.to_string(),
-            outcome: outcome_name.into(),
-            version: entry.map(|e| e.version),
-            sha256: entry.map_or(body_sha, |e| e.sha256),
-            size: entry.map_or(body_len, |e| e.size),
-            current_version: current,
-            dry_run: env.dry_run,
-        },
-    ))
+        if let Some(t) = &env.noun_type {
+            Name::parse("type", t)?;
+        }
+        Ok(Prepared {
+            request: PutRequest {
+                expected_version: env.expected_version,
+                skip_unchanged: env.skip_unchanged,
+                dry_run: env.dry_run,
+                media_type,
+                noun_type: env.noun_type.clone(),
+            },
+            wanted: wanted_meta(env)?,
+            principal,
+            path,
+            bytes,
+        })
+    }
+
+    /// Runs the put against the store (blocking file I/O): the status and
+    /// the answer the route sends.
+    pub fn run(self, store: &Store) -> Result<(StatusCode, PutNounReply), ApiError> {
+        let Prepared {
+            principal,
+            path,
+            bytes,
+            request,
+            wanted,
+        } = self;
+        let (body_sha, body_len) = (Sha256::of(&bytes), bytes.len() as u64);
+        let outcome = store.put_noun(&path, &bytes, &request, |latest| {
+            access::write_noun(&principal, latest, &wanted)
+        })?;
+        let (status, outcome_name, entry, current) = match &outcome {
+            PutOutcome::Create { entry } => (StatusCode::CREATED, "create", Some(entry), 0),
+            PutOutcome::NewVersion { entry } => (
+                StatusCode::CREATED,
+                "new_version",
+                Some(entry),
+                entry.version - 1,
+            ),
+            PutOutcome::Unchanged { entry } => {
+                (StatusCode::OK, "unchanged", Some(entry), entry.version)
+            }
+            PutOutcome::Conflict { current, .. } => (StatusCode::OK, "conflict", None, *current),
+        };
+        let status = if request.dry_run {
+            StatusCode::OK
+        } else {
+            status
+        };
+        Ok((
+            status,
+            PutNounReply {
+                namespace: path.namespace.to_string(),
+                store: path.store.to_string(),
+                key: path.key.to_string(),
+                outcome: outcome_name.into(),
+                version: entry.map(|e| e.version),
+                sha256: entry.map_or(body_sha, |e| e.sha256),
+                size: entry.map_or(body_len, |e| e.size),
+                current_version: current,
+                dry_run: request.dry_run,
+            },
+        ))
+    }
 }
 
 /// `GET /v1/nouns/{ns}/{store}/{key}[?version=N[&sha256=H]]`: the exact bytes.

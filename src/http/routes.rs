@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::{Ctx, Resp, keys, lifecycle, nouns, ops, queues, tasks, worker};
+use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, queues, tasks, worker};
 
 /// Routes one request and turns any error into its JSON answer.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>) -> Resp {
@@ -37,6 +37,9 @@ async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         (Method::POST, ["v1", "nouns", ns, st, key, "unquarantine"]) => {
             nouns::quarantine(ctx, req, [ns, st, key], false).await
         }
+
+        (Method::POST, ["v1", "batch", "nouns"]) => batch::nouns(ctx, req).await,
+        (Method::POST, ["v1", "batch", "tasks"]) => batch::tasks(ctx, req).await,
 
         (Method::POST, ["v1", "keys"]) => keys::issue(ctx, req).await,
         (Method::GET, ["v1", "keys"]) => keys::list(ctx, req),

@@ -5,8 +5,10 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+mod batch;
 mod tasks;
 
+pub use batch::*;
 pub use tasks::*;
 
 use jiff::Timestamp;

@@ -1,0 +1,101 @@
+//! The nouns of a pack: one `skip_unchanged` put each, without an expected
+//! version (the pack says what the latest version should hold), sent
+//! through `POST /v1/batch/nouns`. The pins they end up with (or, in a
+//! plan, would end up with) are what the tasks' `{noun: ...}` refs become.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use base64::Engine;
+use serde_json::{Value, json};
+use tessera_importer::{NounBody, NounItem, Pack, Plan};
+
+use super::Mode;
+use super::outcome::{Kind, Line, Outcome, Progress};
+use super::send;
+use crate::http::wire::{NounBatchItem, PutNoun, PutNounReply};
+
+/// The pins of the pack's nouns, by `(store, key)`: each a brief-ready
+/// `{store, key, version, sha256}`. Nouns that failed are absent.
+pub(super) type Pins = HashMap<(String, String), Value>;
+
+/// Puts (or, in a plan, dry-runs) every noun of the plan.
+pub(super) async fn put_all(
+    client: &crate::client::Client,
+    plan: &Plan,
+    mode: Mode,
+    progress: &Progress,
+) -> anyhow::Result<(Vec<Line>, Pins)> {
+    let items = plan
+        .nouns
+        .iter()
+        .map(|n| item(&plan.pack, n, mode))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let answers =
+        send::batch::<_, PutNounReply>(client, "/v1/batch/nouns", &items, progress).await?;
+    let mut lines = Vec::with_capacity(answers.len());
+    let mut pins = Pins::new();
+    for (noun, answer) in plan.nouns.iter().zip(answers) {
+        let id = format!("{}/{}", noun.store, noun.key);
+        let line = match (answer.result, answer.error) {
+            (Some(reply), _) => {
+                let outcome = match reply.outcome.as_str() {
+                    "create" => Outcome::Create,
+                    "new_version" => Outcome::NewVersion,
+                    "unchanged" => Outcome::Unchanged,
+                    _ => Outcome::Conflict,
+                };
+                if let Some(version) = reply.version {
+                    pins.insert(
+                        (noun.store.clone(), noun.key.clone()),
+                        json!({"store": noun.store, "key": noun.key, "version": version, "sha256": reply.sha256}),
+                    );
+                }
+                Line::new(outcome, Kind::Noun, &id, &noun.source)
+            }
+            (None, error) => {
+                let note = error.map_or_else(
+                    || format!("the daemon answered {} without a reason", answer.status),
+                    |e| format!("{} {}: {}", answer.status, e.code, e.message),
+                );
+                Line::new(Outcome::Error, Kind::Noun, &id, &noun.source).because(note)
+            }
+        };
+        lines.push(line);
+    }
+    Ok((lines, pins))
+}
+
+/// The batch item for one noun: the put `PUT /v1/nouns/{ns}/{store}/{key}`
+/// would take, in the pack's namespace and for its producer surface.
+fn item(pack: &Pack, noun: &NounItem, mode: Mode) -> anyhow::Result<NounBatchItem> {
+    let visibility = noun
+        .visibility
+        .as_ref()
+        .map(|v| serde_json::from_value(Value::String(v.clone())))
+        .transpose()
+        .with_context(|| format!("{}: visibility", noun.source.file.display()))?;
+    let mut envelope = PutNoun {
+        noun_type: Some(noun.noun_type.clone()),
+        visibility,
+        allowed_surfaces: (!noun.allowed_surfaces.is_empty())
+            .then(|| noun.allowed_surfaces.clone()),
+        producer_surface: Some(pack.producer_surface.clone()),
+        skip_unchanged: true,
+        dry_run: mode == Mode::Plan,
+        ..PutNoun::default()
+    };
+    match &noun.body {
+        NounBody::Json(value) => envelope.body = Some(value.clone()),
+        NounBody::Bytes { bytes, media_type } => {
+            envelope.body_base64 = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+            envelope.media_type = Some(media_type.clone());
+        }
+    }
+    Ok(NounBatchItem {
+        namespace: pack.namespace.clone(),
+        store: noun.store.clone(),
+        key: noun.key.clone(),
+        envelope: serde_json::value::to_raw_value(&envelope).context("encoding a noun")?,
+    })
+}

@@ -1,0 +1,249 @@
+//! The tasks of a pack, enqueued in dependency layers (each layer one batch
+//! through `POST /v1/batch/tasks`) with their `depends_on` local ids
+//! resolved to the task ids the daemon gave the layers before, and their
+//! `{noun: store/key}` brief refs resolved to the pins the nouns got.
+//!
+//! In a plan nothing is created, so a task whose upstream would be created
+//! has no id to depend on yet. Its real spec will name that new task, so it
+//! cannot equal an existing one: it would be created when its idempotency
+//! key is free, and conflict when a task already holds the key.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use tessera_importer::{Plan, TaskItem};
+
+use super::Mode;
+use super::nouns::Pins;
+use super::outcome::{Kind, Line, Outcome, Progress};
+use super::send;
+use crate::client::Client;
+use crate::http::wire::{ItemReply, TaskOutcome};
+use crate::queue::TaskId;
+
+/// What a task's dependents can know of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Upstream {
+    /// It exists (or, in a plan, already exists) with this id.
+    Known(TaskId),
+    /// A plan would create it: no id yet.
+    New,
+    /// It was not enqueued (or would not be).
+    Failed,
+}
+
+/// Enqueues (or, in a plan, dry-runs) every task of the plan, layer by layer.
+pub(super) async fn enqueue_all(
+    client: &Client,
+    plan: &Plan,
+    pins: &Pins,
+    mode: Mode,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Line>> {
+    let path = match mode {
+        Mode::Plan => "/v1/batch/tasks?dry_run=true",
+        Mode::Apply => "/v1/batch/tasks",
+    };
+    let mut lines: Vec<Option<Line>> = vec![None; plan.tasks.len()];
+    let mut known: HashMap<&str, Upstream> = HashMap::new();
+    for layer in layers(&plan.tasks) {
+        let (mut specs, mut sent) = (Vec::new(), Vec::new());
+        for i in layer {
+            let task = &plan.tasks[i];
+            match spec(task, pins, &known) {
+                Ok((spec, partial)) => {
+                    specs.push(spec);
+                    sent.push((i, partial));
+                }
+                Err(note) => {
+                    known.insert(&task.id, Upstream::Failed);
+                    lines[i] = Some(line(task, Outcome::Error).because(note));
+                }
+            }
+        }
+        let answers = send::batch::<_, TaskOutcome>(client, path, &specs, progress).await?;
+        for ((i, partial), answer) in sent.into_iter().zip(answers) {
+            let task = &plan.tasks[i];
+            let (l, upstream) = judge(task, answer, partial);
+            known.insert(&task.id, upstream);
+            lines[i] = Some(l);
+        }
+    }
+    Ok(lines.into_iter().flatten().collect())
+}
+
+/// The tasks' indices grouped into layers: a task's upstreams are all in
+/// earlier layers. `tasks` lists every upstream before its dependents.
+fn layers(tasks: &[TaskItem]) -> Vec<Vec<usize>> {
+    let mut depth: HashMap<&str, usize> = HashMap::new();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let d = t
+            .depends_on
+            .iter()
+            .filter_map(|u| depth.get(u.as_str()))
+            .map(|d| d + 1)
+            .max()
+            .unwrap_or(0);
+        depth.insert(&t.id, d);
+        if out.len() <= d {
+            out.resize_with(d + 1, Vec::new);
+        }
+        out[d].push(i);
+    }
+    out
+}
+
+/// The spec to send: refs resolved to pins, `depends_on` to task ids. True
+/// when an upstream has no id yet (a plan that would create it), so the
+/// spec sent lacks it. Err when a noun or an upstream failed.
+fn spec(
+    task: &TaskItem,
+    pins: &Pins,
+    known: &HashMap<&str, Upstream>,
+) -> Result<(Value, bool), String> {
+    let mut spec = task.spec.clone();
+    for r in &task.noun_refs {
+        let pin = pins.get(&(r.store.clone(), r.key.clone())).ok_or_else(|| {
+            format!(
+                "not enqueued: its noun {}/{} was not written",
+                r.store, r.key
+            )
+        })?;
+        if let Some(slot) = spec
+            .get_mut("brief")
+            .and_then(|brief| brief.pointer_mut(&r.pointer))
+        {
+            *slot = pin.clone();
+        }
+    }
+    let mut ids = Vec::new();
+    let mut partial = false;
+    for u in &task.depends_on {
+        match known.get(u.as_str()) {
+            Some(Upstream::Known(id)) => ids.push(Value::String(id.to_string())),
+            Some(Upstream::New) => partial = true,
+            Some(Upstream::Failed) | None => {
+                return Err(format!("not enqueued: its upstream task {u:?} was not"));
+            }
+        }
+    }
+    spec.insert("depends_on".into(), Value::Array(ids));
+    Ok((Value::Object(spec), partial))
+}
+
+/// One answer as a line, and what dependents learn.
+fn judge(task: &TaskItem, answer: ItemReply<TaskOutcome>, partial: bool) -> (Line, Upstream) {
+    let Some(result) = answer.result else {
+        let Some(error) = answer.error else {
+            let note = format!("the daemon answered {} without a reason", answer.status);
+            return (line(task, Outcome::Error).because(note), Upstream::Failed);
+        };
+        let l = if error.code == "idempotency_conflict" {
+            let holder = error.details["task_id"].as_str().unwrap_or("a task");
+            line(task, Outcome::Conflict).because(taken(holder, task))
+        } else {
+            let note = format!("{} {}: {}", answer.status, error.code, error.message);
+            line(task, Outcome::Error).because(note)
+        };
+        return (l, Upstream::Failed);
+    };
+    let existing = result.task_id.map_or(Upstream::New, Upstream::Known);
+    let holder = result
+        .task_id
+        .map_or_else(|| "a task".into(), |id| id.to_string());
+    match (result.outcome.as_str(), partial) {
+        ("create", _) => (line(task, Outcome::Create), existing),
+        ("unchanged", false) => (line(task, Outcome::Unchanged), existing),
+        ("unchanged" | "conflict", true) => (
+            line(task, Outcome::Conflict).because(format!(
+                "{}; its upstream would be created, which changes its depends_on",
+                taken(&holder, task)
+            )),
+            existing,
+        ),
+        _ => (
+            line(task, Outcome::Conflict).because(taken(&holder, task)),
+            existing,
+        ),
+    }
+}
+
+/// Why a task conflicts, and what to do about it.
+fn taken(holder: &str, task: &TaskItem) -> String {
+    format!(
+        "{holder} already holds the idempotency key {} with another spec; an enqueued task never changes, so give the changed task a new id",
+        task.idempotency_key
+    )
+}
+
+fn line(task: &TaskItem, outcome: Outcome) -> Line {
+    Line::new(outcome, Kind::Task, &task.id, &task.source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tessera_importer::{NounRef, Source};
+
+    fn task(id: &str, depends_on: &[&str]) -> TaskItem {
+        TaskItem {
+            id: id.into(),
+            idempotency_key: format!("seed:p:{id}"),
+            spec: json!({"brief": {"a": {"noun": "s/k"}, "b": [1, {"noun": "s/k"}]}})
+                .as_object()
+                .unwrap()
+                .clone(),
+            depends_on: depends_on.iter().map(|s| s.to_string()).collect(),
+            noun_refs: vec![
+                NounRef {
+                    pointer: "/a".into(),
+                    store: "s".into(),
+                    key: "k".into(),
+                },
+                NounRef {
+                    pointer: "/b/1".into(),
+                    store: "s".into(),
+                    key: "k".into(),
+                },
+            ],
+            source: Source::default(),
+        }
+    }
+
+    #[test]
+    fn layers_put_every_upstream_in_an_earlier_layer() {
+        let tasks = [
+            task("a", &[]),
+            task("b", &["a"]),
+            task("c", &[]),
+            task("d", &["b", "c"]),
+            task("e", &["a"]),
+        ];
+        assert_eq!(layers(&tasks), vec![vec![0, 2], vec![1, 4], vec![3]]);
+    }
+
+    #[test]
+    fn spec_resolves_refs_and_upstreams_or_says_why_not() {
+        let pin = json!({"store": "s", "key": "k", "version": 2, "sha256": "ab"});
+        let pins: Pins = [(("s".to_string(), "k".to_string()), pin.clone())].into();
+        let mut known = HashMap::new();
+        known.insert("a", Upstream::Known(TaskId(7)));
+        let (spec, partial) = spec(&task("b", &["a"]), &pins, &known).unwrap();
+        assert!(!partial);
+        assert_eq!(
+            spec,
+            json!({"brief": {"a": pin, "b": [1, pin]}, "depends_on": ["t7"]})
+        );
+        known.insert("n", Upstream::New);
+        let (spec, partial) = super::spec(&task("c", &["a", "n"]), &pins, &known).unwrap();
+        assert!(partial);
+        assert_eq!(spec["depends_on"], json!(["t7"]));
+        known.insert("f", Upstream::Failed);
+        let err = super::spec(&task("d", &["f"]), &pins, &known).unwrap_err();
+        assert_eq!(err, "not enqueued: its upstream task \"f\" was not");
+        let err = super::spec(&task("e", &[]), &Pins::new(), &known).unwrap_err();
+        assert_eq!(err, "not enqueued: its noun s/k was not written");
+    }
+}

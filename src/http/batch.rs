@@ -1,0 +1,215 @@
+//! Batch routes: many noun puts (`POST /v1/batch/nouns`) or enqueues
+//! (`POST /v1/batch/tasks[?dry_run=true]`) in one request, so that a large
+//! seed pack imports in a few round trips.
+//!
+//! No side door: every item goes through the checks of its single route
+//! (`nouns::Prepared`, `tasks::authorize_spec`, `Queue::enqueue_many`), and
+//! a bad item fails only itself, answered with the status and error code
+//! the single route would have sent. The request as a whole answers 401
+//! without a valid key, 403 when the key lacks `cas:write` (nouns) or
+//! `verbs:enqueue` (tasks), 400 for a malformed body or more than
+//! `MAX_BATCH_ITEMS` items, and 413 past `BATCH_BODY_FACTOR` times the body
+//! limit; each item's own body is held to the single route's limit.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde::Serialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::error::ApiError;
+use super::nouns::Prepared;
+use super::request::{Req, parse_json};
+use super::tasks::authorize_spec;
+use super::wire::{
+    BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS, NounBatch, NounBatchItem, PutNoun,
+    PutNounReply, TaskBatch, TaskOutcome,
+};
+use super::{Ctx, Resp, json_response};
+use crate::auth::{Principal, Scope, access};
+use crate::queue::{self, Enqueued, Task, TaskSpec};
+use crate::store::NounPath;
+
+/// A batch body may be this many times the single-request body limit.
+const BATCH_BODY_FACTOR: usize = 4;
+
+/// Noun puts of one batch running at once on the blocking pool. Each put
+/// waits on its own fsyncs, so overlapping them is what makes a batch fast.
+const PUT_CONCURRENCY: usize = 32;
+
+/// `POST /v1/batch/nouns`: `{items: [{namespace, store, key, envelope}]}`.
+pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req)?;
+    access::require(&principal, Scope::CasWrite)?;
+    let batch: NounBatch = req
+        .json(ctx.limits.max_body_bytes * BATCH_BODY_FACTOR)
+        .await?;
+    check_count(batch.items.len())?;
+    let mut answers: Vec<Option<ItemReply<PutNounReply>>> = vec![None; batch.items.len()];
+    let permits = Arc::new(Semaphore::new(PUT_CONCURRENCY));
+    let mut running = JoinSet::new();
+    for (i, item) in batch.items.iter().enumerate() {
+        match prepare_put(ctx, &principal, item) {
+            Err(e) => answers[i] = Some(failed(e)),
+            Ok(prepared) => {
+                let permit = permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| ApiError::internal(&e))?;
+                let store = ctx.store.clone();
+                running.spawn_blocking(move || {
+                    let _permit = permit;
+                    (i, prepared.run(&store))
+                });
+            }
+        }
+    }
+    while let Some(joined) = running.join_next().await {
+        let (i, result) = joined.map_err(|e| ApiError::internal(&e))?;
+        answers[i] = Some(match result {
+            Ok((status, reply)) => succeeded(status, reply),
+            Err(e) => failed(e),
+        });
+    }
+    let items: Vec<_> = answers.into_iter().flatten().collect();
+    let written = items.iter().filter(|a| a.status == 201).count();
+    tracing::info!(items = items.len(), written, by = %principal.key_id, "noun batch");
+    Ok(json_response(StatusCode::OK, &BatchReply { items }))
+}
+
+/// One item of a noun batch, checked as `PUT /v1/nouns/...` checks it.
+fn prepare_put(ctx: &Ctx, p: &Principal, item: &NounBatchItem) -> Result<Prepared, ApiError> {
+    let path = NounPath::parse(&item.namespace, &item.store, &item.key)?;
+    access::may_write_nouns(p, &path.namespace)?;
+    let env: PutNoun = item_json(ctx, &item.envelope)?;
+    Prepared::new(p.clone(), path, &env)
+}
+
+/// `POST /v1/batch/tasks[?dry_run=true]`: `{items: [TaskSpec]}`, enqueued
+/// in order under one queue lock and one durability wait.
+pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let dry_run = req.query("dry_run") == Some("true");
+    access::require(&p, Scope::VerbsEnqueue)?;
+    let batch: TaskBatch = req
+        .json(ctx.limits.max_body_bytes * BATCH_BODY_FACTOR)
+        .await?;
+    check_count(batch.items.len())?;
+    let mut answers: Vec<Option<ItemReply<TaskOutcome>>> = vec![None; batch.items.len()];
+    let (mut specs, mut slots) = (Vec::new(), Vec::new());
+    for (i, raw) in batch.items.iter().enumerate() {
+        match checked_spec(ctx, &p, raw).await {
+            Ok(spec) => {
+                specs.push(spec);
+                slots.push(i);
+            }
+            Err(e) => answers[i] = Some(failed(e)),
+        }
+    }
+    let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
+    let outcomes = ctx
+        .queue
+        .enqueue_many(specs, &p.key_id, &sees, dry_run)
+        .await?;
+    let states = ctx
+        .queue
+        .read(|st| {
+            outcomes
+                .iter()
+                .map(|o| match o {
+                    Ok(Enqueued::Created(id) | Enqueued::Existing(id)) if !dry_run => {
+                        st.tasks.get(id).map(|t| t.state)
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+    let mut created = 0;
+    for ((slot, outcome), state) in slots.into_iter().zip(outcomes).zip(states) {
+        let answer = |status, outcome: &str, task_id| {
+            succeeded(
+                status,
+                TaskOutcome {
+                    outcome: outcome.into(),
+                    task_id,
+                    state,
+                    dry_run,
+                },
+            )
+        };
+        answers[slot] = Some(match outcome {
+            Ok(Enqueued::WouldCreate) => answer(StatusCode::OK, "create", None),
+            Ok(Enqueued::Created(id)) => {
+                created += 1;
+                answer(StatusCode::CREATED, "create", Some(id))
+            }
+            Ok(Enqueued::Existing(id)) => answer(StatusCode::OK, "unchanged", Some(id)),
+            Err(queue::Error::IdempotencyConflict(id)) if dry_run => {
+                answer(StatusCode::OK, "conflict", Some(id))
+            }
+            Err(e) => failed(e.into()),
+        });
+    }
+    let items: Vec<_> = answers.into_iter().flatten().collect();
+    tracing::info!(items = items.len(), created, dry_run, by = %p.key_id, "task batch");
+    Ok(json_response(StatusCode::OK, &BatchReply { items }))
+}
+
+/// One item of a task batch, parsed and authorized as `POST /v1/tasks` does.
+async fn checked_spec(ctx: &Ctx, p: &Principal, raw: &RawValue) -> Result<TaskSpec, ApiError> {
+    let mut spec: TaskSpec = item_json(ctx, raw)?;
+    authorize_spec(ctx, p, &mut spec).await?;
+    Ok(spec)
+}
+
+/// An item's body as strict JSON, within the single route's body limit.
+fn item_json<T: serde::de::DeserializeOwned>(ctx: &Ctx, raw: &RawValue) -> Result<T, ApiError> {
+    let limit = ctx.limits.max_body_bytes;
+    if raw.get().len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("this item is over the {limit}-byte limit of a single request"),
+        )
+        .with(json!({"limit": limit})));
+    }
+    parse_json(raw.get().as_bytes())
+}
+
+fn check_count(n: usize) -> Result<(), ApiError> {
+    if n > MAX_BATCH_ITEMS {
+        return Err(ApiError::bad_request(
+            "too_many_items",
+            format!(
+                "a batch holds at most {MAX_BATCH_ITEMS} items; split it into several requests"
+            ),
+        )
+        .with(json!({"items": n, "limit": MAX_BATCH_ITEMS})));
+    }
+    Ok(())
+}
+
+fn succeeded<T: Serialize>(status: StatusCode, result: T) -> ItemReply<T> {
+    ItemReply {
+        status: status.as_u16(),
+        result: Some(result),
+        error: None,
+    }
+}
+
+fn failed<T>(e: ApiError) -> ItemReply<T> {
+    ItemReply {
+        status: e.status.as_u16(),
+        result: None,
+        error: Some(ItemError {
+            code: e.code.into(),
+            message: e.message,
+            details: e.details,
+        }),
+    }
+}
