@@ -165,6 +165,11 @@ fn same(name: &str) -> Value {
     json!({"skip_unchanged": true, "body": {"n": name}})
 }
 
+/// A batch of one unchanged noun put.
+fn batch_same(name: &str) -> Value {
+    json!({"items": [{"namespace": NS, "store": "s", "key": name, "envelope": same(name)}]})
+}
+
 struct Row {
     key: &'static str,
     method: Method,
@@ -559,7 +564,21 @@ async fn noun_and_key_routes_allow_exactly_what_was_issued() {
             r.key,
             String::from_utf8_lossy(&reply.body)
         );
-        if r.method != Method::GET && r.path.starts_with("/v1/nouns") && r.status != 200 {
+        if r.method != Method::GET && r.path.starts_with("/v1/batch/nouns") && r.status == 200 {
+            let item = &body(&reply)["items"][0];
+            let want = if r.key == "other_ns" { 404 } else { 200 };
+            assert_eq!(
+                item["status"],
+                json!(want),
+                "batch item as {}: {item}",
+                r.key
+            );
+        }
+        if r.method != Method::GET
+            && r.path.starts_with("/v1/")
+            && r.path.contains("nouns")
+            && r.status != 200
+        {
             assert_eq!(
                 files_under(&d.root().join("nouns")),
                 before,
