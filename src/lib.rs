@@ -20,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod promotion;
 pub mod queue;
 pub mod store;
 pub mod worker;

@@ -472,6 +472,94 @@ async fn noun_and_key_routes_allow_exactly_what_was_issued() {
             Some(json!({})),
             404,
         ),
+        // Batch noun puts: the request is refused as a whole only for a
+        // missing credential or scope; each item is then checked as its
+        // single route checks it (tests/importer/batch_access.rs has the
+        // per-item rows).
+        row(
+            "anonymous",
+            post.clone(),
+            "/v1/batch/nouns",
+            Some(batch_same("shared")),
+            401,
+        ),
+        row(
+            "revoked",
+            post.clone(),
+            "/v1/batch/nouns",
+            Some(batch_same("shared")),
+            401,
+        ),
+        row(
+            "expired",
+            post.clone(),
+            "/v1/batch/nouns",
+            Some(batch_same("shared")),
+            401,
+        ),
+        row(
+            "no_write",
+            post.clone(),
+            "/v1/batch/nouns",
+            Some(batch_same("shared")),
+            403,
+        ),
+        row(
+            "scoped",
+            post.clone(),
+            "/v1/batch/nouns",
+            Some(batch_same("shared")),
+            200,
+        ),
+        row(
+            "other_ns",
+            post.clone(),
+            "/v1/batch/nouns",
+            Some(batch_same("shared")),
+            200,
+        ),
+        row(
+            "scoped",
+            post.clone(),
+            "/v1/batch/tasks",
+            Some(json!({"items": []})),
+            403,
+        ),
+        row(
+            "anonymous",
+            post.clone(),
+            "/v1/batch/tasks",
+            Some(json!({"items": []})),
+            401,
+        ),
+        // Promotion: admin only, whatever else a key holds.
+        row(
+            "scoped",
+            post.clone(),
+            "/v1/promotions",
+            Some(
+                json!({"pin": {"namespace": NS, "store": "s", "key": "public", "version": 1, "sha256": "0".repeat(64)}, "stages": []}),
+            ),
+            403,
+        ),
+        row(
+            "anonymous",
+            post.clone(),
+            "/v1/promotions",
+            Some(
+                json!({"pin": {"namespace": NS, "store": "s", "key": "public", "version": 1, "sha256": "0".repeat(64)}, "stages": []}),
+            ),
+            401,
+        ),
+        row(
+            "admin",
+            post.clone(),
+            "/v1/promotions",
+            Some(
+                json!({"pin": {"namespace": NS, "store": "s", "key": "shared", "version": 1, "sha256": "0".repeat(64)}, "stages": ["t1"]}),
+            ),
+            422,
+        ),
         // Key routes.
         row(
             "scoped",

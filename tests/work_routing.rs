@@ -806,3 +806,360 @@ async fn lists_show_only_what_the_key_may_see_page_by_page() {
         "invalid_query"
     );
 }
+
+#[path = "../examples/team_private_work/scenario.rs"]
+mod scenario;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_team_private_work_scenario_holds_step_by_step_and_repeats_exactly() {
+    let first = TestDaemon::start().await;
+    let rep = scenario::run(&first.admin)
+        .await
+        .expect("the scenario runs");
+    assert_eq!(rep.steps.len(), 6, "{:#?}", rep.steps);
+    assert_eq!(
+        (rep.parent.as_str(), rep.children.as_slice()),
+        ("t1", &["t2".to_string(), "t3".to_string()][..])
+    );
+    assert_eq!(
+        rep.park_needs["input_ref"],
+        json!({"namespace": NS, "store": "work.inputs", "key": "numbers"})
+    );
+    assert_eq!(rep.park_needs["type"], json!("noun.input"));
+    assert_eq!(rep.result, 244, "3²+4²+12²+5²+1²+7²");
+    let checks: Vec<(&str, bool)> = rep
+        .checks
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["ok"] == true))
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            ("contract_is_valid", true),
+            ("input_matches_schema", true),
+            ("output_matches_schema", true),
+            ("result_is_non_negative", true),
+            ("result_matches_recomputation", true)
+        ]
+    );
+    for b in &rep.boundaries {
+        assert!(
+            b.held(),
+            "boundary broken: {}: expected {}, got {} {}",
+            b.name,
+            b.expected,
+            b.got,
+            b.code
+        );
+    }
+    assert_eq!(rep.boundaries.len(), 4);
+    assert_eq!(rep.receipts.len(), 3);
+    let parent = &rep.receipt_records[2];
+    assert_eq!(
+        (parent["ok"].clone(), parent["attempt"].clone()),
+        (json!(true), json!(3)),
+        "park, split and combine are three attempts"
+    );
+    assert_eq!(parent["outputs"][0]["sha256"], rep.artifact["sha256"]);
+    assert_eq!(parent["evidence"][0]["sha256"], rep.self_check["sha256"]);
+    let self_check = body(
+        &first
+            .admin
+            .get(&format!(
+                "/v1/nouns/{NS}/work.evidence/sum-squares-self-check"
+            ))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (
+            self_check["combined"].clone(),
+            self_check["recomputed"].clone(),
+            self_check["ok"].clone()
+        ),
+        (json!(244), json!(244), json!(true))
+    );
+    let types = body(
+        &first
+            .admin
+            .get(&format!(
+                "/v1/nouns/{NS}/work.artifacts/sum-squares-result/versions"
+            ))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(types["versions"][0]["type"], json!("noun.eval_run"));
+
+    let second = TestDaemon::start().await;
+    let again = scenario::run(&second.admin)
+        .await
+        .expect("the scenario runs again");
+    assert_eq!(
+        again.content_fingerprint(),
+        rep.content_fingerprint(),
+        "same input, same content fingerprint"
+    );
+    assert_ne!(
+        again.run_fingerprint(),
+        rep.run_fingerprint(),
+        "receipts hold their time and key, so run fingerprints differ"
+    );
+}
+
+/// A solve_draft task under the example contract, claimed by the worker.
+async fn contract_task(t: &Team, numbers: Value) -> (String, Value) {
+    let contract = json!({
+        "contract": "tessera.work.example.v1",
+        "operation": {"name": "sum_of_squares"},
+        "input_schema": {"type": "object", "required": ["numbers"]},
+        "output_schema": {"type": "object", "required": ["sum_of_squares"], "additionalProperties": false, "properties": {"sum_of_squares": {"type": "integer"}}},
+        "checks": [{"name": "output_matches_schema"}, {"name": "result_matches_recomputation", "recompute": "sum_of_squares"}],
+        "shims": "none",
+        "execution": {"worker": "external", "server_fallback": false},
+    });
+    let contract_pin = put_noun(&t.requester, "work.contracts", "c", contract).await;
+    let input_pin = put_noun(
+        &t.requester,
+        "work.inputs",
+        "n",
+        json!({"numbers": numbers}),
+    )
+    .await;
+    let id = enqueue(
+        &t.requester,
+        &spec(
+            "verb.solve_draft",
+            json!({"contract_ref": contract_pin, "input_ref": input_pin}),
+        ),
+    )
+    .await;
+    let c = t
+        .worker
+        .post_json(&format!("/v1/tasks/{id}/claim"), &json!({}))
+        .await
+        .unwrap();
+    (id, body(&c))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_contract_check_fails_the_task_with_its_message() {
+    let t = Team::start().await;
+    let (id, c) = contract_task(&t, json!([1, 2, 3])).await;
+    let wrong = put_noun(
+        &t.worker,
+        "work.artifacts",
+        "wrong",
+        json!({"sum_of_squares": 15}),
+    )
+    .await;
+    let r = submit(&t.worker, &id, &lease(&c), true, json!([wrong])).await;
+    assert_status!(r, 201);
+    assert_eq!(
+        (body(&r)["state"].clone(), body(&r)["ok"].clone()),
+        (json!("failed"), json!(false))
+    );
+    let seen = task(&t.requester, &id).await;
+    assert_eq!(
+        seen["reason"],
+        json!(
+            "check result_matches_recomputation failed: output 0: /sum_of_squares is 15, the recomputation gives 14"
+        )
+    );
+    let rec = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{id}/receipts"))
+            .await
+            .unwrap(),
+    );
+    let checks = &rec["receipts"][0]["receipt"]["checks"];
+    assert_eq!(
+        checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["ok"] == false)
+            .count(),
+        1
+    );
+
+    // Generic nouns still accept any JSON; only a task's contract is checked.
+    let r = t
+        .worker
+        .put_json(
+            &format!("/v1/nouns/{NS}/work.artifacts/free"),
+            &json!({"expected_version": 0, "body": {"anything": ["goes", 1, null]}}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let (id2, c2) = contract_task(&t, json!([2])).await;
+    let bad_shape = put_noun(
+        &t.worker,
+        "work.artifacts",
+        "shape",
+        json!({"sum_of_squares": 4, "extra": true}),
+    )
+    .await;
+    let r = submit(&t.worker, &id2, &lease(&c2), true, json!([bad_shape])).await;
+    assert_eq!(body(&r)["state"], json!("failed"));
+    assert!(
+        task(&t.requester, &id2).await["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("check output_matches_schema failed")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn promotion_needs_every_stage_receipt_and_distinct_actors_then_adds_a_public_version() {
+    let t = Team::start().await;
+    let (solve, c) = contract_task(&t, json!([3, 4])).await;
+    let artifact = put_noun(
+        &t.worker,
+        "work.artifacts",
+        "result",
+        json!({"sum_of_squares": 25}),
+    )
+    .await;
+    assert_status!(
+        submit(&t.worker, &solve, &lease(&c), true, json!([artifact])).await,
+        201
+    );
+    let promote = |stages: Value, pin: Value| json!({"pin": pin, "stages": stages});
+
+    // Only the solve stage: the verify_gate stage is missing.
+    let r =
+        t.d.admin
+            .post_json("/v1/promotions", &promote(json!([solve]), artifact.clone()))
+            .await
+            .unwrap();
+    assert_status!(r, 422, "promotion_refused");
+    assert!(
+        body(&r)["error"]["details"]["problems"]
+            .to_string()
+            .contains("verb.verify_gate")
+    );
+
+    // A verify_gate by the same worker key: not distinct actors.
+    let gate = enqueue(&t.requester, &spec("verb.verify_gate", json!({}))).await;
+    let gc = body(
+        &t.worker
+            .post_json(&format!("/v1/tasks/{gate}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    assert_status!(
+        submit(&t.worker, &gate, &lease(&gc), true, json!([artifact])).await,
+        201
+    );
+    let r =
+        t.d.admin
+            .post_json(
+                "/v1/promotions",
+                &promote(json!([solve, gate]), artifact.clone()),
+            )
+            .await
+            .unwrap();
+    assert_status!(r, 422, "promotion_refused");
+    assert!(
+        body(&r)["error"]["details"]["problems"]
+            .to_string()
+            .contains("same key")
+    );
+
+    // An independent reviewer key passes the gate.
+    let reviewer = t.d.admin.post_json("/v1/keys", &json!({"label": "reviewer", "grants": {"queues": ["work.external"], "kinds": ["verb.verify_gate"], "effect_classes": ["write-internal"], "scopes": [format!("namespace:{NS}"), format!("surface:{SURFACE}"), "nouns:read", "verbs:claim", "verbs:submit"]}})).await.unwrap();
+    let reviewer = t.d.client(body(&reviewer)["secret"].as_str().unwrap());
+    let gate2 = enqueue(&t.requester, &spec("verb.verify_gate", json!({}))).await;
+    let rc = body(
+        &reviewer
+            .post_json(&format!("/v1/tasks/{gate2}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    let r = reviewer
+        .post_json(
+            &format!("/v1/tasks/{gate2}/submit"),
+            &json!({"lease_id": lease(&rc), "ok": true, "evidence": [artifact]}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+
+    let mut wrong = artifact.clone();
+    wrong["sha256"] = json!("1".repeat(64));
+    let r =
+        t.d.admin
+            .post_json("/v1/promotions", &promote(json!([solve, gate2]), wrong))
+            .await
+            .unwrap();
+    assert_status!(r, 422, "promotion_refused");
+    let r = t
+        .requester
+        .post_json(
+            "/v1/promotions",
+            &promote(json!([solve, gate2]), artifact.clone()),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 403, "forbidden");
+    let before = body(
+        &t.d.admin
+            .get(&format!("/v1/nouns/{NS}/work.artifacts/result/versions"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        before["versions"].as_array().unwrap().len(),
+        1,
+        "refused promotions changed nothing"
+    );
+
+    let r =
+        t.d.admin
+            .post_json(
+                "/v1/promotions",
+                &promote(json!([solve, gate2]), artifact.clone()),
+            )
+            .await
+            .unwrap();
+    assert_status!(r, 201);
+    let record_sha = body(&r)["promotion_sha256"].as_str().unwrap().to_string();
+    let record = &body(&r)["promotion"];
+    assert_eq!(record["to"]["version"], json!(2));
+    assert_eq!(
+        record["to"]["sha256"], artifact["sha256"],
+        "the same bytes, a new version"
+    );
+    assert_eq!(record["stages"].as_array().unwrap().len(), 2);
+    let file =
+        t.d.root()
+            .join("objects/sha256")
+            .join(&record_sha[..2])
+            .join(&record_sha[2..]);
+    assert!(file.exists(), "the promotion record is an object");
+    let after = body(
+        &t.d.admin
+            .get(&format!("/v1/nouns/{NS}/work.artifacts/result/versions"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        after["versions"][0]["visibility"],
+        json!("surface_only"),
+        "version 1 is never rewritten"
+    );
+    assert_eq!(after["versions"][1]["visibility"], json!("public"));
+    let r = t
+        .outsider
+        .get(&format!("/v1/nouns/{NS}/work.artifacts/result"))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let r = t
+        .outsider
+        .get(&format!("/v1/nouns/{NS}/work.artifacts/result?version=1"))
+        .await
+        .unwrap();
+    assert_status!(r, 404, "not_found");
+}

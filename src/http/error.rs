@@ -8,7 +8,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use crate::{auth, queue, store, worker};
+use crate::{auth, promotion, queue, store, worker};
 
 /// An error on its way to the client.
 #[derive(Debug)]
@@ -219,6 +219,19 @@ impl From<worker::Error> for ApiError {
             E::Queue(q) => q.into(),
             E::Auth(a) => a.into(),
             E::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<promotion::Error> for ApiError {
+    fn from(e: promotion::Error) -> ApiError {
+        let msg = e.to_string();
+        match e {
+            promotion::Error::Refused(problems) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "promotion_refused", msg)
+                    .with(json!({"problems": problems}))
+            }
+            promotion::Error::Store(s) => s.into(),
         }
     }
 }
@@ -450,6 +463,24 @@ mod tests {
             let api = ApiError::from(err);
             assert_eq!((api.status.as_u16(), api.code), (status, code));
         }
+    }
+
+    #[test]
+    fn every_promotion_error_maps_to_its_status_and_code() {
+        let refused = ApiError::from(promotion::Error::Refused(vec!["no stage".into()]));
+        assert_eq!(
+            (refused.status.as_u16(), refused.code),
+            (422, "promotion_refused")
+        );
+        assert_eq!(refused.details["problems"], json!(["no stage"]));
+        let conflict = ApiError::from(promotion::Error::Store(store::Error::VersionConflict {
+            expected: 1,
+            current: 2,
+        }));
+        assert_eq!(
+            (conflict.status.as_u16(), conflict.code),
+            (409, "version_conflict")
+        );
     }
 
     #[test]

@@ -87,7 +87,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         request,
     };
     let lease = LeaseId(body.lease_id);
-    let done = submit::complete(&ctx.store, &ctx.queue, &p, &task, &lease, input).await?;
+    let done = submit::complete(&ctx.store, &ctx.queue, &p, &task, &lease, input, None).await?;
     Ok(submitted(task.id, &done))
 }
 

@@ -8,6 +8,7 @@ mod keys;
 mod lifecycle;
 mod nouns;
 mod ops;
+mod promotions;
 mod queues;
 pub mod request;
 mod routes;

@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, queues, tasks, worker};
+use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, tasks, worker};
 
 /// Routes one request and turns any error into its JSON answer.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>) -> Resp {
@@ -66,6 +66,8 @@ async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         (Method::POST, ["v1", "tasks", id, "split"]) => lifecycle::split(ctx, req, id).await,
         (Method::POST, ["v1", "tasks", id, "cancel"]) => lifecycle::cancel(ctx, req, id).await,
         (Method::GET, ["v1", "tasks", id, "output"]) => worker::output(ctx, req, id).await,
+
+        (Method::POST, ["v1", "promotions"]) => promotions::promote(ctx, req).await,
 
         (Method::GET, ["v1", "worker", "prompt"]) => worker::prompt(ctx, req).await,
         (Method::POST, ["v1", "worker", "artifact"]) => worker::stage(ctx, req).await,

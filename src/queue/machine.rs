@@ -129,14 +129,17 @@ impl State {
                 id,
                 lease_id,
                 request,
+                receipt,
                 receipt_sha256,
                 ok,
                 at,
-                ..
             } => {
                 self.leave(*id);
                 let t = self.task_mut(*id);
                 t.receipts.push(*receipt_sha256);
+                if let Some(failure) = receipt.get("failure").and_then(|f| f.as_str()) {
+                    t.reason = Some(failure.to_string());
+                }
                 t.submission = Some(super::task::Submission {
                     attempt: t.attempt,
                     lease_id: lease_id.clone(),

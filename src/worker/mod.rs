@@ -13,6 +13,7 @@
 //!   ended it: `409 already_submitted`).
 
 pub mod artifact;
+pub mod contract;
 pub mod file_ref;
 pub mod front_matter;
 pub mod output;

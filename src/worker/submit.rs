@@ -7,7 +7,7 @@
 use serde_json::{Map, Value, json};
 
 use super::projection::{self, Projection};
-use super::{Error, Session, step_name};
+use super::{Error, Session, contract, step_name};
 use crate::auth::{Principal, access};
 use crate::queue::placement::DEFAULT_PLACEMENT;
 use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState};
@@ -83,7 +83,78 @@ pub async fn check_pins(
     .await
 }
 
-/// The one submit path: pins checked, receipt written, task ended.
+/// Runs the pinned contract's checks (if the brief pins one) on the
+/// submit's outputs, or on `fallback` (the worker's final body) when it
+/// names none. Reads are the daemon's own: the requester pinned these.
+async fn contract_checks(
+    store: &Store,
+    task: &Task,
+    outputs: Vec<Pin>,
+    fallback: Option<Value>,
+) -> Result<Option<Vec<contract::Check>>, Error> {
+    let brief = task.spec.brief_value();
+    let Some(contract_ref) = brief.get("contract_ref").cloned() else {
+        return Ok(None);
+    };
+    let ns = task.spec.namespace.clone();
+    let input_ref = brief.get("input_ref").cloned();
+    blocking(store, move |store| {
+        let read = |v: &Value| -> Result<Value, String> {
+            let pin: Pin =
+                serde_json::from_value(v.clone()).map_err(|e| format!("not a pin: {e}"))?;
+            let bytes = store
+                .read_pin::<crate::store::Error>(&pin, &ns, |_| Ok(()))
+                .map_err(|e| e.to_string())?;
+            Ok(serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())))
+        };
+        let contract_doc = match read(&contract_ref) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(Some(vec![contract::Check {
+                    name: "contract_is_valid".into(),
+                    ok: false,
+                    detail: format!("the pinned contract cannot be read: {e}"),
+                }]));
+            }
+        };
+        let mut extra = Vec::new();
+        let input = match input_ref.as_ref().map(&read) {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(e)) => {
+                extra.push(contract::Check {
+                    name: "input_is_readable".into(),
+                    ok: false,
+                    detail: e,
+                });
+                None
+            }
+        };
+        let mut docs = Vec::with_capacity(outputs.len());
+        for pin in &outputs {
+            docs.push(
+                read(&serde_json::to_value(pin).expect("pins serialize")).map_err(|e| {
+                    Error::Store(crate::store::io_err(
+                        "reading an output",
+                        std::io::Error::other(e),
+                    ))
+                })?,
+            );
+        }
+        if docs.is_empty() {
+            docs.extend(fallback);
+        }
+        let mut checks = contract::evaluate(&contract_doc, input.as_ref(), &docs);
+        checks.extend(extra);
+        Ok(Some(checks))
+    })
+    .await
+}
+
+/// The one submit path: pins checked, contract checks run, receipt
+/// written, task ended. `fallback` is the worker's final body as JSON,
+/// checked against the contract when the submit names no output pins.
 pub async fn complete(
     store: &Store,
     queue: &Queue,
@@ -91,6 +162,7 @@ pub async fn complete(
     task: &Task,
     lease_id: &LeaseId,
     mut input: SubmitInput,
+    fallback: Option<Value>,
 ) -> Result<Completed, Error> {
     let pins = input
         .outputs
@@ -109,6 +181,16 @@ pub async fn complete(
     let ns = &task.spec.namespace;
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
+    if let Some(checks) = contract_checks(store, task, input.outputs.clone(), fallback).await? {
+        if let Some(failed) = checks.iter().find(|c| !c.ok) {
+            input.ok = false;
+            input.extra.insert(
+                "failure".into(),
+                json!(format!("check {} failed: {}", failed.name, failed.detail)),
+            );
+        }
+        input.extra.insert("checks".into(), json!(checks));
+    }
     let (receipt, created, state) = queue.submit(task.id, lease_id, &input, &p.key_id).await?;
     if created {
         tracing::info!(task = %task.id, state = state.as_str(), receipt = %receipt, "task submitted");
@@ -146,8 +228,11 @@ pub async fn submit_body(
         .unwrap_or_else(|| DEFAULT_PLACEMENT.into());
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
-    let (out, parts, projected) = blocking(store, move |store| {
-        let out = store.put_object(&body, Durability::Synced)?;
+    let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
+    let out = json!({"sha256": Sha256::of(&body), "size": body.len()});
+    let step_for_files = step.clone();
+    let projected = blocking(store, move |store| {
+        store.put_object(&body, Durability::Synced)?;
         let mut parts = Vec::with_capacity(staged.len());
         for (name, sha) in &staged {
             parts.push((name.clone(), store.get_object(sha)?));
@@ -155,29 +240,19 @@ pub async fn submit_body(
         let p = Projection {
             template: &template,
             task_id,
-            step: &step,
+            step: &step_for_files,
             attempt,
             ok,
             body: &body,
             parts: &parts,
         };
-        let projected = projection::project(store, &p).map_err(|reason| {
-            (
-                format!(
-                    "workspace/{}",
-                    crate::queue::placement::resolve(&template, task_id)
-                ),
-                reason,
-            )
-        });
-        Ok((
-            json!({"sha256": out, "size": body.len()}),
-            staged,
-            (projected, step),
-        ))
+        let path = format!(
+            "workspace/{}",
+            crate::queue::placement::resolve(&template, task_id)
+        );
+        Ok(projection::project(store, &p).map_err(|reason| (path, reason)))
     })
     .await?;
-    let (projected, step) = projected;
     let (swap, projection) = match projected {
         Ok(swap) => {
             let record = json!({"status": "written", "path": swap.path});
@@ -194,7 +269,11 @@ pub async fn submit_body(
             )
         }
     };
-    let parts: Map<String, Value> = parts.into_iter().map(|(k, v)| (k, json!(v))).collect();
+    let parts: Map<String, Value> = task
+        .staged
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
     let request = Sha256::of(&canonical_json(
         &json!({"attempt": attempt, "ok": ok, "out": out, "parts": parts}),
     ));
@@ -211,18 +290,16 @@ pub async fn submit_body(
         extra,
         request,
     };
-    match complete(store, queue, holder, task, &lease.id, input).await {
-        Ok(done) => {
-            if let Some(swap) = swap {
-                swap.finish();
-            }
+    let done = complete(store, queue, holder, task, &lease.id, input, fallback).await;
+    match (done, swap) {
+        (Ok(done), Some(swap)) => {
+            swap.finish();
             Ok(done)
         }
-        Err(e) => {
-            if let Some(swap) = swap {
-                swap.undo();
-            }
+        (Err(e), Some(swap)) => {
+            swap.undo();
             Err(e)
         }
+        (result, None) => result,
     }
 }

@@ -1,0 +1,262 @@
+//! Contract checks (deterministic, opt-in): when a task's brief pins a
+//! contract noun (`brief.contract_ref`), submit runs the contract's checks
+//! on the referenced outputs and records each `{name, ok, detail}` in the
+//! receipt; any failing check makes the receipt `ok: false`. No other noun
+//! write is validated: generic nouns accept any JSON.
+//!
+//! The checks, in order:
+//! - `contract_is_valid`: the contract against the skill-pack schema
+//!   (`seeds/schema/skill-pack.schema.json`); if it fails, nothing else runs;
+//! - `input_matches_schema`: the pinned input against `input_schema`;
+//! - `output_matches_schema`: every output against `output_schema`;
+//! - each other entry of `checks`: `recompute: <operation>` recomputes the
+//!   operation from the input and compares it with the output at `pointer`
+//!   (default `/<operation>`); `pointer` with `minimum`, `maximum` or
+//!   `equals` tests the value there. A check the daemon cannot run fails:
+//!   missing evidence never turns into a pass.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The skill-pack schema every pinned contract must satisfy.
+pub const SKILL_PACK_SCHEMA: &str = include_str!("../../seeds/schema/skill-pack.schema.json");
+
+/// One check's outcome, as recorded in the receipt.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    /// The check's name.
+    pub name: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was checked, or why it failed.
+    pub detail: String,
+}
+
+fn check(name: &str, result: Result<String, String>) -> Check {
+    match result {
+        Ok(detail) => Check {
+            name: name.into(),
+            ok: true,
+            detail,
+        },
+        Err(detail) => Check {
+            name: name.into(),
+            ok: false,
+            detail,
+        },
+    }
+}
+
+/// Validates `instance` against `schema`; every error, with its path.
+pub fn validate(schema: &Value, instance: &Value) -> Result<(), String> {
+    let validator =
+        jsonschema::validator_for(schema).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            format!("{}: {e}", if at.is_empty() { "/".to_string() } else { at })
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Runs a contract's checks on the task's input and outputs.
+pub fn evaluate(contract: &Value, input: Option<&Value>, outputs: &[Value]) -> Vec<Check> {
+    let schema: Value =
+        serde_json::from_str(SKILL_PACK_SCHEMA).expect("the skill-pack schema is JSON");
+    let valid = validate(&schema, contract)
+        .map(|()| "the contract satisfies the skill-pack schema".to_string());
+    let mut out = vec![check("contract_is_valid", valid.clone())];
+    if valid.is_err() {
+        return out;
+    }
+    if let Some(input) = input {
+        out.push(check(
+            "input_matches_schema",
+            validate(&contract["input_schema"], input)
+                .map(|()| "the input matches input_schema".into()),
+        ));
+    }
+    let each = |f: &dyn Fn(&Value) -> Result<(), String>| -> Result<String, String> {
+        if outputs.is_empty() {
+            return Err("the submit references no output to check".into());
+        }
+        for (i, o) in outputs.iter().enumerate() {
+            f(o).map_err(|e| format!("output {i}: {e}"))?;
+        }
+        Ok(format!("{} output(s) checked", outputs.len()))
+    };
+    out.push(check(
+        "output_matches_schema",
+        each(&|o| validate(&contract["output_schema"], o)),
+    ));
+    for c in contract["checks"].as_array().into_iter().flatten() {
+        let name = c["name"].as_str().unwrap_or_default();
+        if name == "output_matches_schema" {
+            continue;
+        }
+        let result = if let Some(op) = c["recompute"].as_str() {
+            let pointer = c["pointer"]
+                .as_str()
+                .map_or_else(|| format!("/{op}"), str::to_string);
+            recompute(op, input).and_then(|want| {
+                each(&|o| match o.pointer(&pointer) {
+                    Some(got) if *got == want => Ok(()),
+                    Some(got) => Err(format!(
+                        "{pointer} is {got}, the recomputation gives {want}"
+                    )),
+                    None => Err(format!("no value at {pointer}")),
+                })
+            })
+        } else if let Some(pointer) = c["pointer"].as_str() {
+            each(&|o| bounds(c, o.pointer(pointer), pointer))
+        } else {
+            Err(format!(
+                "the daemon does not know how to run check {name:?}; it fails rather than pass unchecked"
+            ))
+        };
+        out.push(check(name, result));
+    }
+    out
+}
+
+fn bounds(c: &Value, got: Option<&Value>, pointer: &str) -> Result<(), String> {
+    let got = got.ok_or_else(|| format!("no value at {pointer}"))?;
+    if let Some(want) = c.get("equals")
+        && got != want
+    {
+        return Err(format!("{pointer} is {got}, not {want}"));
+    }
+    let n = || {
+        got.as_f64()
+            .ok_or_else(|| format!("{pointer} is {got}, not a number"))
+    };
+    if let Some(min) = c["minimum"].as_f64()
+        && n()? < min
+    {
+        return Err(format!("{pointer} is {got}, below {min}"));
+    }
+    if let Some(max) = c["maximum"].as_f64()
+        && n()? > max
+    {
+        return Err(format!("{pointer} is {got}, above {max}"));
+    }
+    Ok(())
+}
+
+/// The deterministic operations the daemon can recompute.
+fn recompute(op: &str, input: Option<&Value>) -> Result<Value, String> {
+    let input = input.ok_or("the brief pins no input_ref to recompute from")?;
+    match op {
+        "sum_of_squares" => {
+            let numbers = input["numbers"]
+                .as_array()
+                .ok_or("the input has no numbers array")?;
+            let mut sum: i128 = 0;
+            for n in numbers {
+                let n = i128::from(n.as_i64().ok_or_else(|| format!("{n} is not an integer"))?);
+                sum = sum.checked_add(n * n).ok_or("the sum overflows")?;
+            }
+            i64::try_from(sum)
+                .map(|s| json!(s))
+                .map_err(|_| "the sum overflows".into())
+        }
+        other => Err(format!(
+            "the daemon has no deterministic adapter for operation {other:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> Value {
+        json!({
+            "contract": "tessera.work.example.v1",
+            "operation": {"name": "sum_of_squares"},
+            "input_schema": {"type": "object", "required": ["numbers"]},
+            "output_schema": {"type": "object", "required": ["sum_of_squares"], "properties": {"sum_of_squares": {"type": "integer"}}},
+            "checks": [
+                {"name": "output_matches_schema"},
+                {"name": "result_is_non_negative", "pointer": "/sum_of_squares", "minimum": 0},
+                {"name": "result_matches_recomputation", "recompute": "sum_of_squares"}
+            ],
+            "shims": "none",
+            "execution": {"worker": "external", "server_fallback": false}
+        })
+    }
+
+    type Outcomes = Vec<(String, bool)>;
+
+    fn names_and_oks(checks: &[Check]) -> Outcomes {
+        checks.iter().map(|c| (c.name.clone(), c.ok)).collect()
+    }
+
+    #[test]
+    fn checks_table() {
+        let input = json!({"numbers": [3, 4, 12]});
+        let all = |ok: [bool; 5]| -> Outcomes {
+            [
+                "contract_is_valid",
+                "input_matches_schema",
+                "output_matches_schema",
+                "result_is_non_negative",
+                "result_matches_recomputation",
+            ]
+            .iter()
+            .zip(ok)
+            .map(|(n, o)| (n.to_string(), o))
+            .collect()
+        };
+        let cases: Vec<(Vec<Value>, Outcomes)> = vec![
+            (
+                vec![json!({"sum_of_squares": 169})],
+                all([true, true, true, true, true]),
+            ),
+            (
+                vec![json!({"sum_of_squares": 170})],
+                all([true, true, true, true, false]),
+            ),
+            (
+                vec![json!({"sum_of_squares": "169"})],
+                all([true, true, false, false, false]),
+            ),
+            (
+                vec![json!({"sum_of_squares": -1})],
+                all([true, true, true, false, false]),
+            ),
+            (vec![], all([true, true, false, false, false])),
+        ];
+        for (outputs, want) in cases {
+            assert_eq!(
+                names_and_oks(&evaluate(&contract(), Some(&input), &outputs)),
+                want,
+                "{outputs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invalid_contract_or_an_unknown_check_never_passes() {
+        let mut bad = contract();
+        bad.as_object_mut().unwrap().remove("execution");
+        let out = evaluate(&bad, None, &[json!({})]);
+        assert_eq!(
+            names_and_oks(&out),
+            [("contract_is_valid".to_string(), false)]
+        );
+        let mut unknown = contract();
+        unknown["checks"] = json!([{"name": "looks_good"}]);
+        let out = evaluate(&unknown, None, &[json!({"sum_of_squares": 1})]);
+        assert_eq!(
+            out.last().map(|c| (c.name.as_str(), c.ok)),
+            Some(("looks_good", false))
+        );
+    }
+}

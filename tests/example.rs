@@ -1,0 +1,59 @@
+//! The executable slice, run as a newcomer runs it: the example binary
+//! itself, checked for its output, its exit status, and that its temporary
+//! root is gone afterwards.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The example binary, built beside the test binaries (`cargo test` builds
+/// examples too); built on demand when only this test target was built.
+fn example_binary() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
+    let path = bin
+        .parent()
+        .expect("target dir")
+        .join("examples/team_private_work");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "team_private_work"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo build --example");
+        assert!(status.success(), "building the example failed");
+    }
+    path
+}
+
+#[test]
+fn the_example_runs_end_to_end_and_removes_its_root() {
+    let out = Command::new(example_binary())
+        .output()
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the example failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "result: sum of squares = 244",
+        "4/4 boundaries held",
+        "held   the worker key is refused the server queue",
+        "held   a late submit on the expired first lease is fenced",
+        "child t2 (partial-a)",
+        "parent t1",
+        "run fingerprint:",
+        "content fingerprint:",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
+    }
+    let root = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("temporary root: "))
+        .and_then(|l| l.strip_suffix(" (removed at exit)"))
+        .expect("the example names its root");
+    assert!(
+        !PathBuf::from(root).exists(),
+        "the temporary root {root} is still there"
+    );
+}
