@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use serde_json::json;
-use tessera::client::Client;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -79,36 +78,6 @@ fn generate(dir: &Path, nouns: usize, tasks: usize) {
     }
 }
 
-/// Starts a daemon on a temporary root in its own runtime thread.
-fn start_daemon() -> (String, tempfile::TempDir) {
-    let root = tempfile::tempdir().expect("temp root");
-    let config = tessera::config::Config {
-        root: root.path().to_path_buf(),
-        ..Default::default()
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().expect("daemon runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            tx.send(listener.local_addr().expect("addr"))
-                .expect("send addr");
-            tessera::daemon::run(config, listener, std::future::pending())
-                .await
-                .expect("daemon");
-        });
-    });
-    let addr = rx.recv().expect("daemon address");
-    let key_path = root.path().join("auth/admin.key");
-    while !key_path.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    (format!("http://{addr}"), root)
-}
-
 /// Runs `tessera import PACK [extra]` and returns its time and exit code.
 fn import(pack: &Path, base: &str, key: &Path, extra: &[&str]) -> (Duration, i32) {
     let start = Instant::now();
@@ -124,17 +93,19 @@ fn import(pack: &Path, base: &str, key: &Path, extra: &[&str]) -> (Duration, i32
     (start.elapsed(), status.code().unwrap_or(-1))
 }
 
+mod support;
+
 fn main() {
     let args = Args::parse();
     let work = tempfile::tempdir().expect("temp dir");
     let pack = work.path().join("pack");
     generate(&pack, args.nouns, args.tasks);
-    let (base, root) = start_daemon();
-    let key = root.path().join("auth/admin.key");
+    let daemon = support::start();
+    let base = daemon.admin.base().to_string();
+    let key = daemon.root.path().join("auth/admin.key");
     let rt = tokio::runtime::Runtime::new().expect("client runtime");
     rt.block_on(async {
-        let admin = Client::new(&base)
-            .with_bearer(std::fs::read_to_string(&key).expect("admin key").trim());
+        let admin = daemon.admin.clone();
         let r = admin
             .post_json("/v1/queues", &json!({"name": "bench.work"}))
             .await

@@ -117,39 +117,6 @@ where
     result
 }
 
-fn start_daemon() -> (Client, tempfile::TempDir) {
-    let root = tempfile::tempdir().expect("temp root");
-    let config = tessera::config::Config {
-        root: root.path().to_path_buf(),
-        ..Default::default()
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().expect("daemon runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            tx.send(listener.local_addr().expect("addr"))
-                .expect("send addr");
-            tessera::daemon::run(config, listener, std::future::pending())
-                .await
-                .expect("daemon");
-        });
-    });
-    let addr = rx.recv().expect("daemon address");
-    let key_path = root.path().join("auth/admin.key");
-    while !key_path.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    let key = std::fs::read_to_string(key_path).expect("admin key");
-    (
-        Client::new(&format!("http://{addr}")).with_bearer(key.trim()),
-        root,
-    )
-}
-
 /// Times the in-memory part of every request: authenticate a scoped key
 /// and decide a noun read, as the daemon does before touching the store.
 async fn nouns(client: &Client, args: &Args) {
@@ -399,6 +366,8 @@ fn grant_check_cost() {
     );
 }
 
+mod support;
+
 fn main() {
     let args = Args::parse();
     grant_check_cost();
@@ -410,8 +379,9 @@ fn main() {
             (Client::new(url).with_bearer(key.trim()), None)
         }
         None => {
-            let (c, r) = start_daemon();
-            (c, Some(r))
+            let d = support::start();
+            println!("daemon on a temporary root: {}", d.root.path().display());
+            (d.admin.clone(), Some(d))
         }
     };
     let rt = tokio::runtime::Runtime::new().expect("client runtime");

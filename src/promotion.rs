@@ -81,23 +81,6 @@ pub struct Promoted {
     pub at: Timestamp,
 }
 
-fn blocking<T: Send + 'static>(
-    store: &Store,
-    f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
-) -> impl Future<Output = Result<T, Error>> {
-    let store = store.clone();
-    async move {
-        tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(|e| {
-                Error::Store(store::io_err(
-                    "a blocking task failed",
-                    std::io::Error::other(e.to_string()),
-                ))
-            })?
-    }
-}
-
 /// Checks every piece and, when all hold, promotes. Returns the record and its hash.
 pub async fn promote(
     store: &Store,
@@ -126,7 +109,7 @@ pub async fn promote(
     });
     let pin = req.pin.clone();
     let sha = pin.sha256;
-    let (bytes_ok, stages, contract_stages, mut more) = blocking(store, move |store| {
+    let (bytes_ok, stages, contract_stages, mut more) = store.blocking(move |store| {
         let mut problems = Vec::new();
         let bytes_ok = match store.read_pin::<store::Error>(&pin, &ns, |_| Ok(())) {
             Ok(_) => true,
@@ -167,7 +150,7 @@ pub async fn promote(
                 by_key: receipt["by_key"].as_str().unwrap_or_default().to_string(),
             });
         }
-        Ok((bytes_ok, stages, contract_stages, problems))
+        Ok::<_, Error>((bytes_ok, stages, contract_stages, problems))
     })
     .await?;
     problems.append(&mut more);
@@ -192,55 +175,56 @@ pub async fn promote(
     }
     let by = admin.key_id.to_string();
     let from = req.pin.clone();
-    blocking(store, move |store| {
-        let path = from.path(from.namespace.as_ref().expect("checked above"));
-        let bytes = store.read_pin::<store::Error>(&from, &path.namespace, |_| Ok(()))?;
-        let latest = store
-            .read_ref(&path)?
-            .ok_or(store::Error::NounNotFound)?
-            .latest()
-            .clone();
-        let pinned = store
-            .read_ref(&path)?
-            .and_then(|r| r.version(from.version).cloned())
-            .ok_or(store::Error::NounNotFound)?;
-        let request = PutRequest {
-            expected_version: Some(latest.version),
-            skip_unchanged: false,
-            dry_run: false,
-            media_type: pinned.media_type.clone(),
-            noun_type: pinned.noun_type.clone(),
-        };
-        let outcome = store.put_noun::<store::Error>(&path, &bytes, &request, |_| {
-            Ok(VersionMeta {
-                created_by: by.clone(),
-                producer_surface: latest.producer_surface.clone(),
-                visibility: Visibility::Public,
-                allowed_surfaces: latest.allowed_surfaces.clone(),
-                owner: latest.owner.clone(),
-            })
-        })?;
-        let PutOutcome::NewVersion { entry } = outcome else {
-            unreachable!("a put after the latest version is a new version")
-        };
-        let record = Promoted {
-            to: Pin {
-                namespace: Some(path.namespace.clone()),
-                store: path.store.clone(),
-                key: path.key.clone(),
-                version: entry.version,
-                sha256: entry.sha256,
-            },
-            from,
-            stages,
-            required_stages: required,
-            by,
-            at: Timestamp::now(),
-        };
-        let sha = store.put_object(&canonical_record(&record), Durability::Synced)?;
-        Ok((record, sha))
-    })
-    .await
+    store
+        .blocking(move |store| {
+            let path = from.path(from.namespace.as_ref().expect("checked above"));
+            let bytes = store.read_pin::<store::Error>(&from, &path.namespace, |_| Ok(()))?;
+            let latest = store
+                .read_ref(&path)?
+                .ok_or(store::Error::NounNotFound)?
+                .latest()
+                .clone();
+            let pinned = store
+                .read_ref(&path)?
+                .and_then(|r| r.version(from.version).cloned())
+                .ok_or(store::Error::NounNotFound)?;
+            let request = PutRequest {
+                expected_version: Some(latest.version),
+                skip_unchanged: false,
+                dry_run: false,
+                media_type: pinned.media_type.clone(),
+                noun_type: pinned.noun_type.clone(),
+            };
+            let outcome = store.put_noun::<store::Error>(&path, &bytes, &request, |_| {
+                Ok(VersionMeta {
+                    created_by: by.clone(),
+                    producer_surface: latest.producer_surface.clone(),
+                    visibility: Visibility::Public,
+                    allowed_surfaces: latest.allowed_surfaces.clone(),
+                    owner: latest.owner.clone(),
+                })
+            })?;
+            let PutOutcome::NewVersion { entry } = outcome else {
+                unreachable!("a put after the latest version is a new version")
+            };
+            let record = Promoted {
+                to: Pin {
+                    namespace: Some(path.namespace.clone()),
+                    store: path.store.clone(),
+                    key: path.key.clone(),
+                    version: entry.version,
+                    sha256: entry.sha256,
+                },
+                from,
+                stages,
+                required_stages: required,
+                by,
+                at: Timestamp::now(),
+            };
+            let sha = store.put_object(&canonical_record(&record), Durability::Synced)?;
+            Ok((record, sha))
+        })
+        .await
 }
 
 /// The `required_stages` of the contract a task pins, if any.

@@ -92,7 +92,10 @@ fn print_key(k: &KeyView) {
         "{}  {:<16} {}  scopes={} queues={} kinds={} effects={}{}{}",
         k.key_id,
         k.label,
-        serde_json::to_value(k.principal_kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+        serde_json::to_value(k.principal_kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         list(k.grants.scopes.iter().map(ToString::to_string).collect()),
         list(k.grants.queues.iter().map(ToString::to_string).collect()),
         list(k.grants.kinds.iter().map(ToString::to_string).collect()),

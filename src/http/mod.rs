@@ -75,11 +75,9 @@ impl Ctx {
         T: Send + 'static,
         E: Into<ApiError> + Send + 'static,
     {
-        let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || f(&store)).await {
-            Ok(result) => result.map_err(Into::into),
-            Err(e) => Err(ApiError::internal(&e)),
-        }
+        self.store
+            .blocking(move |store| f(store).map_err(Into::into))
+            .await
     }
 }
 

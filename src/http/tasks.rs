@@ -259,18 +259,21 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     Ok(json_response(StatusCode::OK, &page))
 }
 
+/// A task the key may see, as it is once durable.
+pub async fn visible(ctx: &Ctx, p: &Principal, id: TaskId) -> Result<Task, ApiError> {
+    ctx.queue
+        .read(|st| {
+            let t = st.task(id)?;
+            access::read_task(p, &st.facts(t))?;
+            Ok::<_, ApiError>(t.clone())
+        })
+        .await?
+}
+
 /// `GET /v1/tasks/{id}/receipts`: the receipt records, in order.
 pub async fn receipts(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
-    let id = task_id(id)?;
-    let t = ctx
-        .queue
-        .read(|st| {
-            let t = st.task(id)?;
-            access::read_task(&p, &st.facts(t))?;
-            Ok::<_, ApiError>(t.clone())
-        })
-        .await??;
+    let t = visible(ctx, &p, task_id(id)?).await?;
     let shas = t.receipts.clone();
     let records = ctx
         .blocking(move |store| {

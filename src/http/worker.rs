@@ -7,9 +7,9 @@ use serde_json::json;
 use super::error::ApiError;
 use super::lifecycle::submitted;
 use super::request::Req;
-use super::tasks::task_id;
+use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
-use crate::auth::access;
+use crate::auth::Principal;
 use crate::store::Durability;
 use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, submit};
 
@@ -24,6 +24,13 @@ fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
     )?)
 }
 
+/// The claiming key: a worker acts under its claimant's authority, so a
+/// revoked claimant stops its worker too.
+fn holder(ctx: &Ctx, s: &Session) -> Result<Principal, ApiError> {
+    let lease = s.task.lease.as_ref().expect("a live attempt has a lease");
+    Ok(ctx.keyring.principal(&lease.holder)?)
+}
+
 /// Reads a worker body and resolves an `@file:` reference in it.
 async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError> {
     let limit = ctx.limits.worker_body_bytes;
@@ -36,13 +43,7 @@ async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError
 /// `GET /v1/worker/prompt`.
 pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Prompt)?;
-    let holder = ctx.keyring.principal(
-        &s.task
-            .lease
-            .as_ref()
-            .expect("a live attempt has a lease")
-            .holder,
-    )?;
+    let holder = holder(ctx, &s)?;
     let facts = ctx.queue.peek(|st| prompt::Facts::gather(st, &s.task));
     let assembled = ctx
         .blocking(move |store| Ok::<_, ApiError>(prompt::assemble(store, &facts, &holder)))
@@ -91,13 +92,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
             ));
         }
     };
-    let holder = ctx.keyring.principal(
-        &s.task
-            .lease
-            .as_ref()
-            .expect("a live attempt has a lease")
-            .holder,
-    )?;
+    let holder = holder(ctx, &s)?;
     let bytes = body(ctx, &mut req, &s).await?;
     let queue_placement = ctx.queue.peek(|st| {
         st.queues
@@ -120,15 +115,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 /// `GET /v1/tasks/{id}/output`: `{"out": final, "parts": {name: value}}`.
 pub async fn output(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
-    let id = task_id(id)?;
-    let task = ctx
-        .queue
-        .read(|st| {
-            let t = st.task(id)?;
-            access::read_task(&p, &st.facts(t))?;
-            Ok::<_, ApiError>(t.clone())
-        })
-        .await??;
+    let task = visible(ctx, &p, task_id(id)?).await?;
     let folded = ctx
         .blocking(move |store| output::fold(store, &task))
         .await?;

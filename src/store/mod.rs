@@ -193,6 +193,27 @@ impl Store {
             .put(&self.inner.writer, bytes, durability)
     }
 
+    /// Runs blocking store work on the runtime's blocking pool (file I/O
+    /// and fsyncs must not hold up the async workers).
+    pub async fn blocking<T, E>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| {
+                E::from(io_err(
+                    "a blocking task failed",
+                    std::io::Error::other(e.to_string()),
+                ))
+            })?
+    }
+
     /// Reads and verifies an object.
     pub fn get_object(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
         self.inner.objects.get(sha)

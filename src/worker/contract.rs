@@ -1,5 +1,6 @@
 //! Contract checks (deterministic, opt-in): when a task's brief pins a
-//! contract noun (`brief.contract_ref`), submit runs the contract's checks
+//! contract noun (`brief.contract_ref`) that declares schemas or checks
+//! ([`declares_checks`]), submit runs the contract's checks
 //! on the referenced outputs and records each `{name, ok, detail}` in the
 //! receipt; any failing check makes the receipt `ok: false`. No other noun
 //! write is validated: generic nouns accept any JSON.
@@ -63,6 +64,15 @@ pub fn validate(schema: &Value, instance: &Value) -> Result<(), String> {
     } else {
         Err(errors.join("; "))
     }
+}
+
+/// Whether a pinned noun opts into checks: it declares an input or output
+/// schema or acceptance checks. Other contracts (say, only a directive
+/// and a system prompt) are left alone.
+pub fn declares_checks(contract: &Value) -> bool {
+    ["input_schema", "output_schema", "checks"]
+        .iter()
+        .any(|k| contract.get(k).is_some())
 }
 
 /// Runs a contract's checks on the task's input and outputs.

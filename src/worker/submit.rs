@@ -24,21 +24,6 @@ pub struct Completed {
     pub state: TaskState,
 }
 
-async fn blocking<T: Send + 'static>(
-    store: &Store,
-    f: impl FnOnce(&Store) -> Result<T, Error> + Send + 'static,
-) -> Result<T, Error> {
-    let store = store.clone();
-    tokio::task::spawn_blocking(move || f(&store))
-        .await
-        .map_err(|e| {
-            Error::Store(crate::store::io_err(
-                "a blocking task failed",
-                std::io::Error::other(e.to_string()),
-            ))
-        })?
-}
-
 /// Checks that every pin names an existing version with that sha256,
 /// readable by `p`.
 pub async fn check_pins(
@@ -49,38 +34,40 @@ pub async fn check_pins(
 ) -> Result<(), Error> {
     let p = p.clone();
     let ns = task.spec.namespace.clone();
-    blocking(store, move |store| {
-        for (field, pin) in pins {
-            let pin_ns = pin.namespace.clone().unwrap_or_else(|| ns.clone());
-            let read = store.read_pin::<Error>(&pin, &ns, |entry| {
-                access::may_read_nouns(&p, &pin_ns)?;
-                Ok(access::read_noun(&p, entry)?)
-            });
-            let reason = match read {
-                Ok(_) => continue,
-                Err(Error::Store(crate::store::Error::PinMismatch {
-                    version, actual, ..
-                })) => {
-                    format!("version {version} has sha256 {actual}, not the pinned one")
-                }
-                Err(Error::Store(
-                    crate::store::Error::NounNotFound | crate::store::Error::VersionNotFound { .. },
-                ))
-                | Err(Error::Auth(crate::auth::Error::Hidden)) => {
-                    "no such noun version is visible to this key".into()
-                }
-                Err(Error::Auth(crate::auth::Error::Forbidden(m))) => m,
-                Err(e) => return Err(e),
-            };
-            return Err(Error::InvalidPin {
-                field,
-                reason,
-                pin: Box::new(pin),
-            });
-        }
-        Ok(())
-    })
-    .await
+    store
+        .blocking(move |store| {
+            for (field, pin) in pins {
+                let pin_ns = pin.namespace.clone().unwrap_or_else(|| ns.clone());
+                let read = store.read_pin::<Error>(&pin, &ns, |entry| {
+                    access::may_read_nouns(&p, &pin_ns)?;
+                    Ok(access::read_noun(&p, entry)?)
+                });
+                let reason = match read {
+                    Ok(_) => continue,
+                    Err(Error::Store(crate::store::Error::PinMismatch {
+                        version, actual, ..
+                    })) => {
+                        format!("version {version} has sha256 {actual}, not the pinned one")
+                    }
+                    Err(Error::Store(
+                        crate::store::Error::NounNotFound
+                        | crate::store::Error::VersionNotFound { .. },
+                    ))
+                    | Err(Error::Auth(crate::auth::Error::Hidden)) => {
+                        "no such noun version is visible to this key".into()
+                    }
+                    Err(Error::Auth(crate::auth::Error::Forbidden(m))) => m,
+                    Err(e) => return Err(e),
+                };
+                return Err(Error::InvalidPin {
+                    field,
+                    reason,
+                    pin: Box::new(pin),
+                });
+            }
+            Ok(())
+        })
+        .await
 }
 
 /// Runs the pinned contract's checks (if the brief pins one) on the
@@ -98,58 +85,63 @@ async fn contract_checks(
     };
     let ns = task.spec.namespace.clone();
     let input_ref = brief.get("input_ref").cloned();
-    blocking(store, move |store| {
-        let read = |v: &Value| -> Result<Value, String> {
-            let pin: Pin =
-                serde_json::from_value(v.clone()).map_err(|e| format!("not a pin: {e}"))?;
-            let bytes = store
-                .read_pin::<crate::store::Error>(&pin, &ns, |_| Ok(()))
-                .map_err(|e| e.to_string())?;
-            Ok(serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())))
-        };
-        let contract_doc = match read(&contract_ref) {
-            Ok(c) => c,
-            Err(e) => {
-                return Ok(Some(vec![contract::Check {
-                    name: "contract_is_valid".into(),
-                    ok: false,
-                    detail: format!("the pinned contract cannot be read: {e}"),
-                }]));
+    store
+        .blocking(move |store| {
+            let read = |v: &Value| -> Result<Value, String> {
+                let pin: Pin =
+                    serde_json::from_value(v.clone()).map_err(|e| format!("not a pin: {e}"))?;
+                let bytes = store
+                    .read_pin::<crate::store::Error>(&pin, &ns, |_| Ok(()))
+                    .map_err(|e| e.to_string())?;
+                Ok(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                    Value::String(String::from_utf8_lossy(&bytes).into_owned())
+                }))
+            };
+            let contract_doc = match read(&contract_ref) {
+                Ok(c) => c,
+                Err(e) => {
+                    return Ok(Some(vec![contract::Check {
+                        name: "contract_is_valid".into(),
+                        ok: false,
+                        detail: format!("the pinned contract cannot be read: {e}"),
+                    }]));
+                }
+            };
+            if !contract::declares_checks(&contract_doc) {
+                return Ok(None);
             }
-        };
-        let mut extra = Vec::new();
-        let input = match input_ref.as_ref().map(&read) {
-            None => None,
-            Some(Ok(v)) => Some(v),
-            Some(Err(e)) => {
-                extra.push(contract::Check {
-                    name: "input_is_readable".into(),
-                    ok: false,
-                    detail: e,
-                });
-                None
+            let mut extra = Vec::new();
+            let input = match input_ref.as_ref().map(&read) {
+                None => None,
+                Some(Ok(v)) => Some(v),
+                Some(Err(e)) => {
+                    extra.push(contract::Check {
+                        name: "input_is_readable".into(),
+                        ok: false,
+                        detail: e,
+                    });
+                    None
+                }
+            };
+            let mut docs = Vec::with_capacity(outputs.len());
+            for pin in &outputs {
+                docs.push(
+                    read(&serde_json::to_value(pin).expect("pins serialize")).map_err(|e| {
+                        Error::Store(crate::store::io_err(
+                            "reading an output",
+                            std::io::Error::other(e),
+                        ))
+                    })?,
+                );
             }
-        };
-        let mut docs = Vec::with_capacity(outputs.len());
-        for pin in &outputs {
-            docs.push(
-                read(&serde_json::to_value(pin).expect("pins serialize")).map_err(|e| {
-                    Error::Store(crate::store::io_err(
-                        "reading an output",
-                        std::io::Error::other(e),
-                    ))
-                })?,
-            );
-        }
-        if docs.is_empty() {
-            docs.extend(fallback);
-        }
-        let mut checks = contract::evaluate(&contract_doc, input.as_ref(), &docs);
-        checks.extend(extra);
-        Ok(Some(checks))
-    })
-    .await
+            if docs.is_empty() {
+                docs.extend(fallback);
+            }
+            let mut checks = contract::evaluate(&contract_doc, input.as_ref(), &docs);
+            checks.extend(extra);
+            Ok(Some(checks))
+        })
+        .await
 }
 
 /// The one submit path: pins checked, contract checks run, receipt
@@ -231,28 +223,29 @@ pub async fn submit_body(
     let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
     let out = json!({"sha256": Sha256::of(&body), "size": body.len()});
     let step_for_files = step.clone();
-    let projected = blocking(store, move |store| {
-        store.put_object(&body, Durability::Synced)?;
-        let mut parts = Vec::with_capacity(staged.len());
-        for (name, sha) in &staged {
-            parts.push((name.clone(), store.get_object(sha)?));
-        }
-        let p = Projection {
-            template: &template,
-            task_id,
-            step: &step_for_files,
-            attempt,
-            ok,
-            body: &body,
-            parts: &parts,
-        };
-        let path = format!(
-            "workspace/{}",
-            crate::queue::placement::resolve(&template, task_id)
-        );
-        Ok(projection::project(store, &p).map_err(|reason| (path, reason)))
-    })
-    .await?;
+    let projected = store
+        .blocking(move |store| {
+            store.put_object(&body, Durability::Synced)?;
+            let mut parts = Vec::with_capacity(staged.len());
+            for (name, sha) in &staged {
+                parts.push((name.clone(), store.get_object(sha)?));
+            }
+            let p = Projection {
+                template: &template,
+                task_id,
+                step: &step_for_files,
+                attempt,
+                ok,
+                body: &body,
+                parts: &parts,
+            };
+            let path = format!(
+                "workspace/{}",
+                crate::queue::placement::resolve(&template, task_id)
+            );
+            Ok::<_, Error>(projection::project(store, &p).map_err(|reason| (path, reason)))
+        })
+        .await?;
     let (swap, projection) = match projected {
         Ok(swap) => {
             let record = json!({"status": "written", "path": swap.path});
