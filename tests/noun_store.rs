@@ -551,3 +551,48 @@ fn unauthenticated_requests_are_401_and_healthz_is_open() {
         assert_status!(d.admin.get("/v1/nope").await.unwrap(), 404, "no_route");
     });
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+        /// No request body, however broken, makes a route answer 5xx or
+        /// drop the connection.
+        #[test]
+        fn random_bodies_never_cause_a_server_error(
+            bodies in proptest::collection::vec(prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..256),
+                "\\{(\"[a-z_]{1,12}\": (null|true|1|\"x\"|\\[\\]|\\{\\}), ?){0,6}\\}".prop_map(String::into_bytes),
+            ], 12),
+        ) {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async {
+                let d = TestDaemon::start().await;
+                d.admin.post_json("/v1/queues", &json!({"name": "q"})).await.unwrap();
+                let routes = [
+                    (http::Method::PUT, "/v1/nouns/team/s/k"),
+                    (http::Method::POST, "/v1/keys"),
+                    (http::Method::POST, "/v1/queues"),
+                    (http::Method::POST, "/v1/tasks"),
+                    (http::Method::POST, "/v1/queues/q/claim"),
+                    (http::Method::POST, "/v1/tasks/t1/submit"),
+                    (http::Method::POST, "/v1/tasks/t1/split"),
+                    (http::Method::POST, "/v1/batch/nouns"),
+                    (http::Method::POST, "/v1/batch/tasks"),
+                    (http::Method::POST, "/v1/promotions"),
+                    (http::Method::POST, "/v1/worker/submit"),
+                    (http::Method::POST, "/v1/nouns/team/s/k/quarantine"),
+                ];
+                for ((method, path), body) in routes.iter().zip(&bodies) {
+                    let r = d.admin.send(method.clone(), path, Some(bytes::Bytes::from(body.clone())), &[]).await.expect("an answer");
+                    assert!(r.status.as_u16() < 500, "{method} {path} answered {} to {:?}: {}", r.status, String::from_utf8_lossy(body), String::from_utf8_lossy(&r.body));
+                    if !r.status.is_success() {
+                        assert!(r.error_code().is_some(), "error bodies have a code");
+                    }
+                }
+            });
+        }
+    }
+}
