@@ -5,14 +5,21 @@
 //! Modules, and how they depend on each other (only downwards):
 //!
 //! ```text
-//! daemon   opens the root, loads keys, serves, drains
-//! http     hyper server, one routing table, JSON errors   -> auth, store
-//! auth     keys, grants, visibility decisions             -> store
-//! store    the sandboxed root: objects, noun refs         (bottom)
-//! client   a small HTTP client for the CLI, tests and benchmarks
-//! cli      the `tessera` command                          -> client, daemon, store
-//! config   defaults, config file, flags
+//! daemon     opens the root, recovers the queue, serves, drains
+//! http       hyper server, one routing table, JSON errors  -> promotion, worker, queue, auth, store
+//! promotion  the public promotion gate                     -> queue, auth, store
+//! worker     worker credentials, prompt, parts, submit,
+//!            projection, contract checks                   -> queue, auth, store
+//! queue      tasks, leases, fencing, receipts, journal     -> auth (vocabulary), store
+//! auth       keys, grants, visibility decisions, tokens    -> store
+//! store      the sandboxed root: objects, noun refs        (bottom)
+//! client     a small HTTP client for the CLI, tests, benches, example
+//! cli        the `tessera` command                         -> client, daemon, store, importer
+//! config     defaults, config file, flags
 //! ```
+//!
+//! The seed-pack importer is its own crate (`importer/`, pure: files in, a
+//! validated plan out); `cli::import` applies a plan through the HTTP API.
 
 pub mod auth;
 pub mod cli;
