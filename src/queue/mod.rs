@@ -27,6 +27,8 @@ mod decide;
 mod event;
 mod index;
 pub mod journal;
+mod lease;
+mod lifecycle;
 pub mod machine;
 #[cfg(test)]
 mod machine_props;
@@ -39,10 +41,8 @@ pub mod table;
 pub mod task;
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use jiff::Timestamp;
-use serde_json::Value;
 use tokio::sync::Notify;
 
 pub use decide::{Enqueue, Submit};
@@ -53,7 +53,7 @@ pub use recover::Recovery;
 pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
-use crate::store::{self, Durability, Name, Sha256, Store};
+use crate::store::{self, Name, Store};
 
 /// What can fail in the queue.
 #[derive(Debug, thiserror::Error)]
@@ -170,9 +170,6 @@ struct Inner {
     store: Store,
     ready: Notify,
 }
-
-/// How often lapsed leases and due retries are looked for.
-const SWEEP_EVERY: Duration = Duration::from_millis(100);
 
 impl Queue {
     /// Recovers the queue from the root's journal.
@@ -311,280 +308,6 @@ impl Queue {
         }
         self.durable(seq).await?;
         Ok(out)
-    }
-
-    fn claim_now(
-        &self,
-        st: &mut State,
-        id: TaskId,
-        holder: &Name,
-        handle: &(dyn Fn() -> String + Sync),
-        at: Timestamp,
-    ) -> Result<(u64, Claim), Error> {
-        let handle = std::iter::repeat_with(handle)
-            .find(|h| !st.index.handles.contains_key(h))
-            .expect("an unused handle turns up");
-        let ev = st.decide_claim(id, holder, task::new_lease_id(), handle, at)?;
-        let seq = self.commit(st, &ev)?;
-        let lease = st.tasks[&id].lease.clone().expect("just claimed");
-        Ok((seq, Claim { id, lease }))
-    }
-
-    /// Claims the next task on `queue` that `can` allows, waiting up to
-    /// `wait` for one to become ready; `None` when none did. `render` reads
-    /// what the caller shows of the claim, under the claim's own lock.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn claim_next<R>(
-        &self,
-        queue: &Name,
-        kinds: Option<&[Name]>,
-        holder: &Name,
-        handle: &(dyn Fn() -> String + Sync),
-        can: &(dyn Fn(&Task) -> bool + Sync),
-        wait: Duration,
-        render: impl FnOnce(&State, &Claim) -> R,
-    ) -> Result<Option<R>, Error> {
-        let mut render = Some(render);
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let notified = self.inner.ready.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let found = {
-                let mut st = self.lock();
-                let at = Timestamp::now();
-                st.promote_due(at);
-                match st.find_claimable(queue, kinds, can) {
-                    Some(id) => {
-                        let (seq, claim) = self.claim_now(&mut st, id, holder, handle, at)?;
-                        let render = render.take().expect("rendered once");
-                        Some((seq, render(&st, &claim)))
-                    }
-                    None => None,
-                }
-            };
-            if let Some((seq, out)) = found {
-                self.durable(seq).await?;
-                return Ok(Some(out));
-            }
-            tokio::select! {
-                () = &mut notified => {}
-                () = tokio::time::sleep_until(deadline) => return Ok(None),
-            }
-        }
-    }
-
-    /// Claims one task by id (the caller has checked it may).
-    pub async fn claim<R>(
-        &self,
-        id: TaskId,
-        holder: &Name,
-        handle: &(dyn Fn() -> String + Sync),
-        render: impl FnOnce(&State, &Claim) -> R,
-    ) -> Result<R, Error> {
-        let (seq, out) = {
-            let mut st = self.lock();
-            let at = Timestamp::now();
-            st.promote_due(at);
-            let (seq, claim) = self.claim_now(&mut st, id, holder, handle, at)?;
-            (seq, render(&st, &claim))
-        };
-        self.durable(seq).await?;
-        Ok(out)
-    }
-
-    /// Extends a live lease; returns the new expiry.
-    pub async fn heartbeat(&self, id: TaskId, lease_id: &LeaseId) -> Result<Timestamp, Error> {
-        self.run(|st| {
-            let ev = st.decide_heartbeat(id, lease_id, Timestamp::now())?;
-            let Event::Heartbeat { expires_at, .. } = &ev else {
-                unreachable!("heartbeat")
-            };
-            let at = *expires_at;
-            Ok((ev, at))
-        })
-        .await
-    }
-
-    /// Returns a claimed task to the queue.
-    pub async fn release(&self, id: TaskId, lease_id: &LeaseId) -> Result<TaskState, Error> {
-        self.run_then(
-            |st| Ok((st.decide_release(id, lease_id, Timestamp::now())?, ())),
-            |st, ()| st.tasks[&id].state,
-        )
-        .await
-    }
-
-    /// Submits a result under a live lease: writes the receipt and ends the
-    /// task. A resend of the accepted submission returns the same receipt.
-    pub async fn submit(
-        &self,
-        id: TaskId,
-        lease_id: &LeaseId,
-        input: &SubmitInput,
-        by: &Name,
-    ) -> Result<(Sha256, bool, TaskState), Error> {
-        let (seq, receipt, created, state) = {
-            let mut st = self.lock();
-            match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
-                Submit::Existing(id) => {
-                    let sha = st.tasks[&id]
-                        .submission
-                        .as_ref()
-                        .expect("submitted")
-                        .receipt;
-                    let state = st.tasks[&id].state;
-                    (self.inner.committer.appended(), (sha, None), false, state)
-                }
-                Submit::New(ev) => {
-                    let Event::Submitted {
-                        receipt,
-                        receipt_sha256,
-                        ..
-                    } = &ev
-                    else {
-                        unreachable!("submit")
-                    };
-                    let out = (*receipt_sha256, Some(receipt.clone()));
-                    let seq = self.commit(&mut st, &ev)?;
-                    (seq, out, true, st.tasks[&id].state)
-                }
-            }
-        };
-        if let (sha, Some(value)) = &receipt {
-            let written = self
-                .inner
-                .store
-                .put_object(&receipt::bytes(value), Durability::Journaled)?;
-            debug_assert_eq!(written, *sha);
-            self.inner.ready.notify_waiters();
-        }
-        self.durable(seq).await?;
-        Ok((receipt.0, created, state))
-    }
-
-    /// Parks a claimed task.
-    pub async fn park(
-        &self,
-        id: TaskId,
-        lease_id: &LeaseId,
-        park: Park,
-    ) -> Result<TaskState, Error> {
-        self.run_then(
-            |st| Ok((st.decide_park(id, lease_id, park, Timestamp::now())?, ())),
-            |st, ()| st.tasks[&id].state,
-        )
-        .await
-    }
-
-    /// Resumes a parked task with a new input pin.
-    pub async fn resume(
-        &self,
-        id: TaskId,
-        input_ref: Value,
-        by: &Name,
-    ) -> Result<TaskState, Error> {
-        self.run_then(
-            |st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())),
-            |st, ()| st.tasks[&id].state,
-        )
-        .await
-    }
-
-    /// Splits a claimed task into children; returns their ids.
-    pub async fn split(
-        &self,
-        id: TaskId,
-        lease_id: &LeaseId,
-        children: Vec<ChildSpec>,
-        sees: &(dyn Fn(&Task) -> bool + Sync),
-    ) -> Result<Vec<TaskId>, Error> {
-        self.run(|st| {
-            let ev = st.decide_split(id, lease_id, children, sees, Timestamp::now())?;
-            let Event::Split { children, .. } = &ev else {
-                unreachable!("split")
-            };
-            let ids = children.iter().map(|c| c.id).collect();
-            Ok((ev, ids))
-        })
-        .await
-    }
-
-    /// Cancels a task and its live descendants.
-    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<TaskState, Error> {
-        self.run_then(
-            |st| Ok((st.decide_cancel(id, by, Timestamp::now())?, ())),
-            |st, ()| st.tasks[&id].state,
-        )
-        .await
-    }
-
-    /// Records a staged part for the live attempt of `id`.
-    pub async fn stage(
-        &self,
-        id: TaskId,
-        attempt: Attempt,
-        name: String,
-        sha256: Sha256,
-    ) -> Result<(), Error> {
-        self.run(|st| {
-            let t = st.task(id)?;
-            if t.state != TaskState::Claimed || t.attempt != attempt {
-                return Err(Error::StaleLease {
-                    state: t.state,
-                    attempt: t.attempt,
-                });
-            }
-            Ok((
-                Event::Staged {
-                    id,
-                    attempt,
-                    name,
-                    sha256,
-                },
-                (),
-            ))
-        })
-        .await
-    }
-
-    /// One sweep: lapsed leases end (counting the attempt), due retries
-    /// become ready. Returns how many leases expired.
-    pub fn sweep(&self) -> Result<usize, Error> {
-        let now = Timestamp::now();
-        let (promoted, expired) = {
-            let mut st = self.lock();
-            let promoted = st.promote_due(now);
-            let events = st.decide_expiries(now);
-            for ev in &events {
-                if let Event::Released { id, attempt, .. } = ev {
-                    tracing::info!(task = %id, attempt = attempt.0, "lease expired");
-                }
-                self.commit(&mut st, ev)?;
-            }
-            (promoted, events.len())
-        };
-        if promoted || expired > 0 {
-            self.inner.ready.notify_waiters();
-        }
-        Ok(expired)
-    }
-
-    /// Sweeps every 100 ms until `stop` resolves.
-    pub async fn sweep_until(&self, stop: impl std::future::Future<Output = ()>) {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(stop);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = self.sweep() {
-                        tracing::error!(error = %e, "queue sweep failed");
-                    }
-                }
-                () = &mut stop => return,
-            }
-        }
     }
 
     /// The (task, attempt) a worker handle stands for.
