@@ -680,3 +680,29 @@ mod round_trip {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn steps_never_point_at_a_task_the_claimant_may_not_see() {
+    let t = Team::start().await;
+    let mut private = spec("verb.verify_gate", json!({}));
+    private["visibility_scope"] = json!("private");
+    let up = enqueue(&t.requester, &private).await;
+    let c = body(
+        &t.d.admin
+            .post_json(&format!("/v1/tasks/{up}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    let admin_handle = t.d.admin.with_bearer(c["handle"].as_str().unwrap());
+    assert_status!(submit_body(&admin_handle, b"private result").await, 201);
+    let mut down = spec("verb.solve_draft", json!({}));
+    down["depends_on"] = json!([up]);
+    enqueue(&t.requester, &down).await;
+    let w = claim_worker(&t, "work.external").await;
+    let p = body(&w.handle.get("/v1/worker/prompt").await.unwrap());
+    assert_eq!(
+        p["context"]["steps"],
+        json!([]),
+        "the worker's key may not see the private upstream"
+    );
+}

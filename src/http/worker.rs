@@ -44,7 +44,9 @@ async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError
 pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Prompt)?;
     let holder = holder(ctx, &s)?;
-    let facts = ctx.queue.peek(|st| prompt::Facts::gather(st, &s.task));
+    let facts = ctx
+        .queue
+        .peek(|st| prompt::Facts::gather(st, &s.task, &holder));
     let assembled = ctx
         .blocking(move |store| Ok::<_, ApiError>(prompt::assemble(store, &facts, &holder)))
         .await?;

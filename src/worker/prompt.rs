@@ -24,15 +24,19 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Copies what the prompt needs out of the queue state.
-    pub fn gather(st: &State, task: &Task) -> Facts {
+    /// Copies what the prompt needs out of the queue state: the related
+    /// tasks the claiming key may see (a step never points at a task the
+    /// worker's principal could not read itself).
+    pub fn gather(st: &State, task: &Task, holder: &Principal) -> Facts {
         let related = task
             .spec
             .depends_on
             .iter()
             .chain(&task.children)
             .filter(|id| **id != task.id)
-            .filter_map(|id| st.tasks.get(id).cloned())
+            .filter_map(|id| st.tasks.get(id))
+            .filter(|r| access::sees_task(holder, &st.facts(r)))
+            .cloned()
             .collect();
         Facts {
             task: task.clone(),
