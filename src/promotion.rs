@@ -178,24 +178,23 @@ pub async fn promote(
     store
         .blocking(move |store| {
             let path = from.path(from.namespace.as_ref().expect("checked above"));
-            let bytes = store.read_pin::<store::Error>(&from, &path.namespace, |_| Ok(()))?;
-            let latest = store
-                .read_ref(&path)?
-                .ok_or(store::Error::NounNotFound)?
-                .latest()
-                .clone();
-            let pinned = store
-                .read_ref(&path)?
-                .and_then(|r| r.version(from.version).cloned())
-                .ok_or(store::Error::NounNotFound)?;
+            let (pinned, bytes) = store.read_version::<store::Error>(
+                &path,
+                Some(from.version),
+                Some(from.sha256),
+                |_| Ok(()),
+            )?;
+            // Appended after whatever is latest, under the key's lock; the
+            // envelope stays the latest version's but for visibility.
             let request = PutRequest {
-                expected_version: Some(latest.version),
+                expected_version: None,
                 skip_unchanged: false,
                 dry_run: false,
-                media_type: pinned.media_type.clone(),
-                noun_type: pinned.noun_type.clone(),
+                media_type: pinned.media_type,
+                noun_type: pinned.noun_type,
             };
-            let outcome = store.put_noun::<store::Error>(&path, &bytes, &request, |_| {
+            let outcome = store.put_noun::<store::Error>(&path, &bytes, &request, |latest| {
+                let latest = latest.expect("the pinned noun exists");
                 Ok(VersionMeta {
                     created_by: by.clone(),
                     producer_surface: latest.producer_surface.clone(),

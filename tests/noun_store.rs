@@ -596,3 +596,35 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn sigterm_lets_an_in_flight_request_finish() {
+    let root = tempfile::tempdir().unwrap();
+    let d = DaemonProcess::spawn(root.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admin = d.admin.clone();
+    rt.block_on(async {
+        let r = admin
+            .post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 201);
+    });
+    let poll = rt.spawn(async move {
+        admin
+            .post_json("/v1/queues/q/claim", &json!({"wait_ms": 1500}))
+            .await
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    d.signal("TERM");
+    let answer = rt
+        .block_on(poll)
+        .unwrap()
+        .expect("the in-flight long poll gets its answer");
+    assert_eq!(
+        answer.status, 204,
+        "the long poll ran to its end, not cut off"
+    );
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0), "{log}");
+}

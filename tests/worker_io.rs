@@ -706,3 +706,29 @@ async fn steps_never_point_at_a_task_the_claimant_may_not_see() {
         "the worker's key may not see the private upstream"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn heartbeats_keep_the_handle_and_token_alive_past_the_first_expiry() {
+    let t = Team::start().await;
+    let mut s = spec("verb.solve_draft", json!({}));
+    s["queue"] = json!("work.short");
+    enqueue(&t.requester, &s).await;
+    let w = claim_worker(&t, "work.short").await;
+    let lease = w.claim["lease"]["id"].as_str().unwrap().to_string();
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let hb = t
+            .worker
+            .post_json(
+                &format!("/v1/tasks/{}/heartbeat", w.id),
+                &json!({"lease_id": lease}),
+            )
+            .await
+            .unwrap();
+        assert_status!(hb, 200);
+    }
+    // 1.5 s after a claim whose lease (and token) said 1 s.
+    assert_status!(w.token.get("/v1/worker/prompt").await.unwrap(), 200);
+    assert_status!(w.handle.get("/v1/worker/prompt").await.unwrap(), 200);
+    assert_status!(submit_body(&w.token, b"done in time").await, 201);
+}

@@ -23,14 +23,14 @@ use tokio::task::JoinSet;
 use super::error::ApiError;
 use super::nouns::Prepared;
 use super::request::{Req, parse_json};
-use super::tasks::authorize_spec;
+use super::tasks::{authorize_spec, enqueue_outcome};
 use super::wire::{
     BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS, NounBatch, NounBatchItem, PutNoun,
     PutNounReply, TaskBatch, TaskOutcome,
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::{Principal, Scope, access};
-use crate::queue::{self, Enqueued, Task, TaskSpec};
+use crate::queue::{Enqueued, Task, TaskSpec};
 use crate::store::NounPath;
 
 /// A batch body may be this many times the single-request body limit.
@@ -131,28 +131,12 @@ pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         .await?;
     let mut created = 0;
     for ((slot, outcome), state) in slots.into_iter().zip(outcomes).zip(states) {
-        let answer = |status, outcome: &str, task_id| {
-            succeeded(
-                status,
-                TaskOutcome {
-                    outcome: outcome.into(),
-                    task_id,
-                    state,
-                    dry_run,
-                },
-            )
-        };
-        answers[slot] = Some(match outcome {
-            Ok(Enqueued::WouldCreate) => answer(StatusCode::OK, "create", None),
-            Ok(Enqueued::Created(id)) => {
-                created += 1;
-                answer(StatusCode::CREATED, "create", Some(id))
+        answers[slot] = Some(match enqueue_outcome(outcome, dry_run, state) {
+            Ok((status, answer)) => {
+                created += usize::from(status == StatusCode::CREATED);
+                succeeded(status, answer)
             }
-            Ok(Enqueued::Existing(id)) => answer(StatusCode::OK, "unchanged", Some(id)),
-            Err(queue::Error::IdempotencyConflict(id)) if dry_run => {
-                answer(StatusCode::OK, "conflict", Some(id))
-            }
-            Err(e) => failed(e.into()),
+            Err(e) => failed(e),
         });
     }
     let items: Vec<_> = answers.into_iter().flatten().collect();

@@ -21,6 +21,9 @@ pub struct ApiError {
     pub message: String,
     /// Structured details (an object).
     pub details: Value,
+    /// What the log line says besides the message: the hidden cause of an
+    /// internal error, the path of a corrupt object. Never sent.
+    pub cause: Option<String>,
 }
 
 impl ApiError {
@@ -31,6 +34,7 @@ impl ApiError {
             code,
             message: message.into(),
             details: json!({}),
+            cause: None,
         }
     }
 
@@ -55,20 +59,28 @@ impl ApiError {
         )
     }
 
-    /// A 500 that hides its cause from the client and logs it.
+    /// Records what the log line should say besides the message.
+    pub fn because(mut self, cause: impl Into<String>) -> ApiError {
+        self.cause = Some(cause.into());
+        self
+    }
+
+    /// A 500 that hides its cause from the client; the log line names it.
     pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
-        tracing::error!(error = %cause, "internal error");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
             "internal error; the daemon log has the cause",
         )
+        .because(cause.to_string())
     }
 
-    /// The response carrying this error.
+    /// The response carrying this error. A server error is logged here,
+    /// once, with its cause.
     pub fn into_response(self) -> Response<Full<Bytes>> {
         if self.status.is_server_error() {
-            tracing::error!(status = self.status.as_u16(), code = self.code, message = %self.message, "request failed");
+            let cause = self.cause.as_deref().unwrap_or("");
+            tracing::error!(status = self.status.as_u16(), code = self.code, message = %self.message, cause, "request failed");
         } else {
             tracing::debug!(status = self.status.as_u16(), code = self.code, message = %self.message, "request refused");
         }
@@ -106,14 +118,12 @@ impl From<store::Error> for ApiError {
                 actual,
             } => ApiError::new(StatusCode::CONFLICT, "pin_mismatch", msg)
                 .with(json!({"version": version, "expected": expected, "actual": actual})),
-            E::CorruptObject { path } => {
-                tracing::error!(path = %path, "corrupt object");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "corrupt_object",
-                    "a stored object failed its hash check; the operator should run `tessera fsck`",
-                )
-            }
+            E::CorruptObject { path } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "corrupt_object",
+                "a stored object failed its hash check; the operator should run `tessera fsck`",
+            )
+            .because(format!("{path} does not hash to its name; not served")),
             E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_poisoned", msg),
             E::ObjectMissing { .. } | E::CorruptRef { .. } | E::Locked { .. } | E::Io { .. } => {
                 ApiError::internal(&msg)
@@ -208,7 +218,6 @@ impl From<worker::Error> for ApiError {
                     .with(json!({"limit": limit}))
             }
             E::ProjectionFailed { path, reason } => {
-                tracing::error!(path = %path, reason = %reason, "projection failed (check_policy: strict)");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "projection_failed", msg)
                     .with(json!({"path": path, "reason": reason}))
             }

@@ -129,34 +129,9 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
         .transpose()?;
     let (entry, bytes) = ctx
         .blocking(move |store| {
-            let noun = store.read_ref(&path)?.ok_or(store::Error::NounNotFound)?;
-            let latest = noun.latest();
-            let entry = match version.map(|v| (v, noun.version(v))) {
-                None => latest,
-                Some((_, Some(entry))) => entry,
-                Some((v, None)) => {
-                    access::read_noun(&principal, latest)?;
-                    return Err(store::Error::VersionNotFound {
-                        version: v,
-                        latest: latest.version,
-                    }
-                    .into());
-                }
-            };
-            access::read_noun(&principal, entry)?;
-            let entry = entry.clone();
-            if let Some(pin) = pin
-                && pin != entry.sha256
-            {
-                return Err(store::Error::PinMismatch {
-                    version: entry.version,
-                    expected: pin,
-                    actual: entry.sha256,
-                }
-                .into());
-            }
-            let bytes = store.read_body(&entry)?;
-            Ok::<_, ApiError>((entry, bytes))
+            store.read_version(&path, version, pin, |entry| {
+                access::read_noun(&principal, entry).map_err(ApiError::from)
+            })
         })
         .await?;
     let mut resp = Resp::new(http_body_util::Full::new(Bytes::from(bytes)));

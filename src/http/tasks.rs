@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::wire::{Enqueued as EnqueuedReply, LeaseView, Related, TaskList, TaskView};
+use super::wire::{Enqueued as EnqueuedReply, LeaseView, Related, TaskList, TaskOutcome, TaskView};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, TaskFacts};
 use crate::auth::{self, Principal};
@@ -106,21 +106,7 @@ pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Re
         .queue
         .peek(|st| st.queues.get(&spec.queue).map(|q| q.server))
         .ok_or_else(|| crate::queue::Error::UnknownQueue(spec.queue.to_string()))?;
-    let facts = TaskFacts {
-        namespace: &spec.namespace,
-        queue: &spec.queue,
-        server_queue: server,
-        kind: &spec.kind,
-        effect_class: spec.effect_class,
-        envelope: access::Envelope {
-            visibility: spec.visibility_scope,
-            owner: Some(p.key_id.as_str()),
-            producer_surface: spec.producer_surface.as_ref(),
-            allowed_surfaces: &spec.allowed_surfaces,
-            quarantined: false,
-        },
-    };
-    spec.producer_surface = access::may_enqueue(p, &facts)?;
+    spec.producer_surface = access::may_enqueue(p, &spec.facts(&p.key_id, server))?;
     crate::worker::step_name(spec.kind.as_str(), &spec.brief_value()).map_err(|m| {
         ApiError::bad_request("invalid_field", m).with(json!({"field": "brief.step"}))
     })?;
@@ -150,8 +136,37 @@ pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Re
     Ok(())
 }
 
+/// How one enqueue outcome is answered, by `POST /v1/tasks` and by each
+/// item of `POST /v1/batch/tasks` alike: 201 create, 200 unchanged, and
+/// in a dry run 200 create or conflict; other refusals are errors.
+pub fn enqueue_outcome(
+    outcome: Result<Enqueued, crate::queue::Error>,
+    dry_run: bool,
+    state: Option<TaskState>,
+) -> Result<(StatusCode, TaskOutcome), ApiError> {
+    let (status, name, task_id) = match outcome {
+        Ok(Enqueued::Created(id)) => (StatusCode::CREATED, "create", Some(id)),
+        Ok(Enqueued::WouldCreate) => (StatusCode::OK, "create", None),
+        Ok(Enqueued::Existing(id)) => (StatusCode::OK, "unchanged", Some(id)),
+        Err(crate::queue::Error::IdempotencyConflict(id)) if dry_run => {
+            (StatusCode::OK, "conflict", Some(id))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok((
+        status,
+        TaskOutcome {
+            outcome: name.into(),
+            task_id,
+            state,
+            dry_run,
+        },
+    ))
+}
+
 /// `POST /v1/tasks[?dry_run=true]`. A dry run answers
-/// `{outcome: create | unchanged | conflict, task_id?}` and writes nothing.
+/// `{outcome: create | unchanged | conflict, task_id?, dry_run}` and
+/// writes nothing.
 pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let dry_run = req.query("dry_run") == Some("true");
@@ -164,32 +179,16 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         .enqueue_many(vec![spec], &p.key_id, &sees, dry_run)
         .await?
         .remove(0);
+    let (status, answer) = enqueue_outcome(outcome, dry_run, None)?;
     if dry_run {
-        let answer = match outcome {
-            Ok(Enqueued::WouldCreate) => json!({"outcome": "create"}),
-            Ok(Enqueued::Existing(id)) => json!({"outcome": "unchanged", "task_id": id}),
-            Err(crate::queue::Error::IdempotencyConflict(id)) => {
-                json!({"outcome": "conflict", "task_id": id})
-            }
-            Ok(Enqueued::Created(_)) => unreachable!("a dry run creates nothing"),
-            Err(e) => return Err(e.into()),
-        };
-        return Ok(json_response(StatusCode::OK, &answer));
+        return Ok(json_response(status, &answer));
     }
-    let (id, created) = match outcome? {
-        Enqueued::Created(id) => (id, true),
-        Enqueued::Existing(id) => (id, false),
-        Enqueued::WouldCreate => unreachable!("not a dry run"),
-    };
+    let id = answer.task_id.expect("an enqueue names its task");
+    let created = status == StatusCode::CREATED;
     let state = ctx.queue.read(|st| st.tasks[&id].state).await?;
     if created {
         tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task enqueued");
     }
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
     Ok(json_response(
         status,
         &EnqueuedReply {

@@ -44,7 +44,10 @@ impl Queue {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = self.sweep() {
-                        tracing::error!(error = %e, "queue sweep failed");
+                        // Only a journal failure stops a sweep, and it is
+                        // final until restart: say so once, then stop.
+                        tracing::error!(error = %e, "queue sweeps stopped; leases will not expire until restart");
+                        return;
                     }
                 }
                 () = &mut stop => return,

@@ -159,6 +159,29 @@ impl TaskSpec {
         Ok(())
     }
 
+    /// What the access rules need to know about a task with this spec,
+    /// enqueued (or to be enqueued) by `requester`.
+    pub fn facts<'a>(
+        &'a self,
+        requester: &'a Name,
+        server_queue: bool,
+    ) -> crate::auth::access::TaskFacts<'a> {
+        crate::auth::access::TaskFacts {
+            namespace: &self.namespace,
+            queue: &self.queue,
+            server_queue,
+            kind: &self.kind,
+            effect_class: self.effect_class,
+            envelope: crate::auth::access::Envelope {
+                visibility: self.visibility_scope,
+                owner: Some(requester.as_str()),
+                producer_surface: self.producer_surface.as_ref(),
+                allowed_surfaces: &self.allowed_surfaces,
+                quarantined: false,
+            },
+        }
+    }
+
     /// The brief as a JSON value.
     pub fn brief_value(&self) -> serde_json::Value {
         serde_json::from_str(self.brief.get()).expect("a stored brief is valid JSON")

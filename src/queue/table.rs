@@ -26,11 +26,6 @@ impl TaskTable {
         self.0.get_mut(slot(*id)?)
     }
 
-    /// Whether a task has this id.
-    pub fn contains_key(&self, id: &TaskId) -> bool {
-        self.get(id).is_some()
-    }
-
     /// Adds the next task; its id must be the next one.
     pub fn push(&mut self, task: Task) {
         assert_eq!(

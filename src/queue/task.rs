@@ -246,20 +246,7 @@ pub fn new_lease_id() -> LeaseId {
 impl Task {
     /// What the access rules need to know about this task.
     pub fn facts(&self, server_queue: bool) -> crate::auth::access::TaskFacts<'_> {
-        crate::auth::access::TaskFacts {
-            namespace: &self.spec.namespace,
-            queue: &self.spec.queue,
-            server_queue,
-            kind: &self.spec.kind,
-            effect_class: self.spec.effect_class,
-            envelope: crate::auth::access::Envelope {
-                visibility: self.spec.visibility_scope,
-                owner: Some(self.requester.as_str()),
-                producer_surface: self.spec.producer_surface.as_ref(),
-                allowed_surfaces: &self.spec.allowed_surfaces,
-                quarantined: false,
-            },
-        }
+        self.spec.facts(&self.requester, server_queue)
     }
 
     /// `ok` of a terminal task: true iff it succeeded.

@@ -112,8 +112,9 @@ pub struct VersionMeta {
 /// What a put asks for besides the body.
 #[derive(Clone, Debug)]
 pub struct PutRequest {
-    /// The version the write follows (0 = create); `None` only with
-    /// `skip_unchanged`, meaning "after whatever is latest".
+    /// The version the write follows (0 = create); `None` means "after
+    /// whatever is latest" (the importer's declarative put, which the HTTP
+    /// layer allows only with `skip_unchanged`, and promotion).
     pub expected_version: Option<u64>,
     /// Equal bytes to the latest version write nothing.
     pub skip_unchanged: bool,

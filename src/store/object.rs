@@ -95,16 +95,11 @@ impl Objects {
         file.read_to_end(&mut bytes)
             .map_err(|e| io_err(format!("reading {}", object_path(sha)), e))?;
         if Sha256::of(&bytes) != *sha {
-            let path = object_path(sha);
-            tracing::error!(path = %path, "object does not hash to its name; refusing to serve it");
-            return Err(Error::CorruptObject { path });
+            return Err(Error::CorruptObject {
+                path: object_path(sha),
+            });
         }
         Ok(bytes)
-    }
-
-    /// Whether an object with this hash is present (not verified).
-    pub fn contains(&self, sha: &Sha256) -> bool {
-        matches!(self.fanout_dir(sha, false), Ok(Some(dir)) if dir.exists(&sha.hex()[2..]))
     }
 
     /// The object area's directory, for fsck's walk.

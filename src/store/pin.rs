@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Error, Name, NounPath, Sha256};
+use super::{Error, Name, NounPath, Sha256, VersionEntry};
 
 /// A reference to one exact noun version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,34 +42,60 @@ impl Pin {
 }
 
 impl super::Store {
-    /// Reads the bytes a pin names, checking that the version exists, that
-    /// its recorded hash is the pin's, and (by `read_body`) that the bytes
-    /// hash to it. `authorize` sees the version entry before any bytes are read.
-    pub fn read_pin<E: From<Error>>(
+    /// Reads one version of a noun (the latest when `version` is `None`),
+    /// checking it against `sha256` when one is given: the one read path
+    /// behind `GET /v1/nouns/...` and every pin. `authorize` sees the entry
+    /// before any bytes are read (the latest one when the version does not
+    /// exist, so a hidden noun never reveals which versions it has); the
+    /// bytes are verified against their hash by `read_body`.
+    pub fn read_version<E: From<Error>>(
         &self,
-        pin: &Pin,
-        default_ns: &Name,
-        authorize: impl FnOnce(&super::VersionEntry) -> Result<(), E>,
-    ) -> Result<Vec<u8>, E> {
-        let path = pin.path(default_ns);
-        let noun = self.read_ref(&path)?.ok_or(Error::NounNotFound)?;
-        let Some(entry) = noun.version(pin.version) else {
-            authorize(noun.latest())?;
-            return Err(Error::VersionNotFound {
-                version: pin.version,
-                latest: noun.latest().version,
-            }
-            .into());
+        path: &NounPath,
+        version: Option<u64>,
+        sha256: Option<Sha256>,
+        authorize: impl FnOnce(&VersionEntry) -> Result<(), E>,
+    ) -> Result<(VersionEntry, Vec<u8>), E> {
+        let noun = self.read_ref(path)?.ok_or(Error::NounNotFound)?;
+        let latest = noun.latest();
+        let entry = match version {
+            None => latest,
+            Some(v) => match noun.version(v) {
+                Some(entry) => entry,
+                None => {
+                    authorize(latest)?;
+                    return Err(Error::VersionNotFound {
+                        version: v,
+                        latest: latest.version,
+                    }
+                    .into());
+                }
+            },
         };
         authorize(entry)?;
-        if entry.sha256 != pin.sha256 {
+        if let Some(expected) = sha256
+            && expected != entry.sha256
+        {
             return Err(Error::PinMismatch {
-                version: pin.version,
-                expected: pin.sha256,
+                version: entry.version,
+                expected,
                 actual: entry.sha256,
             }
             .into());
         }
-        Ok(self.read_body(entry)?)
+        let bytes = self.read_body(entry)?;
+        Ok((entry.clone(), bytes))
+    }
+
+    /// Reads the bytes a pin names (see [`read_version`](Self::read_version)).
+    pub fn read_pin<E: From<Error>>(
+        &self,
+        pin: &Pin,
+        default_ns: &Name,
+        authorize: impl FnOnce(&VersionEntry) -> Result<(), E>,
+    ) -> Result<Vec<u8>, E> {
+        let path = pin.path(default_ns);
+        let (_, bytes) =
+            self.read_version(&path, Some(pin.version), Some(pin.sha256), authorize)?;
+        Ok(bytes)
     }
 }

@@ -25,17 +25,18 @@ pub struct Completed {
 }
 
 /// Checks that every pin names an existing version with that sha256,
-/// readable by `p`.
+/// readable by `p`, and returns their bytes in order.
 pub async fn check_pins(
     store: &Store,
     p: &Principal,
     task: &Task,
     pins: Vec<(String, Pin)>,
-) -> Result<(), Error> {
+) -> Result<Vec<Vec<u8>>, Error> {
     let p = p.clone();
     let ns = task.spec.namespace.clone();
     store
         .blocking(move |store| {
+            let mut read_all = Vec::with_capacity(pins.len());
             for (field, pin) in pins {
                 let pin_ns = pin.namespace.clone().unwrap_or_else(|| ns.clone());
                 let read = store.read_pin::<Error>(&pin, &ns, |entry| {
@@ -43,7 +44,10 @@ pub async fn check_pins(
                     Ok(access::read_noun(&p, entry)?)
                 });
                 let reason = match read {
-                    Ok(_) => continue,
+                    Ok(bytes) => {
+                        read_all.push(bytes);
+                        continue;
+                    }
                     Err(Error::Store(crate::store::Error::PinMismatch {
                         version, actual, ..
                     })) => {
@@ -65,19 +69,26 @@ pub async fn check_pins(
                     pin: Box::new(pin),
                 });
             }
-            Ok(())
+            Ok(read_all)
         })
         .await
 }
 
-/// Runs the pinned contract's checks (if the brief pins one) on the
-/// submit's outputs, or on `fallback` (the worker's final body) when it
-/// names none. Reads are the daemon's own: the requester pinned these.
+/// A stored body as the JSON a contract check reads (text that is not
+/// JSON becomes a string, which a schema then refuses).
+fn as_json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// Runs the pinned contract's checks (if the brief pins one that declares
+/// them) on `outputs`, the submit's output bodies (or the worker's final
+/// body when it names no output pins). The contract and input reads are
+/// the daemon's own: the requester pinned them.
 async fn contract_checks(
     store: &Store,
     task: &Task,
-    outputs: Vec<Pin>,
-    fallback: Option<Value>,
+    outputs: Vec<Value>,
 ) -> Result<Option<Vec<contract::Check>>, Error> {
     let brief = task.spec.brief_value();
     let Some(contract_ref) = brief.get("contract_ref").cloned() else {
@@ -93,9 +104,7 @@ async fn contract_checks(
                 let bytes = store
                     .read_pin::<crate::store::Error>(&pin, &ns, |_| Ok(()))
                     .map_err(|e| e.to_string())?;
-                Ok(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                    Value::String(String::from_utf8_lossy(&bytes).into_owned())
-                }))
+                Ok(as_json(&bytes))
             };
             let contract_doc = match read(&contract_ref) {
                 Ok(c) => c,
@@ -123,21 +132,7 @@ async fn contract_checks(
                     None
                 }
             };
-            let mut docs = Vec::with_capacity(outputs.len());
-            for pin in &outputs {
-                docs.push(
-                    read(&serde_json::to_value(pin).expect("pins serialize")).map_err(|e| {
-                        Error::Store(crate::store::io_err(
-                            "reading an output",
-                            std::io::Error::other(e),
-                        ))
-                    })?,
-                );
-            }
-            if docs.is_empty() {
-                docs.extend(fallback);
-            }
-            let mut checks = contract::evaluate(&contract_doc, input.as_ref(), &docs);
+            let mut checks = contract::evaluate(&contract_doc, input.as_ref(), &outputs);
             checks.extend(extra);
             Ok(Some(checks))
         })
@@ -169,11 +164,18 @@ pub async fn complete(
                 .map(|(i, pin)| (format!("evidence[{i}]"), pin.clone())),
         )
         .collect();
-    check_pins(store, p, task, pins).await?;
+    let bodies = check_pins(store, p, task, pins).await?;
+    let mut outputs: Vec<Value> = bodies[..input.outputs.len()]
+        .iter()
+        .map(|b| as_json(b))
+        .collect();
+    if outputs.is_empty() {
+        outputs.extend(fallback);
+    }
     let ns = &task.spec.namespace;
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
-    if let Some(checks) = contract_checks(store, task, input.outputs.clone(), fallback).await? {
+    if let Some(checks) = contract_checks(store, task, outputs).await? {
         if let Some(failed) = checks.iter().find(|c| !c.ok) {
             input.ok = false;
             input.extra.insert(
