@@ -10,9 +10,10 @@
 //! promotion  the public promotion gate                     -> queue, auth, store
 //! worker     worker credentials, prompt, parts, submit,
 //!            projection, contract checks                   -> queue, auth, store
-//! queue      tasks, leases, fencing, receipts, journal     -> auth (vocabulary), store
+//! queue      tasks, leases, fencing, receipts, journal     -> store
 //! auth       keys, grants, visibility decisions, tokens    -> store
-//! store      the sandboxed root: objects, noun refs        (bottom)
+//! store      the sandboxed root: objects, noun refs, the
+//!            envelope vocabulary (visibility, effect class) (bottom)
 //! client     a small HTTP client for the CLI, tests, benches, example
 //! cli        the `tessera` command                         -> client, daemon, store, importer
 //! config     defaults, config file, flags

@@ -8,36 +8,10 @@
 //! 2. then visibility and quarantine (→ 404, the same answer as missing);
 //! 3. then what the key may do to a record it can see (→ 403).
 
-use super::scope::{EffectClass, GrantSet, Scope};
+use super::scope::{GrantSet, Scope};
 use super::{Error, Principal};
-use crate::store::{Name, VersionEntry, VersionMeta, Visibility};
-
-/// What a record says about who may see it.
-#[derive(Clone, Copy, Debug)]
-pub struct Envelope<'a> {
-    /// Its visibility.
-    pub visibility: Visibility,
-    /// The key id that owns it.
-    pub owner: Option<&'a str>,
-    /// The surface that produced it.
-    pub producer_surface: Option<&'a Name>,
-    /// The extra surfaces of `allowlist_surfaces`.
-    pub allowed_surfaces: &'a [Name],
-    /// Quarantined records are admin-only.
-    pub quarantined: bool,
-}
-
-impl<'a> From<&'a VersionEntry> for Envelope<'a> {
-    fn from(e: &'a VersionEntry) -> Envelope<'a> {
-        Envelope {
-            visibility: e.visibility,
-            owner: e.owner.as_deref(),
-            producer_surface: e.producer_surface.as_ref(),
-            allowed_surfaces: &e.allowed_surfaces,
-            quarantined: e.quarantined,
-        }
-    }
-}
+pub use crate::store::envelope::{Envelope, TaskFacts};
+use crate::store::{EffectClass, Name, VersionEntry, VersionMeta, Visibility};
 
 /// Whether the principal may see a record with this envelope (namespace
 /// membership is checked separately, before the record is read).
@@ -185,23 +159,6 @@ pub fn new_producer_surface(p: &Principal, wanted: Option<&Name>) -> Result<Opti
             "name producer_surface: this key holds no single surface to default to".into(),
         )),
     }
-}
-
-/// What the rules need to know about a task.
-#[derive(Clone, Copy, Debug)]
-pub struct TaskFacts<'a> {
-    /// Its namespace.
-    pub namespace: &'a Name,
-    /// Its queue.
-    pub queue: &'a Name,
-    /// Whether the queue is a server queue.
-    pub server_queue: bool,
-    /// Its kind.
-    pub kind: &'a Name,
-    /// Its effect class.
-    pub effect_class: EffectClass,
-    /// Its visibility envelope (owner = the requester key).
-    pub envelope: Envelope<'a>,
 }
 
 /// Whether the principal may see a task at all.

@@ -43,8 +43,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::store::EffectClass;
+pub use crate::store::envelope::parse_surface;
 pub use keyring::{IssueRequest, KeyRecord, Keyring};
-pub use scope::{EffectClass, GrantSet, Grants, Scope, parse_surface};
+pub use scope::{GrantSet, Grants, Scope};
 
 use crate::store::{self, Name};
 

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::store::Name;
+use crate::store::{EffectClass, Name};
 
 /// One issued scope.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -89,32 +89,6 @@ impl<'de> Deserialize<'de> for Scope {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }
-}
-
-/// What a task's effect may touch; `write-repo` and `public` need admin.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EffectClass {
-    /// Reads only.
-    Read,
-    /// Writes records inside Tessera.
-    WriteInternal,
-    /// Writes a repository: admin only.
-    WriteRepo,
-    /// Publishes: admin only.
-    Public,
-}
-
-impl EffectClass {
-    /// Whether only admin keys may enqueue or claim tasks of this class.
-    pub fn needs_admin(self) -> bool {
-        matches!(self, EffectClass::WriteRepo | EffectClass::Public)
-    }
-}
-
-/// A surface named with or without its `surface:` prefix; stored bare.
-pub fn parse_surface(field: &'static str, s: &str) -> Result<Name, crate::store::Error> {
-    Name::parse(field, s.strip_prefix("surface:").unwrap_or(s))
 }
 
 /// What a key was issued: the only source of its permissions.

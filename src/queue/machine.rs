@@ -418,7 +418,7 @@ impl State {
     }
 
     /// What the access rules need to know about a task.
-    pub fn facts<'a>(&self, t: &'a Task) -> crate::auth::access::TaskFacts<'a> {
+    pub fn facts<'a>(&self, t: &'a Task) -> crate::store::envelope::TaskFacts<'a> {
         t.facts(self.queues.get(&t.spec.queue).is_some_and(|q| q.server))
     }
 

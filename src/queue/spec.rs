@@ -7,8 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use super::task::TaskId;
-use crate::auth::{EffectClass, parse_surface};
-use crate::store::{Name, Sha256, Visibility, canonical_json};
+use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
+use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
 /// What a projection does when its placement cannot be written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,18 +161,14 @@ impl TaskSpec {
 
     /// What the access rules need to know about a task with this spec,
     /// enqueued (or to be enqueued) by `requester`.
-    pub fn facts<'a>(
-        &'a self,
-        requester: &'a Name,
-        server_queue: bool,
-    ) -> crate::auth::access::TaskFacts<'a> {
-        crate::auth::access::TaskFacts {
+    pub fn facts<'a>(&'a self, requester: &'a Name, server_queue: bool) -> TaskFacts<'a> {
+        TaskFacts {
             namespace: &self.namespace,
             queue: &self.queue,
             server_queue,
             kind: &self.kind,
             effect_class: self.effect_class,
-            envelope: crate::auth::access::Envelope {
+            envelope: Envelope {
                 visibility: self.visibility_scope,
                 owner: Some(requester.as_str()),
                 producer_surface: self.producer_surface.as_ref(),

@@ -245,7 +245,7 @@ pub fn new_lease_id() -> LeaseId {
 
 impl Task {
     /// What the access rules need to know about this task.
-    pub fn facts(&self, server_queue: bool) -> crate::auth::access::TaskFacts<'_> {
+    pub fn facts(&self, server_queue: bool) -> crate::store::envelope::TaskFacts<'_> {
         self.spec.facts(&self.requester, server_queue)
     }
 

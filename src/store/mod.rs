@@ -20,6 +20,7 @@
 
 pub mod atomic;
 pub mod canonical;
+pub mod envelope;
 pub mod fsck;
 pub mod name;
 pub mod noun;
@@ -35,8 +36,9 @@ use cap_std::fs::Dir;
 
 pub use atomic::Durability;
 pub use canonical::{canonical_json, canonical_record};
+pub use envelope::{EffectClass, Visibility};
 pub use name::{Name, NounPath};
-pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta, Visibility};
+pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta};
 pub use pin::Pin;
 pub use root::{Access, Root};
 pub use sha256::{BadSha256, Sha256};

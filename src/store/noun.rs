@@ -18,21 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::atomic::Durability;
 use super::root::create_dir_if_missing;
-use super::{Error, Name, NounPath, Sha256, Store, io_err};
-
-/// Who may read a noun version (decided in `auth::access`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Visibility {
-    /// The owning key only (and admin).
-    Private,
-    /// Keys holding the producer surface.
-    SurfaceOnly,
-    /// Keys holding the producer surface or one of `allowed_surfaces`.
-    AllowlistSurfaces,
-    /// Any key with `nouns:read`.
-    Public,
-}
+use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err};
 
 /// One version of a noun, as listed in its ref file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
