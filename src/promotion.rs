@@ -5,9 +5,11 @@
 //! referencing the stage receipts, only when every piece holds:
 //! 1. the pin names an existing version with that sha256;
 //! 2. each stage succeeded, and its last receipt's outputs or evidence
-//!    contain that exact sha256;
-//! 3. the stages cover the required stage kinds (the pinned contract's
-//!    `required_stages`, else `verb.solve_draft` and `verb.verify_gate`);
+//!    hold exactly that pin (`{namespace, store, key, version, sha256}`);
+//! 3. the stages cover the required stage kinds: admin policy, the union of
+//!    the `required_stages` of the stages' queues (set when an admin
+//!    provisions them), else `verb.solve_draft` and `verb.verify_gate`;
+//!    never anything a requester wrote, such as a contract noun;
 //! 4. the stages' receipts were submitted by distinct keys.
 //!
 //! Anything missing is refused with every missing piece named, and nothing
@@ -17,16 +19,15 @@ use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use crate::auth::Principal;
-use crate::queue::{Queue, TaskId, TaskState};
+use crate::queue::{Queue, Receipt, TaskId, TaskState};
 use crate::store::{
     self, Durability, Name, Pin, PutOutcome, PutRequest, Sha256, Store, VersionMeta, Visibility,
     canonical_record,
 };
 
-/// Stage kinds required when the contract names none.
+/// Stage kinds required when no stage's queue names any.
 pub const DEFAULT_REQUIRED_STAGES: [&str; 2] = ["verb.solve_draft", "verb.verify_gate"];
 
 /// What can stop a promotion.
@@ -101,15 +102,22 @@ pub async fn promote(
     if unique.len() != req.stages.len() {
         problems.push("a stage is named twice".into());
     }
-    let tasks: Vec<_> = queue.peek(|st| {
-        req.stages
+    let (tasks, policy): (Vec<_>, BTreeSet<String>) = queue.peek(|st| {
+        let tasks: Vec<_> = req
+            .stages
             .iter()
             .map(|id| (*id, st.tasks.get(id).cloned()))
-            .collect()
+            .collect();
+        let policy = tasks
+            .iter()
+            .filter_map(|(_, t)| t.as_ref())
+            .filter_map(|t| st.queues.get(&t.spec.queue))
+            .flat_map(|q| q.required_stages.iter().map(|k| k.to_string()))
+            .collect();
+        (tasks, policy)
     });
     let pin = req.pin.clone();
-    let sha = pin.sha256;
-    let (bytes_ok, stages, contract_stages, mut more) = store.blocking(move |store| {
+    let (bytes_ok, stages, mut more) = store.blocking(move |store| {
         let mut problems = Vec::new();
         let bytes_ok = match store.read_pin::<store::Error>(&pin, &ns, |_| Ok(())) {
             Ok(_) => true,
@@ -119,7 +127,6 @@ pub async fn promote(
             }
         };
         let mut stages = Vec::new();
-        let mut contract_stages = None;
         for (id, task) in &tasks {
             let Some(t) = task else {
                 problems.push(format!("stage {id} does not exist"));
@@ -133,33 +140,29 @@ pub async fn promote(
                 problems.push(format!("stage {id} has no receipt"));
                 continue;
             };
-            let receipt: Value = serde_json::from_slice(&store.get_object(receipt_sha)?).unwrap_or(Value::Null);
-            let cites = ["outputs", "evidence"].iter().any(|k| {
-                receipt[k].as_array().is_some_and(|pins| pins.iter().any(|p| p["sha256"] == json!(sha)))
-            });
-            if !cites {
-                problems.push(format!("stage {id}'s receipt {receipt_sha} does not reference sha256 {sha} in its outputs or evidence"));
-            }
-            if contract_stages.is_none() {
-                contract_stages = required_from_contract(store, t);
+            let receipt = Receipt::read(store, receipt_sha)?;
+            if !receipt.cites(&pin) {
+                problems.push(format!("stage {id}'s receipt {receipt_sha} does not hold exactly this pin (namespace, store, key, version and sha256) in its outputs or evidence"));
             }
             stages.push(Stage {
                 task_id: *id,
                 kind: t.spec.kind.clone(),
                 receipt: *receipt_sha,
-                by_key: receipt["by_key"].as_str().unwrap_or_default().to_string(),
+                by_key: receipt.by_key.to_string(),
             });
         }
-        Ok::<_, Error>((bytes_ok, stages, contract_stages, problems))
+        Ok::<_, Error>((bytes_ok, stages, problems))
     })
     .await?;
     problems.append(&mut more);
-    let required: Vec<String> = contract_stages.unwrap_or_else(|| {
+    let required: Vec<String> = if policy.is_empty() {
         DEFAULT_REQUIRED_STAGES
             .iter()
             .map(|s| s.to_string())
             .collect()
-    });
+    } else {
+        policy.into_iter().collect()
+    };
     for kind in &required {
         if !stages.iter().any(|s| s.kind.as_str() == kind) {
             problems.push(format!("no succeeded stage of kind {kind}"));
@@ -224,20 +227,4 @@ pub async fn promote(
             Ok((record, sha))
         })
         .await
-}
-
-/// The `required_stages` of the contract a task pins, if any.
-fn required_from_contract(store: &Store, t: &crate::queue::Task) -> Option<Vec<String>> {
-    let brief = t.spec.brief_value();
-    let pin: Pin = serde_json::from_value(brief.get("contract_ref")?.clone()).ok()?;
-    let bytes = store
-        .read_pin::<store::Error>(&pin, &t.spec.namespace, |_| Ok(()))
-        .ok()?;
-    let contract: Value = serde_json::from_slice(&bytes).ok()?;
-    let list: Vec<String> = contract["required_stages"]
-        .as_array()?
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    (!list.is_empty()).then_some(list)
 }

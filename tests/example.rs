@@ -38,7 +38,7 @@ fn the_example_runs_end_to_end_and_removes_its_root() {
     for want in [
         "result: sum of squares = 244",
         "4/4 boundaries held",
-        "held   the worker key is refused the server queue",
+        "held   the server queue is unknown to the worker key (404, as a missing queue)",
         "held   a late submit on the expired first lease is fenced",
         "child t2 (partial-a)",
         "parent t1",

@@ -992,7 +992,7 @@ async fn queue_and_task_routes_allow_exactly_what_was_issued() {
             post.clone(),
             "/v1/tasks",
             Some(task_spec(json!({"queue": "work.server"}))),
-            403,
+            404,
         ),
         row(
             "requester",
@@ -1029,7 +1029,7 @@ async fn queue_and_task_routes_allow_exactly_what_was_issued() {
             Some(task_spec(
                 json!({"tags": ["surface:other_surface", "queue:work.server"], "queue": "work.server"}),
             )),
-            403,
+            404,
         ),
         row(
             "server_named",
@@ -1080,14 +1080,14 @@ async fn queue_and_task_routes_allow_exactly_what_was_issued() {
             post.clone(),
             "/v1/queues/work.external/claim",
             Some(json!({})),
-            403,
+            404,
         ),
         row(
             "worker",
             post.clone(),
             "/v1/queues/work.server/claim",
             Some(json!({})),
-            403,
+            404,
         ),
         row(
             "admin",

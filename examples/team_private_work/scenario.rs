@@ -314,13 +314,12 @@ pub async fn run(admin: &Client) -> Result<Report, Failure> {
         json!({"note": "the requester's own"}),
     )
     .await?;
-    let missing_input = json!({"namespace": NS, "store": "work.inputs", "key": "numbers", "version": 1, "sha256": "0".repeat(64)});
     let spec = json!({
         "namespace": NS, "queue": "work.external", "kind": "verb.solve_draft", "effect_class": "write-internal",
         "producer_surface": format!("surface:{SURFACE}"), "visibility_scope": "surface_only", "allowed_surfaces": [],
         "target_cohorts": ["all"], "tags": ["category:verb.solve_draft"], "idempotency_key": "team-private-work-1",
         "lease_ttl_s": 2,
-        "brief": {"contract": "tessera.work.example.v1", "category_id": "verb.solve_draft", "contract_ref": contract_pin, "input_ref": missing_input},
+        "brief": {"contract": "tessera.work.example.v1", "category_id": "verb.solve_draft", "contract_ref": contract_pin, "input_ref": null},
     });
     let enq = check(
         &call(requester.post_json("/v1/tasks", &spec)).await?,
@@ -328,7 +327,7 @@ pub async fn run(admin: &Client) -> Result<Report, Failure> {
         "enqueue verb.solve_draft",
     )?;
     rep.parent = enq["task_id"].as_str().unwrap_or_default().to_string();
-    rep.steps.push(format!("requester stored the noun.skill_pack contract and enqueued {} pinning it and a missing input", rep.parent));
+    rep.steps.push(format!("requester stored the noun.skill_pack contract and enqueued {} pinning it, with its input still to come", rep.parent));
 
     // 3. The worker claims, checks the pins and the contract, and parks for the input.
     let first = claim(&worker, "first claim").await?;
@@ -351,7 +350,7 @@ pub async fn run(admin: &Client) -> Result<Report, Failure> {
         "input_ref": {"namespace": NS, "store": "work.inputs", "key": "numbers"},
         "type": "noun.input",
         "schema": read_contract["input_schema"],
-        "why": "brief.input_ref names work.inputs/numbers v1, which does not exist",
+        "why": "the brief pins no input yet: work.inputs/numbers does not exist",
     });
     let park = json!({"lease_id": first["lease"]["id"], "reason": "input noun missing", "needs": rep.park_needs});
     check(
@@ -508,7 +507,11 @@ pub async fn run(admin: &Client) -> Result<Report, Failure> {
         });
     };
     let r = call(worker.post_json("/v1/queues/work.server/claim", &json!({}))).await?;
-    tried("the worker key is refused the server queue", 403, &r);
+    tried(
+        "the server queue is unknown to the worker key (404, as a missing queue)",
+        404,
+        &r,
+    );
     let r = call(worker.get(&format!("/v1/nouns/{NS}/work.private/plan"))).await?;
     tried(
         "the worker cannot read the requester's private noun",

@@ -9,7 +9,7 @@
 //! 3. then what the key may do to a record it can see (→ 403).
 
 use super::scope::{GrantSet, Scope};
-use super::{Error, Principal};
+use super::{Error, Principal, PrincipalInfo};
 pub use crate::store::envelope::{Envelope, TaskFacts};
 use crate::store::{EffectClass, Name, VersionEntry, VersionMeta, Visibility};
 
@@ -106,6 +106,11 @@ pub fn write_noun(
             if !sees(p, e.into()) {
                 return Err(Error::Hidden);
             }
+            if e.visibility == Visibility::Public && !p.is_admin() {
+                return Err(Error::Forbidden(
+                    "the latest version of this noun is public: only admin may add versions to it, and a new public version comes from POST /v1/promotions".into(),
+                ));
+            }
             let own = e.visibility == Visibility::Private
                 || e.producer_surface
                     .as_ref()
@@ -175,10 +180,20 @@ pub fn read_task(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
     }
 }
 
-/// Whether the key was issued this queue. A server queue must be named
-/// explicitly, by admin keys too; no tag, contract field or model name
-/// routes work into it.
+/// Whether the key was issued this queue, when the caller names the
+/// queue (an enqueue, a queue claim): to a key that was not issued it, a
+/// queue answers exactly like one that was never provisioned.
 pub fn may_use_queue(p: &Principal, queue: &Name, server: bool) -> Result<(), Error> {
+    match queue_granted(p, queue, server) {
+        Err(_) if !p.is_admin() => Err(Error::HiddenQueue(queue.to_string())),
+        other => other,
+    }
+}
+
+/// Whether the key was issued the queue of a task it can see. A server
+/// queue must be named explicitly, by admin keys too; no tag, contract
+/// field or model name routes work into it.
+fn queue_granted(p: &Principal, queue: &Name, server: bool) -> Result<(), Error> {
     let named = p.grants.queues.contains(queue);
     if named || (p.is_admin() && !server) {
         Ok(())
@@ -227,7 +242,7 @@ pub fn may_claim_from(p: &Principal, queue: &Name, server: bool) -> Result<(), E
 pub fn may_claim(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
     require(p, Scope::VerbsClaim)?;
     read_task(p, f)?;
-    may_use_queue(p, f.queue, f.server_queue)?;
+    queue_granted(p, f.queue, f.server_queue)?;
     may_do_kind_and_effect(p, f.kind, f.effect_class)
 }
 
@@ -246,11 +261,75 @@ pub fn may_enqueue(p: &Principal, f: &TaskFacts<'_>) -> Result<Option<Name>, Err
     new_producer_surface(p, f.envelope.producer_surface)
 }
 
-/// Whether the principal may resume a parked task: it sees it, holds the
-/// namespace and `verbs:enqueue` (it need not be the requester or worker).
-pub fn may_resume(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+/// Whether the principal may resume a parked task: resuming is an
+/// enqueue-level act by another principal, so it sees the task, holds
+/// `verbs:enqueue` and the task's queue, kind and effect class, and is not
+/// the key that parked it (`parked_by`).
+pub fn may_resume(
+    p: &Principal,
+    f: &TaskFacts<'_>,
+    parked_by: Option<&Name>,
+) -> Result<(), Error> {
     read_task(p, f)?;
-    require(p, Scope::VerbsEnqueue)
+    require(p, Scope::VerbsEnqueue)?;
+    queue_granted(p, f.queue, f.server_queue)?;
+    may_do_kind_and_effect(p, f.kind, f.effect_class)?;
+    if parked_by == Some(&p.key_id) {
+        return Err(Error::Forbidden(
+            "the key that parked a task cannot resume it: another principal supplies the new input".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The authority a split's children are enqueued under: the task's
+/// requester's grants intersected with the splitting worker's. The
+/// children stay the requester's (its key id and `verbs:enqueue`), and no
+/// child gets a queue, kind, effect class, namespace or surface that
+/// either key lacks.
+pub fn split_authority(requester: &Principal, splitter: &Principal) -> Result<Principal, Error> {
+    require(requester, Scope::VerbsEnqueue).map_err(|_| {
+        Error::Forbidden(
+            "the task's requester key was not issued verbs:enqueue, so its task cannot gain children".into(),
+        )
+    })?;
+    let grants = requester.grants.intersect(&splitter.grants);
+    Ok(Principal::new(PrincipalInfo {
+        key_id: requester.key_id.clone(),
+        account_id: requester.account_id.clone(),
+        kind: requester.kind,
+        grants,
+    }))
+}
+
+/// Whether a split child may be enqueued under `within` (from
+/// [`split_authority`]): an enqueue check, and further a server queue or
+/// an admin-only effect class only where the parent had that very one,
+/// and a priority at most the parent's.
+pub fn may_split_child(
+    within: &Principal,
+    parent: &TaskFacts<'_>,
+    parent_priority: i32,
+    child: &TaskFacts<'_>,
+    child_priority: i32,
+) -> Result<(), Error> {
+    if child.server_queue && child.queue != parent.queue {
+        return Err(Error::Forbidden(format!(
+            "{} is a server queue: a child may use a server queue only when its parent runs in it",
+            child.queue
+        )));
+    }
+    if child.effect_class.needs_admin() && child.effect_class != parent.effect_class {
+        return Err(Error::Forbidden(
+            "a child may have an admin-only effect class only when its parent has that class".into(),
+        ));
+    }
+    if child_priority > parent_priority {
+        return Err(Error::Forbidden(format!(
+            "a child's priority is at most its parent's ({parent_priority})"
+        )));
+    }
+    may_enqueue(within, child).map(|_| ())
 }
 
 /// Whether the principal may cancel: the requester or an admin.

@@ -86,6 +86,11 @@ impl Deref for Principal {
 }
 
 impl Principal {
+    /// A principal from its compiled parts.
+    pub fn new(info: PrincipalInfo) -> Principal {
+        Principal(Arc::new(info))
+    }
+
     /// Whether the key holds `admin`.
     pub fn is_admin(&self) -> bool {
         self.grants.admin
@@ -105,6 +110,10 @@ pub enum Error {
     /// May not see the record at all: answered exactly like a missing one.
     #[error("not found")]
     Hidden,
+    /// A queue the key was not issued: answered exactly like a queue that
+    /// was never provisioned.
+    #[error("queue {0:?} is not provisioned; an admin provisions it with POST /v1/queues")]
+    HiddenQueue(String),
     /// A request the rules refuse as malformed (400 with this code).
     #[error("{1}")]
     BadRequest(&'static str, String),

@@ -158,11 +158,80 @@ impl GrantSet {
     pub fn can(&self, action: &Scope) -> bool {
         self.admin || self.actions.contains(action)
     }
+
+    /// What both sets allow. Admin stands for every namespace, kind,
+    /// effect class and non-server queue, so an admin side yields the
+    /// other side's sets; the result is admin only when both are. Action
+    /// scopes are `self`'s (the side on whose behalf the result acts),
+    /// with everything admin implies made explicit.
+    pub fn intersect(&self, other: &GrantSet) -> GrantSet {
+        fn both<T: Clone + Eq + std::hash::Hash>(
+            a: &HashSet<T>,
+            a_admin: bool,
+            b: &HashSet<T>,
+            b_admin: bool,
+        ) -> HashSet<T> {
+            match (a_admin, b_admin) {
+                (true, true) => a.union(b).cloned().collect(),
+                (true, false) => b.clone(),
+                (false, true) => a.clone(),
+                (false, false) => a.intersection(b).cloned().collect(),
+            }
+        }
+        let (a, b) = (self.admin, other.admin);
+        let actions = if a {
+            [
+                Scope::NounsRead,
+                Scope::CasWrite,
+                Scope::VerbsClaim,
+                Scope::VerbsSubmit,
+                Scope::VerbsEnqueue,
+            ]
+            .into_iter()
+            .collect()
+        } else {
+            self.actions.clone()
+        };
+        GrantSet {
+            admin: a && b,
+            namespaces: both(&self.namespaces, a, &other.namespaces, b),
+            surfaces: both(&self.surfaces, a, &other.surfaces, b),
+            queues: both(&self.queues, a, &other.queues, b),
+            kinds: both(&self.kinds, a, &other.kinds, b),
+            effect_classes: both(&self.effect_classes, a, &other.effect_classes, b),
+            actions,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intersections_keep_only_what_both_sides_hold() {
+        let set = |queues: &[&str], scopes: &[&str]| {
+            GrantSet::compile(&Grants {
+                queues: queues.iter().map(|q| Name::parse("q", q).unwrap()).collect(),
+                kinds: vec![],
+                effect_classes: vec![EffectClass::Read],
+                scopes: scopes.iter().map(|s| s.parse().unwrap()).collect(),
+            })
+        };
+        let requester = set(&["a", "b"], &["namespace:n", "verbs:enqueue"]);
+        let worker = set(&["b", "srv"], &["namespace:n", "namespace:m", "verbs:claim"]);
+        let both = requester.intersect(&worker);
+        assert!(!both.admin);
+        assert_eq!(both.queues.len(), 1);
+        assert!(both.queues.contains(&Name::parse("q", "b").unwrap()));
+        assert_eq!(both.namespaces.len(), 1);
+        assert!(both.can(&Scope::VerbsEnqueue) && !both.can(&Scope::VerbsClaim));
+        let admin = set(&[], &["admin"]);
+        let from_admin = admin.intersect(&worker);
+        assert!(!from_admin.admin && from_admin.can(&Scope::VerbsEnqueue));
+        assert_eq!(from_admin.queues, worker.queues);
+        assert!(admin.intersect(&admin).admin);
+    }
 
     #[test]
     fn scope_strings_round_trip_and_unknown_ones_are_refused() {

@@ -44,6 +44,16 @@ impl ApiError {
         self
     }
 
+    /// Marks the error as about item `i` of a list in the request (a
+    /// split's children): `details.item`, and the message says which.
+    pub fn in_item(mut self, i: usize) -> ApiError {
+        self.message = format!("children[{i}]: {}", self.message);
+        if let Value::Object(map) = &mut self.details {
+            map.insert("item".into(), json!(i));
+        }
+        self
+    }
+
     /// `400` with `code`.
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -142,6 +152,9 @@ impl From<auth::Error> for ApiError {
             }
             E::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),
             E::Hidden => ApiError::not_found(),
+            E::HiddenQueue(q) => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_queue", msg).with(json!({"queue": q}))
+            }
             E::BadRequest(code, _) => ApiError::bad_request(code, msg),
             E::InvalidGrant(_) => ApiError::bad_request("invalid_grant", msg),
             E::UnknownKey => ApiError::not_found(),

@@ -3,7 +3,6 @@
 //! pins against the store, then lets the queue decide.
 
 use http::StatusCode;
-use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::request::Req;
@@ -16,7 +15,7 @@ use super::{Ctx, Resp, json_response};
 use crate::auth::access;
 use crate::queue::{LeaseId, Park, SubmitInput, Task, TaskId};
 use crate::store::{Sha256, canonical_json};
-use crate::worker::submit;
+use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
 pub fn submitted(id: TaskId, done: &submit::Completed) -> Resp {
@@ -83,11 +82,17 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         outputs: body.outputs,
         evidence: body.evidence,
         note: body.note,
-        extra: Map::new(),
+        worker: None,
+        checks: None,
+        failure: None,
         request,
     };
     let lease = LeaseId(body.lease_id);
-    let done = submit::complete(&ctx.store, &ctx.queue, &p, &task, &lease, input, None).await?;
+    let requester = ctx.keyring.principal(&task.requester).ok();
+    let done = submit::complete(
+        &ctx.store, &ctx.queue, &p, requester, &task, &lease, input, None,
+    )
+    .await?;
     Ok(submitted(task.id, &done))
 }
 
@@ -100,38 +105,66 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let park = Park {
         reason: body.reason,
         needs: body.needs,
+        by: None,
     };
     let state = ctx.queue.park(id, &LeaseId(body.lease_id), park).await?;
     tracing::info!(task = %id, by = %p.key_id, "task parked");
     Ok(state_reply(id, state))
 }
 
-/// `POST /v1/tasks/{id}/resume {input_ref}`: by any key that sees the task
-/// and holds `verbs:enqueue` (not necessarily requester or worker).
+/// `POST /v1/tasks/{id}/resume {input_ref}`: an enqueue-level act by a
+/// key other than the one that parked the task (see `access::may_resume`);
+/// the new input is read as the resumer.
 pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let task = check(ctx, id, &p, access::may_resume)?;
+    let task = ctx.queue.peek(|st| {
+        let t = st.task(id)?;
+        let parked_by = t.park.as_ref().and_then(|park| park.by.as_ref());
+        access::may_resume(&p, &st.facts(t), parked_by)?;
+        Ok::<_, ApiError>(t.clone())
+    })?;
     let body: ResumeBody = req.json(ctx.limits.max_body_bytes).await?;
     let ns = task.spec.namespace.clone();
     let pin = vec![("input_ref".into(), body.input_ref.clone())];
-    submit::check_pins(&ctx.store, &p, &task, pin).await?;
-    let pin: Value = serde_json::to_value(body.input_ref.qualified(&ns)).expect("pins serialize");
-    let state = ctx.queue.resume(id, pin, &p.key_id).await?;
+    pins::check(&ctx.store, &p, &ns, pin).await?;
+    let state = ctx
+        .queue
+        .resume(id, body.input_ref.qualified(&ns), &p.key_id)
+        .await?;
     tracing::info!(task = %id, by = %p.key_id, "task resumed");
     Ok(state_reply(id, state))
 }
 
-/// `POST /v1/tasks/{id}/split {lease_id, children}`.
+/// `POST /v1/tasks/{id}/split {lease_id, children}`: each child is an
+/// enqueue under the requester's grants intersected with the splitting
+/// worker's (see `access::split_authority` and `access::may_split_child`).
 pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work)?;
+    let parent = check(ctx, id, &p, access::may_work)?;
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
-    let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
+    let requester = ctx.keyring.principal(&parent.requester).map_err(|_| {
+        ApiError::from(crate::auth::Error::Forbidden(
+            "the task's requester key is revoked or expired, so its task cannot gain children"
+                .into(),
+        ))
+    })?;
+    let within = access::split_authority(&requester, &p)?;
+    let mut children = Vec::with_capacity(body.children.len());
+    for (i, child) in body.children.into_iter().enumerate() {
+        let spec = child
+            .under(&parent.spec)
+            .map_err(|field| crate::queue::Error::SplitWidens { field })?;
+        let spec = super::tasks::authorize_child(ctx, &within, &parent, spec)
+            .await
+            .map_err(|e| e.in_item(i))?;
+        children.push(spec);
+    }
+    let sees = |t: &Task| access::sees_task(&within, &t.facts(false));
     let children = ctx
         .queue
-        .split(id, &LeaseId(body.lease_id), body.children, &sees)
+        .split(id, &LeaseId(body.lease_id), children, &sees)
         .await?;
     tracing::info!(task = %id, children = children.len(), "task split");
     Ok(json_response(

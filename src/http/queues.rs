@@ -33,7 +33,8 @@ pub async fn provision(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 }
 
 /// `GET /v1/queues`: the queues the key may use (all, for admin), with
-/// task counts per state.
+/// task counts per state: all tasks for admin, else only the tasks the key
+/// may see.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let queues = ctx
@@ -44,9 +45,12 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
                 .filter(|q| p.is_admin() || p.grants.queues.contains(&q.name))
                 .map(|q| QueueView {
                     config: q.clone(),
-                    counts: st
-                        .index_counts(&q.name)
-                        .into_iter()
+                    counts: if p.is_admin() {
+                        st.index_counts(&q.name)
+                    } else {
+                        st.counts_where(&q.name, |t| access::sees_task(&p, &st.facts(t)))
+                    }
+                    .into_iter()
                         .map(|(s, n)| (s.as_str().to_string(), n))
                         .collect(),
                 })

@@ -38,27 +38,21 @@ pub fn check(
     })
 }
 
-/// How a task looks to `p` (who may see it).
+/// How a task looks to `p` (who may see it). Related tasks `p` may not
+/// see are left out, so their ids never show.
 pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
-    let related = |id: &TaskId| {
-        let Some(r) = st
-            .tasks
+    let visible = |id: &TaskId| {
+        st.tasks
             .get(id)
             .filter(|r| access::sees_task(p, &st.facts(r)))
-        else {
-            return Related {
-                task_id: *id,
-                state: None,
-                ok: None,
-                receipt: None,
-            };
-        };
-        Related {
-            task_id: *id,
+    };
+    let related = |id: &TaskId| {
+        visible(id).map(|r| Related {
+            task_id: r.id,
             state: Some(r.state),
             ok: r.ok(),
             receipt: r.receipts.last().copied(),
-        }
+        })
     };
     let lease = t.lease.as_ref().map(|l| LeaseView {
         id: (p.is_admin() || l.holder == p.key_id).then(|| l.id.0.clone()),
@@ -86,9 +80,9 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
         requester: t.requester.clone(),
         lease,
         not_before: t.not_before,
-        parent: t.parent,
-        children: t.children.iter().map(related).collect(),
-        upstream: t.spec.depends_on.iter().map(related).collect(),
+        parent: t.parent.filter(|id| visible(id).is_some()),
+        children: t.children.iter().filter_map(related).collect(),
+        upstream: t.spec.depends_on.iter().filter_map(related).collect(),
         receipts: t.receipts.clone(),
         park: t.park.clone(),
         reason: t.reason.clone(),
@@ -98,18 +92,62 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
     }
 }
 
-/// Authorizes a spec for enqueue and fills in its producer surface.
+/// Authorizes a spec for enqueue and fills in its producer surface: the
+/// key's grants, the spec's own rules, then the brief's pins, read as the
+/// requester (a pin it may not read is refused exactly as a missing one).
 pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Result<(), ApiError> {
     access::require(p, auth::Scope::VerbsEnqueue)?;
     access::require_namespace(p, &spec.namespace)?;
-    let server = ctx
-        .queue
-        .peek(|st| st.queues.get(&spec.queue).map(|q| q.server))
-        .ok_or_else(|| crate::queue::Error::UnknownQueue(spec.queue.to_string()))?;
+    let server = queue_server(ctx, p, &spec.queue)?;
     spec.producer_surface = access::may_enqueue(p, &spec.facts(&p.key_id, server))?;
-    crate::worker::step_name(spec.kind.as_str(), &spec.brief_value()).map_err(|m| {
-        ApiError::bad_request("invalid_field", m).with(json!({"field": "brief.step"}))
-    })?;
+    check_spec(ctx, p, spec).await
+}
+
+/// Authorizes one split child (already under its parent's envelope) as
+/// an enqueue under `within`, the requester's grants intersected with the
+/// splitting worker's.
+pub async fn authorize_child(
+    ctx: &Ctx,
+    within: &Principal,
+    parent: &Task,
+    spec: TaskSpec,
+) -> Result<TaskSpec, ApiError> {
+    let server = queue_server(ctx, within, &spec.queue)?;
+    let parent_facts = ctx.queue.peek(|st| st.facts(parent).server_queue);
+    access::may_split_child(
+        within,
+        &parent.facts(parent_facts),
+        parent.spec.priority,
+        &spec.facts(&parent.requester, server),
+        spec.priority,
+    )?;
+    check_spec(ctx, within, &spec).await?;
+    Ok(spec)
+}
+
+/// Whether `queue` is a server queue; a queue that does not exist, or that
+/// `p` was not issued, answers as unknown.
+fn queue_server(ctx: &Ctx, p: &Principal, queue: &crate::store::Name) -> Result<bool, ApiError> {
+    let server = ctx.queue.peek(|st| st.queues.get(queue).map(|q| q.server));
+    match server {
+        Some(server) => Ok(server),
+        None => Err(crate::queue::Error::UnknownQueue(queue.to_string()).into()),
+    }
+    .and_then(|server| {
+        if p.is_admin() || p.grants.queues.contains(queue) {
+            Ok(server)
+        } else {
+            Err(auth::Error::HiddenQueue(queue.to_string()).into())
+        }
+    })
+}
+
+/// The spec's own rules, its brief's pins as `p` reads them, and a strict
+/// placement's reachability.
+async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), ApiError> {
+    spec.check()
+        .map_err(|(field, message)| crate::queue::Error::InvalidSpec { field, message })?;
+    crate::worker::pins::check(&ctx.store, p, &spec.namespace, spec.brief().pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
         let queue_placement = ctx
             .queue

@@ -57,9 +57,8 @@ pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 pub async fn stage(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Artifact)?;
     let name = req.query("name").unwrap_or_default().to_string();
-    let step = worker::step_name(s.task.spec.kind.as_str(), &s.task.spec.brief_value())
-        .map_err(|m| ApiError::bad_request("invalid_field", m))?;
-    artifact::check_name(&name, &step)?;
+    let step = s.task.spec.step_name();
+    artifact::check_name(&name, step.as_str())?;
     let bytes = body(ctx, &mut req, &s).await?;
     let size = bytes.len();
     let sha = ctx
@@ -106,6 +105,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         &ctx.queue,
         &s,
         &holder,
+        ctx.keyring.principal(&s.task.requester).ok(),
         queue_placement,
         ok,
         bytes,

@@ -3,15 +3,14 @@
 //! randomness (lease ids, handles), which the events then carry.
 
 use jiff::Timestamp;
-use serde_json::Value;
 
 use super::Error;
 use super::event::{Event, NewTask};
 use super::machine::State;
-use super::receipt::{self, SubmitInput};
-use super::spec::{ChildSpec, QueueConfig, TaskSpec};
+use super::receipt::{Receipt, SubmitInput};
+use super::spec::{QueueConfig, TaskSpec};
 use super::task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
-use crate::store::Name;
+use crate::store::{Name, Pin};
 
 /// The outcome of an enqueue: a new task, or the existing one for the same
 /// idempotency key and spec.
@@ -84,7 +83,7 @@ impl State {
             && let Some((id, fp)) = self
                 .index
                 .idempotency
-                .get(&(spec.namespace.clone(), key.clone()))
+                .get(&(spec.namespace.clone(), requester.clone(), key.clone()))
         {
             return if *fp == spec.fingerprint() {
                 Ok(Enqueue::Existing(*id))
@@ -236,14 +235,14 @@ impl State {
             };
         }
         let t = self.held(id, lease_id, now)?;
-        let (receipt, sha) =
-            receipt::build(id, t.attempt, input, by, now, t.receipts.last().copied());
+        let receipt = Receipt::build(id, t.attempt, input, by, now, t.receipts.last().copied());
+        let sha = receipt.sha256();
         Ok(Submit::New(Event::Submitted {
             id,
             lease_id: lease_id.clone(),
             request: input.request,
-            ok: receipt["ok"].as_bool().unwrap_or(false),
-            receipt,
+            ok: receipt.ok,
+            receipt: Box::new(receipt),
             receipt_sha256: sha,
             at: now,
         }))
@@ -257,7 +256,11 @@ impl State {
         park: Park,
         now: Timestamp,
     ) -> Result<Event, Error> {
-        self.held(id, lease_id, now)?;
+        let t = self.held(id, lease_id, now)?;
+        let park = Park {
+            by: t.lease.as_ref().map(|l| l.holder.clone()),
+            ..park
+        };
         Ok(Event::Parked { id, park, at: now })
     }
 
@@ -265,7 +268,7 @@ impl State {
     pub fn decide_resume(
         &self,
         id: TaskId,
-        input_ref: Value,
+        input_ref: Pin,
         by: &Name,
         now: Timestamp,
     ) -> Result<Event, Error> {
@@ -284,12 +287,13 @@ impl State {
         })
     }
 
-    /// Split into children under the parent's envelope; the parent waits.
+    /// Split into children (specs already under the parent's envelope,
+    /// from [`ChildSpec::under`]); the parent waits.
     pub fn decide_split(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
-        children: Vec<ChildSpec>,
+        children: Vec<TaskSpec>,
         sees: &dyn Fn(&Task) -> bool,
         now: Timestamp,
     ) -> Result<Event, Error> {
@@ -309,10 +313,7 @@ impl State {
             )));
         }
         let mut out = Vec::with_capacity(children.len());
-        for (i, child) in children.into_iter().enumerate() {
-            let spec = child
-                .under(&t.spec)
-                .map_err(|field| Error::SplitWidens { field })?;
+        for (i, spec) in children.into_iter().enumerate() {
             self.check_new(&spec, sees)?;
             out.push(NewTask {
                 id: TaskId(self.next_id + i as u64),

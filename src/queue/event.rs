@@ -4,11 +4,11 @@
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+use super::receipt::Receipt;
 use super::spec::{QueueConfig, TaskSpec};
 use super::task::{Attempt, Lease, LeaseId, Park, TaskId};
-use crate::store::{Name, Sha256};
+use crate::store::{Name, Pin, Sha256};
 
 /// A new task as created by enqueue or split.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ pub enum Event {
         /// sha256 of the canonical submit request, for idempotent resends.
         request: Sha256,
         /// The receipt record (its canonical JSON hashes to `receipt_sha256`).
-        receipt: Value,
+        receipt: Box<Receipt>,
         /// The receipt's hash.
         receipt_sha256: Sha256,
         /// Succeeded or failed.
@@ -100,7 +100,7 @@ pub enum Event {
         /// The task.
         id: TaskId,
         /// The pin that replaces `brief.input_ref`.
-        input_ref: Value,
+        input_ref: Pin,
         /// The resuming key.
         by: Name,
         /// When.

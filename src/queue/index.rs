@@ -29,8 +29,10 @@ pub struct Index {
     pub delayed: BTreeSet<(Timestamp, TaskId)>,
     /// Claimed, by lease expiry.
     pub leases: BTreeSet<(Timestamp, TaskId)>,
-    /// (namespace, idempotency key) → task and spec fingerprint.
-    pub idempotency: HashMap<(Name, String), (TaskId, Sha256)>,
+    /// (namespace, requester key, idempotency key) → task and spec
+    /// fingerprint: keys are scoped per requesting key, so one key's
+    /// idempotency key never reveals another key's task.
+    pub idempotency: HashMap<(Name, Name, String), (TaskId, Sha256)>,
     /// Upstream → the pending tasks waiting on it.
     pub dependents: HashMap<TaskId, Vec<TaskId>>,
     /// Pending task → upstream tasks not yet terminal.

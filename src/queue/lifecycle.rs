@@ -6,14 +6,13 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde_json::Value;
 
 use super::decide::Submit;
 use super::{
-    Attempt, ChildSpec, Claim, Error, Event, LeaseId, Park, Queue, State, SubmitInput, Task,
-    TaskId, TaskState, receipt, task,
+    Attempt, Claim, Error, Event, LeaseId, Park, Queue, State, SubmitInput, Task,
+    TaskId, TaskSpec, TaskState, task,
 };
-use crate::store::{Durability, Name, Sha256};
+use crate::store::{Durability, Name, Pin, Sha256};
 
 impl Queue {
     fn claim_now(
@@ -158,7 +157,7 @@ impl Queue {
             let written = self
                 .inner
                 .store
-                .put_object(&receipt::bytes(value), Durability::Journaled)?;
+                .put_object(&value.bytes(), Durability::Journaled)?;
             debug_assert_eq!(written, *sha);
             self.inner.ready.notify_waiters();
         }
@@ -184,7 +183,7 @@ impl Queue {
     pub async fn resume(
         &self,
         id: TaskId,
-        input_ref: Value,
+        input_ref: Pin,
         by: &Name,
     ) -> Result<TaskState, Error> {
         self.run_then(
@@ -199,7 +198,7 @@ impl Queue {
         &self,
         id: TaskId,
         lease_id: &LeaseId,
-        children: Vec<ChildSpec>,
+        children: Vec<TaskSpec>,
         sees: &(dyn Fn(&Task) -> bool + Sync),
     ) -> Result<Vec<TaskId>, Error> {
         self.run(|st| {

@@ -137,8 +137,8 @@ impl State {
                 self.leave(*id);
                 let t = self.task_mut(*id);
                 t.receipts.push(*receipt_sha256);
-                if let Some(failure) = receipt.get("failure").and_then(|f| f.as_str()) {
-                    t.reason = Some(failure.to_string());
+                if let Some(failure) = &receipt.failure {
+                    t.reason = Some(failure.clone());
                 }
                 t.submission = Some(super::task::Submission {
                     attempt: t.attempt,
@@ -163,9 +163,9 @@ impl State {
             } => {
                 self.leave(*id);
                 let t = self.task_mut(*id);
-                let mut brief = t.spec.brief_value();
-                brief["input_ref"] = input_ref.clone();
-                t.spec.brief = serde_json::value::to_raw_value(&brief).expect("briefs serialize");
+                if let Ok(brief) = super::brief::with_input(&t.spec.brief, input_ref) {
+                    t.spec.brief = brief;
+                }
                 t.park = None;
                 t.not_before = None;
                 self.enter(*id, TaskState::Queued, *at);
@@ -218,7 +218,10 @@ impl State {
         if let (Some(key), Some(fp)) = (&new.spec.idempotency_key, new.fingerprint) {
             self.index
                 .idempotency
-                .insert((new.spec.namespace.clone(), key.clone()), (new.id, fp));
+                .insert(
+                    (new.spec.namespace.clone(), new.requester.clone(), key.clone()),
+                    (new.id, fp),
+                );
         }
         if let Some(p) = parent {
             self.task_mut(p).children.push(new.id);
@@ -387,7 +390,10 @@ impl State {
             if let (Some(key), Some(fp)) = (&s.idempotency_key, t.fingerprint) {
                 index
                     .idempotency
-                    .insert((s.namespace.clone(), key.clone()), (*id, fp));
+                    .insert(
+                        (s.namespace.clone(), t.requester.clone(), key.clone()),
+                        (*id, fp),
+                    );
             }
         }
         State {
@@ -415,6 +421,22 @@ impl State {
     /// Task counts per state on `queue`.
     pub fn index_counts(&self, queue: &Name) -> Vec<(TaskState, u64)> {
         self.index.counts_of(queue)
+    }
+
+    /// Task counts per state on `queue`, of the tasks `keep` allows (a
+    /// scan: for keys that may see only some of a queue's tasks).
+    pub fn counts_where(
+        &self,
+        queue: &Name,
+        keep: impl Fn(&Task) -> bool,
+    ) -> Vec<(TaskState, u64)> {
+        let mut counts = [0u64; TaskState::ALL.len()];
+        for t in self.tasks.values() {
+            if t.spec.queue == *queue && keep(t) {
+                counts[TaskState::ALL.iter().position(|s| *s == t.state).unwrap_or(0)] += 1;
+            }
+        }
+        TaskState::ALL.iter().copied().zip(counts).collect()
     }
 
     /// What the access rules need to know about a task.

@@ -114,7 +114,7 @@ fn derived(st: &State) -> Value {
         .index
         .idempotency
         .iter()
-        .map(|((n, k), (t, _))| format!("{n}/{k}={t}"))
+        .map(|((n, r, k), (t, _))| format!("{n}/{r}/{k}={t}"))
         .collect();
     idem.sort();
     let counts: BTreeMap<String, Vec<(String, u64)>> = st
@@ -174,7 +174,7 @@ proptest! {
                     st.decide_claim(id, &me, LeaseId(format!("l{handle_seq}")), format!("wh-{handle_seq:08x}"), now).unwrap()
                 }),
                 Op::Submit { pick, ok } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
-                    let input = SubmitInput { ok, outputs: vec![], evidence: vec![], note: None, extra: Default::default(), request: Sha256::of(&[u8::from(ok)]) };
+                    let input = SubmitInput { ok, outputs: vec![], evidence: vec![], note: None, worker: None, checks: None, failure: None, request: Sha256::of(&[u8::from(ok)]) };
                     match st.decide_submit(id, &lease_of(&st, id), &input, &me, now).unwrap() {
                         Submit::New(ev) => ev,
                         Submit::Existing(_) => unreachable!("first submit"),
@@ -191,11 +191,12 @@ proptest! {
                     None
                 }
                 Op::Park { pick } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
-                    st.decide_park(id, &lease_of(&st, id), Park { reason: "input".into(), needs: json!({}) }, now).unwrap()
+                    st.decide_park(id, &lease_of(&st, id), Park { reason: "input".into(), needs: json!({}), by: None }, now).unwrap()
                 }),
-                Op::Resume { pick } => pick_in(&st, TaskState::Parked, pick).map(|id| st.decide_resume(id, json!({"store": "s"}), &me, now).unwrap()),
+                Op::Resume { pick } => pick_in(&st, TaskState::Parked, pick).map(|id| st.decide_resume(id, serde_json::from_value(json!({"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)})).unwrap(), &me, now).unwrap()),
                 Op::Split { pick, n } => pick_in(&st, TaskState::Claimed, pick).and_then(|id| {
-                    let kids: Vec<ChildSpec> = (0..n).map(|i| serde_json::from_str(&json!({"queue": "q", "kind": "k", "effect_class": "read", "brief": {"i": i}}).to_string()).unwrap()).collect();
+                    let parent = st.tasks[&id].spec.clone();
+                    let kids: Vec<TaskSpec> = (0..n).map(|i| serde_json::from_str::<ChildSpec>(&json!({"queue": "q", "kind": "k", "effect_class": "read", "brief": {"i": i}}).to_string()).unwrap().under(&parent).unwrap()).collect();
                     st.decide_split(id, &lease_of(&st, id), kids, &|_| true, now).ok()
                 }),
                 Op::Cancel { pick } => {

@@ -22,6 +22,7 @@
 //! states never change. A lease is live until its `expires_at`, whether or
 //! not the sweeper has yet returned the task to the queue.
 
+pub mod brief;
 mod commit;
 mod decide;
 mod event;
@@ -45,10 +46,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 use tokio::sync::Notify;
 
+pub use brief::Brief;
 pub use decide::{Enqueue, Submit};
 pub use event::Event;
 pub use machine::{SplitLimits, State};
-pub use receipt::SubmitInput;
+pub use receipt::{Receipt, SubmitInput};
 pub use recover::Recovery;
 pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};

@@ -1,13 +1,71 @@
 //! Receipts: the immutable record that ends an attempt with a result.
 //! A receipt is canonical JSON stored as an object; its sha256 is returned
 //! to the submitter, and `prev` chains a task's receipts in order.
+//! [`Receipt`] is the one type that writes and reads them.
+
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
 
 use super::task::{Attempt, TaskId, TaskState};
-use crate::store::{Name, Pin, Sha256, canonical_json};
+use crate::store::{self, Name, Pin, Sha256, Store, canonical_json};
+
+/// A stored body: its hash and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyRef {
+    /// sha256 of the bytes (an object under `objects/`).
+    pub sha256: Sha256,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Whether the ctx-dir projection of a worker submit was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProjectionStatus {
+    /// The ctx-dir holds this submit's result.
+    Written,
+    /// It could not be written (`check_policy: warn`).
+    Skipped,
+}
+
+/// Where a worker submit's result was projected.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectionRecord {
+    /// Written or skipped.
+    pub status: ProjectionStatus,
+    /// The ctx-dir, relative to the root.
+    pub path: String,
+    /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A worker submit's final body, parts, step and projection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerResult {
+    /// The final body.
+    pub out: BodyRef,
+    /// The staged parts folded into this submit, by name.
+    pub parts: BTreeMap<String, Sha256>,
+    /// The step name (`<step>.md`).
+    pub step: String,
+    /// The projection outcome.
+    pub projection: ProjectionRecord,
+}
+
+/// One contract check's outcome. `detail` names JSON pointers and schema
+/// keywords, never a value the receipt's readers may not see.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckOutcome {
+    /// The check's name.
+    pub name: String,
+    /// Whether it passed.
+    pub ok: bool,
+    /// What was checked, or why it failed.
+    pub detail: String,
+}
 
 /// What a submit brings besides the lease.
 #[derive(Clone, Debug)]
@@ -20,66 +78,116 @@ pub struct SubmitInput {
     pub evidence: Vec<Pin>,
     /// A short note.
     pub note: Option<String>,
-    /// Further receipt fields from other layers (contract checks, the
-    /// worker's final body and parts, the projection outcome).
-    pub extra: Map<String, Value>,
+    /// The worker route's result, when it came through `/v1/worker/submit`.
+    pub worker: Option<WorkerResult>,
+    /// The contract checks run, when the task's contract declares them.
+    pub checks: Option<Vec<CheckOutcome>>,
+    /// Why the daemon failed the attempt (a failed check).
+    pub failure: Option<String>,
     /// sha256 of the canonical submit request (for idempotent resends).
     pub request: Sha256,
 }
 
-/// The receipt record. Field order is irrelevant: it is stored canonical.
-#[derive(Serialize)]
-struct Receipt<'a> {
-    task_id: TaskId,
-    attempt: Attempt,
-    state: &'static str,
-    ok: bool,
-    outputs: &'a [Pin],
-    evidence: &'a [Pin],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
-    by_key: &'a Name,
-    at: Timestamp,
-    prev: Option<Sha256>,
+/// The receipt record, as stored (canonical JSON) and read back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// The task.
+    pub task_id: TaskId,
+    /// The attempt it ends.
+    pub attempt: Attempt,
+    /// `succeeded` or `failed`.
+    pub state: TaskState,
+    /// The daemon's verdict.
+    pub ok: bool,
+    /// Output pins (namespace filled in).
+    pub outputs: Vec<Pin>,
+    /// Evidence pins (namespace filled in).
+    pub evidence: Vec<Pin>,
+    /// The submitter's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The submitting key.
+    pub by_key: Name,
+    /// When.
+    pub at: Timestamp,
+    /// The task's previous receipt.
+    pub prev: Option<Sha256>,
+    /// The worker's final body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out: Option<BodyRef>,
+    /// The worker's staged parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<BTreeMap<String, Sha256>>,
+    /// The step name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The ctx-dir projection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<ProjectionRecord>,
+    /// Contract checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<CheckOutcome>>,
+    /// Why the daemon failed the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
-/// Builds a receipt and returns it with its canonical hash.
-pub fn build(
-    task_id: TaskId,
-    attempt: Attempt,
-    input: &SubmitInput,
-    by_key: &Name,
-    at: Timestamp,
-    prev: Option<Sha256>,
-) -> (Value, Sha256) {
-    let state = if input.ok {
-        TaskState::Succeeded
-    } else {
-        TaskState::Failed
-    };
-    let mut value = serde_json::to_value(Receipt {
-        task_id,
-        attempt,
-        state: state.as_str(),
-        ok: input.ok,
-        outputs: &input.outputs,
-        evidence: &input.evidence,
-        note: input.note.as_deref(),
-        by_key,
-        at,
-        prev,
-    })
-    .expect("receipts serialize");
-    if let Value::Object(map) = &mut value {
-        for (k, v) in &input.extra {
-            map.entry(k.clone()).or_insert_with(|| v.clone());
+impl Receipt {
+    /// Builds the receipt of a submit.
+    pub fn build(
+        task_id: TaskId,
+        attempt: Attempt,
+        input: &SubmitInput,
+        by_key: &Name,
+        at: Timestamp,
+        prev: Option<Sha256>,
+    ) -> Receipt {
+        let worker = input.worker.clone();
+        Receipt {
+            task_id,
+            attempt,
+            state: if input.ok {
+                TaskState::Succeeded
+            } else {
+                TaskState::Failed
+            },
+            ok: input.ok,
+            outputs: input.outputs.clone(),
+            evidence: input.evidence.clone(),
+            note: input.note.clone(),
+            by_key: by_key.clone(),
+            at,
+            prev,
+            out: worker.as_ref().map(|w| w.out),
+            parts: worker.as_ref().map(|w| w.parts.clone()),
+            step: worker.as_ref().map(|w| w.step.clone()),
+            projection: worker.map(|w| w.projection),
+            checks: input.checks.clone(),
+            failure: input.failure.clone(),
         }
     }
-    let sha = Sha256::of(&canonical_json(&value));
-    (value, sha)
-}
 
-/// The canonical bytes of a receipt record.
-pub fn bytes(receipt: &Value) -> Vec<u8> {
-    canonical_json(receipt)
+    /// The canonical bytes (what is stored and hashed).
+    pub fn bytes(&self) -> Vec<u8> {
+        canonical_json(&serde_json::to_value(self).expect("receipts serialize"))
+    }
+
+    /// The receipt's hash.
+    pub fn sha256(&self) -> Sha256 {
+        Sha256::of(&self.bytes())
+    }
+
+    /// Reads a stored receipt by its hash.
+    pub fn read(store: &Store, sha: &Sha256) -> Result<Receipt, store::Error> {
+        let bytes = store.get_object(sha)?;
+        serde_json::from_slice(&bytes).map_err(|e| store::Error::CorruptRef {
+            path: store::object::object_path(sha),
+            message: format!("not a receipt: {e}"),
+        })
+    }
+
+    /// Whether the receipt's outputs or evidence hold exactly `pin`.
+    pub fn cites(&self, pin: &Pin) -> bool {
+        self.outputs.iter().chain(&self.evidence).any(|p| p == pin)
+    }
 }

@@ -11,7 +11,7 @@ use super::commit::Committer;
 use super::event::Event;
 use super::journal::{self, segment_name, segment_number};
 use super::machine::{SplitLimits, State};
-use super::{Error, receipt, snapshot};
+use super::{Error, snapshot};
 use crate::store::atomic::sync_dir;
 use crate::store::{self, Durability, Store};
 
@@ -84,7 +84,7 @@ pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Rec
                 ..
             } = &ev
             {
-                let sha = store.put_object(&receipt::bytes(receipt), Durability::Journaled)?;
+                let sha = store.put_object(&receipt.bytes(), Durability::Journaled)?;
                 if sha != *receipt_sha256 {
                     return Err(corrupt(
                         &name,

@@ -127,9 +127,7 @@ impl TaskSpec {
     /// Checks what serde cannot: the brief is an object, labels are short,
     /// paths are relative templates. Returns the offending field and why.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if !self.brief.get().trim_start().starts_with('{') {
-            return Err(("brief", "the brief must be a JSON object".into()));
-        }
+        super::brief::Brief::parse(&self.brief)?;
         let long = |v: &[String]| v.iter().any(|s| s.len() > MAX_LABEL) || v.len() > 64;
         if long(&self.tags) || long(&self.target_cohorts) {
             return Err((
@@ -178,9 +176,14 @@ impl TaskSpec {
         }
     }
 
-    /// The brief as a JSON value.
-    pub fn brief_value(&self) -> serde_json::Value {
-        serde_json::from_str(self.brief.get()).expect("a stored brief is valid JSON")
+    /// The daemon's view of the brief (checked at enqueue).
+    pub fn brief(&self) -> super::brief::Brief {
+        super::brief::Brief::of(&self.brief)
+    }
+
+    /// The step name: the file stem of the projected `<step>.md`.
+    pub fn step_name(&self) -> Name {
+        self.brief().step_name(&self.kind)
     }
 
     /// sha256 of the spec's canonical JSON: equal specs, equal fingerprints,
@@ -244,6 +247,12 @@ pub struct QueueConfig {
     /// The ctx-dir placement template for its tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// Promotion policy: the stage kinds a noun version needs (succeeded
+    /// tasks of each kind, at least one in this queue among the stages)
+    /// before `POST /v1/promotions` makes it public. Set by admin only;
+    /// empty means the default pair (`verb.solve_draft`, `verb.verify_gate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_stages: Vec<Name>,
 }
 
 fn default_ttl() -> u32 {
@@ -301,7 +310,9 @@ mod tests {
 /// A child named by a split: a `TaskSpec` whose envelope fields
 /// (namespace, visibility, producer and allowed surfaces) may be omitted,
 /// and are then the parent's; naming different ones is refused, since a
-/// child can never widen its parent's envelope.
+/// child can never widen its parent's envelope. `allow_file_submit`,
+/// `work_dir` and `placement` are always the parent's: a child cannot
+/// name them.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChildSpec {
@@ -346,15 +357,6 @@ pub struct ChildSpec {
     /// Projection policy.
     #[serde(default)]
     pub check_policy: CheckPolicy,
-    /// `@file:` bodies.
-    #[serde(default)]
-    pub allow_file_submit: bool,
-    /// Work directory under `workspace/`.
-    #[serde(default)]
-    pub work_dir: Option<String>,
-    /// Placement template.
-    #[serde(default)]
-    pub placement: Option<String>,
 }
 
 fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Name>>, D::Error> {
@@ -400,9 +402,9 @@ impl ChildSpec {
             max_attempts: self.max_attempts,
             lease_ttl_s: self.lease_ttl_s,
             check_policy: self.check_policy,
-            allow_file_submit: self.allow_file_submit,
-            work_dir: self.work_dir,
-            placement: self.placement,
+            allow_file_submit: parent.allow_file_submit,
+            work_dir: parent.work_dir.clone(),
+            placement: parent.placement.clone(),
         })
     }
 }

@@ -165,6 +165,9 @@ pub struct Park {
     pub reason: String,
     /// What input would let it go on (free-form JSON from the worker).
     pub needs: serde_json::Value,
+    /// The key that parked it (the lease holder), which may not resume it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Name>,
 }
 
 /// The submission a receipt answered, kept so a resend is recognised.

@@ -17,6 +17,7 @@ pub mod contract;
 pub mod file_ref;
 pub mod front_matter;
 pub mod output;
+pub mod pins;
 pub mod projection;
 pub mod prompt;
 pub mod submit;
@@ -190,21 +191,5 @@ pub fn resolve(
             state: task.state,
             attempt: task.attempt,
         }),
-    }
-}
-
-/// The step name of a task: `brief.step` when set, else the kind without
-/// its `verb.` prefix. Checked at enqueue, so it is a plain file name.
-pub fn step_name(task_kind: &str, brief: &serde_json::Value) -> Result<String, String> {
-    match brief.get("step") {
-        None | Some(serde_json::Value::Null) => Ok(task_kind
-            .strip_prefix("verb.")
-            .filter(|s| store::name::is_valid(s))
-            .unwrap_or(task_kind)
-            .to_string()),
-        Some(serde_json::Value::String(s)) if store::name::is_valid(s) => Ok(s.clone()),
-        Some(other) => Err(format!(
-            "brief.step must be a name ([A-Za-z0-9][A-Za-z0-9._-]{{0,127}}), not {other}"
-        )),
     }
 }

@@ -7,47 +7,24 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::Error;
-use crate::queue::Task;
-use crate::store::{self, Sha256, Store};
+use crate::queue::{Receipt, Task};
+use crate::store::Store;
 
 /// The fold for a task (null and empty before a worker submitted).
 pub fn fold(store: &Store, task: &Task) -> Result<Value, Error> {
     let Some(last) = task.receipts.last() else {
         return Ok(json!({"out": null, "parts": {}}));
     };
-    let receipt = read_receipt(store, last)?;
-    let out = match receipt["out"]["sha256"].as_str() {
-        Some(h) => value_of(&store.get_object(&parse(h)?)?),
+    let receipt = Receipt::read(store, last)?;
+    let out = match &receipt.out {
+        Some(body) => value_of(&store.get_object(&body.sha256)?),
         None => Value::Null,
     };
     let mut parts = Map::new();
-    if let Some(map) = receipt["parts"].as_object() {
-        for (name, h) in map {
-            let sha = parse(h.as_str().unwrap_or_default())?;
-            parts.insert(name.clone(), value_of(&store.get_object(&sha)?));
-        }
+    for (name, sha) in receipt.parts.iter().flatten() {
+        parts.insert(name.clone(), value_of(&store.get_object(sha)?));
     }
     Ok(json!({"out": out, "parts": parts}))
-}
-
-/// A receipt record, parsed.
-pub fn read_receipt(store: &Store, sha: &Sha256) -> Result<Value, Error> {
-    let bytes = store.get_object(sha)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Error::Store(store::Error::CorruptRef {
-            path: store::object::object_path(sha),
-            message: format!("a receipt that is not JSON: {e}"),
-        })
-    })
-}
-
-fn parse(h: &str) -> Result<Sha256, Error> {
-    h.parse().map_err(|e: store::BadSha256| {
-        Error::Store(store::Error::CorruptRef {
-            path: "receipt".into(),
-            message: e.to_string(),
-        })
-    })
 }
 
 /// How one stored body is shown in the fold.

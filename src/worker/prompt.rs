@@ -6,11 +6,12 @@
 
 use serde_json::{Value, json};
 
-use super::output::read_receipt;
-use super::step_name;
+use super::contract::Contract;
+use super::pins;
 use crate::auth::{Principal, access};
-use crate::queue::{State, Task};
-use crate::store::{Pin, Store};
+use crate::queue::receipt::ProjectionStatus;
+use crate::queue::{Receipt, State, Task};
+use crate::store::Store;
 
 /// What the prompt needs from the queue, copied out under its lock.
 #[derive(Clone, Debug)]
@@ -49,17 +50,19 @@ impl Facts {
 /// Assembles `{task_id, attempt, agent, system, prompt, context}`.
 pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
     let t = &facts.task;
-    let brief = t.spec.brief_value();
+    let brief = t.spec.brief();
     let contract = brief
-        .get("contract_ref")
-        .and_then(|v| serde_json::from_value::<Pin>(v.clone()).ok())
-        .and_then(|pin| read_contract(store, &pin, t, holder));
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-    let prompt = text(brief.get("directive"))
-        .or_else(|| text(contract.as_ref().and_then(|c| c.get("directive"))))
-        .unwrap_or_else(|| serde_json::to_string_pretty(&brief).expect("briefs serialize"));
-    let system = text(contract.as_ref().and_then(|c| c.get("system_prompt")));
-    let agent = text(brief.get("agent")).unwrap_or_else(|| t.spec.kind.to_string());
+        .contract_ref
+        .as_ref()
+        .and_then(|pin| pins::read_as(store, holder, pin, &t.spec.namespace).ok())
+        .map(|bytes| Contract::parse(&bytes));
+    let prompt = brief
+        .directive
+        .clone()
+        .or_else(|| contract.as_ref().and_then(|c| c.directive.clone()))
+        .unwrap_or_else(|| t.spec.brief.get().to_string());
+    let system = contract.as_ref().and_then(|c| c.system_prompt.clone());
+    let agent = brief.agent.clone().unwrap_or_else(|| t.spec.kind.to_string());
     let workspace = store.root().absolute.join("workspace");
     let steps: Vec<Value> = facts
         .related
@@ -81,7 +84,7 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
                 "namespace": t.spec.namespace,
                 "queue": t.spec.queue,
                 "kind": t.spec.kind,
-                "step": step_name(t.spec.kind.as_str(), &brief).ok(),
+                "step": t.spec.step_name(),
                 "effect_class": t.spec.effect_class,
                 "tags": t.spec.tags,
                 "target_cohorts": t.spec.target_cohorts,
@@ -96,53 +99,28 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
     })
 }
 
-fn read_contract(store: &Store, pin: &Pin, t: &Task, holder: &Principal) -> Option<Value> {
-    let ns = pin
-        .namespace
-        .clone()
-        .unwrap_or_else(|| t.spec.namespace.clone());
-    let bytes = store
-        .read_pin::<super::Error>(pin, &t.spec.namespace, |entry| {
-            access::may_read_nouns(holder, &ns)?;
-            Ok(access::read_noun(holder, entry)?)
-        })
-        .ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
 /// A pointer to a finished task's output.
 fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> Value {
     let receipt = r
         .receipts
         .last()
-        .and_then(|sha| read_receipt(store, sha).ok());
-    let get = |k: &str| {
-        receipt
-            .as_ref()
-            .map(|rc| rc[k].clone())
-            .unwrap_or(Value::Null)
-    };
-    let name = get("step")
-        .as_str()
-        .map(str::to_string)
-        .or_else(|| step_name(r.spec.kind.as_str(), &r.spec.brief_value()).ok())
-        .unwrap_or_else(|| r.spec.kind.to_string());
-    let projection = get("projection");
-    let file_path = (projection["status"] == "written")
-        .then(|| {
-            projection["path"]
-                .as_str()
-                .map(|p| root.join(p).join(format!("{name}.md")))
-        })
-        .flatten();
-    let out = get("out");
+        .and_then(|sha| Receipt::read(store, sha).ok());
+    let name = receipt
+        .as_ref()
+        .and_then(|rc| rc.step.clone())
+        .unwrap_or_else(|| r.spec.step_name().to_string());
+    let projection = receipt.as_ref().and_then(|rc| rc.projection.as_ref());
+    let file_path = projection
+        .filter(|p| p.status == ProjectionStatus::Written)
+        .map(|p| root.join(&p.path).join(format!("{name}.md")));
+    let out = receipt.as_ref().and_then(|rc| rc.out);
     json!({
         "name": name,
         "task_id": r.id,
         "state": r.state,
         "ok": r.ok(),
         "file_path": file_path,
-        "sha256": out["sha256"],
-        "size_bytes": out["size"],
+        "sha256": out.map(|o| o.sha256),
+        "size_bytes": out.map(|o| o.size),
     })
 }

@@ -4,12 +4,13 @@
 //! machine). [`submit_body`] is the worker route's part: store the final
 //! body and parts as objects, project them into the ctx-dir, then complete.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::projection::{self, Projection};
-use super::{Error, Session, contract, step_name};
-use crate::auth::{Principal, access};
+use super::{Error, Session, contract, pins};
+use crate::auth::Principal;
 use crate::queue::placement::DEFAULT_PLACEMENT;
+use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
 use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState};
 use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
 
@@ -24,56 +25,6 @@ pub struct Completed {
     pub state: TaskState,
 }
 
-/// Checks that every pin names an existing version with that sha256,
-/// readable by `p`, and returns their bytes in order.
-pub async fn check_pins(
-    store: &Store,
-    p: &Principal,
-    task: &Task,
-    pins: Vec<(String, Pin)>,
-) -> Result<Vec<Vec<u8>>, Error> {
-    let p = p.clone();
-    let ns = task.spec.namespace.clone();
-    store
-        .blocking(move |store| {
-            let mut read_all = Vec::with_capacity(pins.len());
-            for (field, pin) in pins {
-                let pin_ns = pin.namespace.clone().unwrap_or_else(|| ns.clone());
-                let read = store.read_pin::<Error>(&pin, &ns, |entry| {
-                    access::may_read_nouns(&p, &pin_ns)?;
-                    Ok(access::read_noun(&p, entry)?)
-                });
-                let reason = match read {
-                    Ok(bytes) => {
-                        read_all.push(bytes);
-                        continue;
-                    }
-                    Err(Error::Store(crate::store::Error::PinMismatch {
-                        version, actual, ..
-                    })) => {
-                        format!("version {version} has sha256 {actual}, not the pinned one")
-                    }
-                    Err(Error::Store(
-                        crate::store::Error::NounNotFound
-                        | crate::store::Error::VersionNotFound { .. },
-                    ))
-                    | Err(Error::Auth(crate::auth::Error::Hidden)) => {
-                        "no such noun version is visible to this key".into()
-                    }
-                    Err(Error::Auth(crate::auth::Error::Forbidden(m))) => m,
-                    Err(e) => return Err(e),
-                };
-                return Err(Error::InvalidPin {
-                    field,
-                    reason,
-                    pin: Box::new(pin),
-                });
-            }
-            Ok(read_all)
-        })
-        .await
-}
-
 /// A stored body as the JSON a contract check reads (text that is not
 /// JSON becomes a string, which a schema then refuses).
 fn as_json(bytes: &[u8]) -> Value {
@@ -83,58 +34,53 @@ fn as_json(bytes: &[u8]) -> Value {
 
 /// Runs the pinned contract's checks (if the brief pins one that declares
 /// them) on `outputs`, the submit's output bodies (or the worker's final
-/// body when it names no output pins). The contract and input reads are
-/// the daemon's own: the requester pinned them.
+/// body when it names no output pins). The contract and input are read as
+/// the task's requester, who pinned them (`None` when the requester's key
+/// is no longer usable): a pin the requester may not read fails its check
+/// without saying anything about the noun.
 async fn contract_checks(
     store: &Store,
     task: &Task,
+    requester: Option<Principal>,
     outputs: Vec<Value>,
 ) -> Result<Option<Vec<contract::Check>>, Error> {
-    let brief = task.spec.brief_value();
-    let Some(contract_ref) = brief.get("contract_ref").cloned() else {
+    let brief = task.spec.brief();
+    let Some(contract_pin) = brief.contract_ref else {
         return Ok(None);
     };
     let ns = task.spec.namespace.clone();
-    let input_ref = brief.get("input_ref").cloned();
+    let input_pin = brief.input_ref;
     store
         .blocking(move |store| {
-            let read = |v: &Value| -> Result<Value, String> {
-                let pin: Pin =
-                    serde_json::from_value(v.clone()).map_err(|e| format!("not a pin: {e}"))?;
-                let bytes = store
-                    .read_pin::<crate::store::Error>(&pin, &ns, |_| Ok(()))
-                    .map_err(|e| e.to_string())?;
-                Ok(as_json(&bytes))
+            let read = |pin: &Pin| {
+                requester
+                    .as_ref()
+                    .and_then(|p| pins::read_as(store, p, pin, &ns).ok())
             };
-            let contract_doc = match read(&contract_ref) {
-                Ok(c) => c,
-                Err(e) => {
-                    return Ok(Some(vec![contract::Check {
-                        name: "contract_is_valid".into(),
-                        ok: false,
-                        detail: format!("the pinned contract cannot be read: {e}"),
-                    }]));
-                }
+            let failed = |name: &str, what: &str| contract::Check {
+                name: name.into(),
+                ok: false,
+                detail: format!(
+                    "the pinned {what} is not readable by the task's requester (missing, hidden, or a pin that does not match)"
+                ),
             };
-            if !contract::declares_checks(&contract_doc) {
+            let Some(bytes) = read(&contract_pin) else {
+                return Ok(Some(vec![failed("contract_is_valid", "contract")]));
+            };
+            let contract = contract::Contract::parse(&bytes);
+            if !contract.declares_checks() {
                 return Ok(None);
             }
-            let mut extra = Vec::new();
-            let input = match input_ref.as_ref().map(&read) {
-                None => None,
-                Some(Ok(v)) => Some(v),
-                Some(Err(e)) => {
-                    extra.push(contract::Check {
-                        name: "input_is_readable".into(),
-                        ok: false,
-                        detail: e,
-                    });
-                    None
-                }
+            let (input, unreadable) = match &input_pin {
+                None => (None, None),
+                Some(pin) => match read(pin) {
+                    Some(bytes) => (Some(as_json(&bytes)), None),
+                    None => (None, Some(failed("input_is_readable", "input"))),
+                },
             };
-            let mut checks = contract::evaluate(&contract_doc, input.as_ref(), &outputs);
-            checks.extend(extra);
-            Ok(Some(checks))
+            let mut checks = contract::evaluate(&contract, input.as_ref(), &outputs);
+            checks.extend(unreadable);
+            Ok::<_, Error>(Some(checks))
         })
         .await
 }
@@ -142,10 +88,12 @@ async fn contract_checks(
 /// The one submit path: pins checked, contract checks run, receipt
 /// written, task ended. `fallback` is the worker's final body as JSON,
 /// checked against the contract when the submit names no output pins.
+#[allow(clippy::too_many_arguments)]
 pub async fn complete(
     store: &Store,
     queue: &Queue,
     p: &Principal,
+    requester: Option<Principal>,
     task: &Task,
     lease_id: &LeaseId,
     mut input: SubmitInput,
@@ -164,7 +112,7 @@ pub async fn complete(
                 .map(|(i, pin)| (format!("evidence[{i}]"), pin.clone())),
         )
         .collect();
-    let bodies = check_pins(store, p, task, pins).await?;
+    let bodies = pins::check(store, p, &task.spec.namespace, pins).await?;
     let mut outputs: Vec<Value> = bodies[..input.outputs.len()]
         .iter()
         .map(|b| as_json(b))
@@ -175,15 +123,12 @@ pub async fn complete(
     let ns = &task.spec.namespace;
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
-    if let Some(checks) = contract_checks(store, task, outputs).await? {
+    if let Some(checks) = contract_checks(store, task, requester, outputs).await? {
         if let Some(failed) = checks.iter().find(|c| !c.ok) {
             input.ok = false;
-            input.extra.insert(
-                "failure".into(),
-                json!(format!("check {} failed: {}", failed.name, failed.detail)),
-            );
+            input.failure = Some(format!("check {} failed: {}", failed.name, failed.detail));
         }
-        input.extra.insert("checks".into(), json!(checks));
+        input.checks = Some(checks);
     }
     let (receipt, created, state) = queue.submit(task.id, lease_id, &input, &p.key_id).await?;
     if created {
@@ -198,11 +143,13 @@ pub async fn complete(
 
 /// The worker's final submit: `body` is the final body (already resolved
 /// from `@file:`), `ok` the worker's verdict, `holder` the claiming key.
+#[allow(clippy::too_many_arguments)]
 pub async fn submit_body(
     store: &Store,
     queue: &Queue,
     session: &Session,
     holder: &Principal,
+    requester: Option<Principal>,
     queue_placement: Option<String>,
     ok: bool,
     body: Vec<u8>,
@@ -212,8 +159,7 @@ pub async fn submit_body(
         state: task.state,
         attempt: task.attempt,
     })?;
-    let step =
-        step_name(task.spec.kind.as_str(), &task.spec.brief_value()).map_err(Error::FileRef)?;
+    let step = task.spec.step_name().to_string();
     let template = task
         .spec
         .placement
@@ -223,7 +169,10 @@ pub async fn submit_body(
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
     let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
-    let out = json!({"sha256": Sha256::of(&body), "size": body.len()});
+    let out = BodyRef {
+        sha256: Sha256::of(&body),
+        size: body.len() as u64,
+    };
     let step_for_files = step.clone();
     let projected = store
         .blocking(move |store| {
@@ -250,7 +199,11 @@ pub async fn submit_body(
         .await?;
     let (swap, projection) = match projected {
         Ok(swap) => {
-            let record = json!({"status": "written", "path": swap.path});
+            let record = ProjectionRecord {
+                status: ProjectionStatus::Written,
+                path: swap.path.clone(),
+                reason: None,
+            };
             (Some(swap), record)
         }
         Err((path, reason)) if policy == CheckPolicy::Strict => {
@@ -260,32 +213,37 @@ pub async fn submit_body(
             tracing::warn!(task = %task_id, path = %path, reason = %reason, "projection skipped (check_policy: warn)");
             (
                 None,
-                json!({"status": "skipped", "path": path, "reason": reason}),
+                ProjectionRecord {
+                    status: ProjectionStatus::Skipped,
+                    path,
+                    reason: Some(reason),
+                },
             )
         }
     };
-    let parts: Map<String, Value> = task
-        .staged
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
+    let parts = task.staged.clone();
     let request = Sha256::of(&canonical_json(
         &json!({"attempt": attempt, "ok": ok, "out": out, "parts": parts}),
     ));
-    let mut extra = Map::new();
-    extra.insert("out".into(), out);
-    extra.insert("parts".into(), Value::Object(parts));
-    extra.insert("step".into(), json!(step));
-    extra.insert("projection".into(), projection);
     let input = SubmitInput {
         ok,
         outputs: vec![],
         evidence: vec![],
         note: None,
-        extra,
+        worker: Some(WorkerResult {
+            out,
+            parts,
+            step,
+            projection,
+        }),
+        checks: None,
+        failure: None,
         request,
     };
-    let done = complete(store, queue, holder, task, &lease.id, input, fallback).await;
+    let done = complete(
+        store, queue, holder, requester, task, &lease.id, input, fallback,
+    )
+    .await;
     match (done, swap) {
         (Ok(done), Some(swap)) => {
             swap.finish();

@@ -304,7 +304,7 @@ async fn a_task_gaining_a_new_upstream_conflicts_while_new_dependents_are_create
     assert_eq!(lines[1], "create       task  c  (pack.yaml:8)");
     assert!(
         lines[2].starts_with("conflict     task  b  (pack.yaml:9): t2 already holds")
-            && lines[2].ends_with("its upstream would be created, which changes its depends_on"),
+            && lines[2].ends_with("an upstream task or a pinned noun version would be created, which changes its spec"),
         "{}",
         lines[2]
     );

@@ -17,7 +17,9 @@ use crate::http::wire::{NounBatchItem, PutNoun, PutNounReply};
 
 /// The pins of the pack's nouns, by `(store, key)`: each a brief-ready
 /// `{store, key, version, sha256}`. Nouns that failed are absent.
-pub(super) type Pins = HashMap<(String, String), Value>;
+/// The pin each noun of the plan has (or, in a plan, would have), and
+/// whether that version is new (not yet written in a plan).
+pub(super) type Pins = HashMap<(String, String), (Value, bool)>;
 
 /// Puts (or, in a plan, dry-runs) every noun of the plan.
 pub(super) async fn put_all(
@@ -48,7 +50,10 @@ pub(super) async fn put_all(
                 if let Some(version) = reply.version {
                     pins.insert(
                         (noun.store.clone(), noun.key.clone()),
-                        json!({"store": noun.store, "key": noun.key, "version": version, "sha256": reply.sha256}),
+                        (
+                            json!({"store": noun.store, "key": noun.key, "version": version, "sha256": reply.sha256}),
+                            matches!(outcome, Outcome::Create | Outcome::NewVersion),
+                        ),
                     );
                 }
                 Line::new(outcome, Kind::Noun, &id, &noun.source)

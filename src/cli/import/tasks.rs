@@ -4,9 +4,12 @@
 //! `{noun: store/key}` brief refs resolved to the pins the nouns got.
 //!
 //! In a plan nothing is created, so a task whose upstream would be created
-//! has no id to depend on yet. Its real spec will name that new task, so it
-//! cannot equal an existing one: it would be created when its idempotency
-//! key is free, and conflict when a task already holds the key.
+//! has no id to depend on yet, and a pin to a noun version the plan would
+//! write names nothing the daemon can read yet (the daemon refuses a pin to
+//! a missing noun). The spec sent leaves both out; its real spec will name
+//! the new task or version, so it cannot equal an existing one: it would be
+//! created when its idempotency key is free, and conflict when a task
+//! already holds the key.
 
 use std::collections::HashMap;
 
@@ -50,7 +53,7 @@ pub(super) async fn enqueue_all(
         let (mut specs, mut sent) = (Vec::new(), Vec::new());
         for i in layer {
             let task = &plan.tasks[i];
-            match spec(task, pins, &known) {
+            match spec(task, pins, &known, mode == Mode::Plan) {
                 Ok((spec, partial)) => {
                     specs.push(spec);
                     sent.push((i, partial));
@@ -95,16 +98,19 @@ fn layers(tasks: &[TaskItem]) -> Vec<Vec<usize>> {
 }
 
 /// The spec to send: refs resolved to pins, `depends_on` to task ids. True
-/// when an upstream has no id yet (a plan that would create it), so the
-/// spec sent lacks it. Err when a noun or an upstream failed.
+/// when an upstream has no id yet or, in a `plan`, a pinned version is not
+/// written yet, so the spec sent lacks it. Err when a noun or an upstream
+/// failed.
 fn spec(
     task: &TaskItem,
     pins: &Pins,
     known: &HashMap<&str, Upstream>,
+    plan: bool,
 ) -> Result<(Value, bool), String> {
     let mut spec = task.spec.clone();
+    let mut partial = false;
     for r in &task.noun_refs {
-        let pin = pins.get(&(r.store.clone(), r.key.clone())).ok_or_else(|| {
+        let (pin, new) = pins.get(&(r.store.clone(), r.key.clone())).ok_or_else(|| {
             format!(
                 "not enqueued: its noun {}/{} was not written",
                 r.store, r.key
@@ -114,11 +120,15 @@ fn spec(
             .get_mut("brief")
             .and_then(|brief| brief.pointer_mut(&r.pointer))
         {
-            *slot = pin.clone();
+            if plan && *new {
+                *slot = Value::Null;
+                partial = true;
+            } else {
+                *slot = pin.clone();
+            }
         }
     }
     let mut ids = Vec::new();
-    let mut partial = false;
     for u in &task.depends_on {
         match known.get(u.as_str()) {
             Some(Upstream::Known(id)) => ids.push(Value::String(id.to_string())),
@@ -157,7 +167,7 @@ fn judge(task: &TaskItem, answer: ItemReply<TaskOutcome>, partial: bool) -> (Lin
         ("unchanged", false) => (line(task, Outcome::Unchanged), existing),
         ("unchanged" | "conflict", true) => (
             line(task, Outcome::Conflict).because(format!(
-                "{}; its upstream would be created, which changes its depends_on",
+                "{}; an upstream task or a pinned noun version would be created, which changes its spec",
                 taken(&holder, task)
             )),
             existing,
@@ -227,23 +237,30 @@ mod tests {
     #[test]
     fn spec_resolves_refs_and_upstreams_or_says_why_not() {
         let pin = json!({"store": "s", "key": "k", "version": 2, "sha256": "ab"});
-        let pins: Pins = [(("s".to_string(), "k".to_string()), pin.clone())].into();
+        let pins: Pins = [(("s".to_string(), "k".to_string()), (pin.clone(), false))].into();
         let mut known = HashMap::new();
         known.insert("a", Upstream::Known(TaskId(7)));
-        let (spec, partial) = spec(&task("b", &["a"]), &pins, &known).unwrap();
+        let (spec, partial) = spec(&task("b", &["a"]), &pins, &known, true).unwrap();
         assert!(!partial);
         assert_eq!(
             spec,
             json!({"brief": {"a": pin, "b": [1, pin]}, "depends_on": ["t7"]})
         );
         known.insert("n", Upstream::New);
-        let (spec, partial) = super::spec(&task("c", &["a", "n"]), &pins, &known).unwrap();
+        let (spec, partial) = super::spec(&task("c", &["a", "n"]), &pins, &known, true).unwrap();
         assert!(partial);
         assert_eq!(spec["depends_on"], json!(["t7"]));
         known.insert("f", Upstream::Failed);
-        let err = super::spec(&task("d", &["f"]), &pins, &known).unwrap_err();
+        let err = super::spec(&task("d", &["f"]), &pins, &known, true).unwrap_err();
         assert_eq!(err, "not enqueued: its upstream task \"f\" was not");
-        let err = super::spec(&task("e", &[]), &Pins::new(), &known).unwrap_err();
+        let new: Pins = [(("s".to_string(), "k".to_string()), (pin.clone(), true))].into();
+        let (spec, partial) = super::spec(&task("g", &[]), &new, &known, true).unwrap();
+        assert!(partial, "a pinned version a plan would write is left out");
+        assert_eq!(spec["brief"], json!({"a": null, "b": [1, null]}));
+        let (spec, partial) = super::spec(&task("g", &[]), &new, &known, false).unwrap();
+        assert!(!partial);
+        assert_eq!(spec["brief"]["a"], pin);
+        let err = super::spec(&task("e", &[]), &Pins::new(), &known, true).unwrap_err();
         assert_eq!(err, "not enqueued: its noun s/k was not written");
     }
 }
