@@ -1429,3 +1429,355 @@ async fn worker_routes_take_only_their_own_live_credential() {
         );
     }
 }
+
+/// One row of the seams table: the class of hole it guards, the key, the
+/// request, and the status it must get.
+struct Seam {
+    class: &'static str,
+    key: &'static str,
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    status: u16,
+}
+
+fn seam(
+    class: &'static str,
+    key: &'static str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+    status: u16,
+) -> Seam {
+    Seam {
+        class,
+        key,
+        method,
+        path: path.to_string(),
+        body,
+        status,
+    }
+}
+
+/// A reply's JSON with the fields that name the record asked for removed,
+/// so that a hidden record's answer can be compared with a missing one's.
+fn anonymized(reply: &Reply, names: &[&str]) -> (u16, String) {
+    let mut text = String::from_utf8_lossy(&reply.body).into_owned();
+    for n in names {
+        text = text.replace(n, "NAME");
+    }
+    (reply.status.as_u16(), text)
+}
+
+/// Where two features meet (pins the daemon reads × visibility, split ×
+/// grants, resume × grants, public × writes, hidden × dry runs, lists and
+/// idempotency keys), each key does exactly what it was issued. One row
+/// per line; rows that change state come last. Hidden records answer byte
+/// for byte as missing ones (the pairs after the table).
+#[tokio::test(flavor = "multi_thread")]
+async fn seams_between_features_allow_exactly_what_was_issued() {
+    use support::{NS as TEAM, Team, claim, enqueue, lease, put_noun, spec};
+    let t = Team::start().await;
+    let admin = t.d.admin.clone();
+    let q = json!({"name": "work.elsewhere"});
+    assert_status!(admin.post_json("/v1/queues", &q).await.unwrap(), 201);
+    let team_scopes = |extra: &[&str]| -> Value {
+        let mut s = vec![
+            format!("namespace:{TEAM}"),
+            "surface:team_example".into(),
+            "nouns:read".into(),
+        ];
+        s.extend(extra.iter().map(|x| x.to_string()));
+        json!(s)
+    };
+    let kinds = json!(["verb.solve_draft", "verb.verify_gate", "verb.compute"]);
+    let mut clients: HashMap<&'static str, Client> = HashMap::new();
+    for (name, grants) in [
+        (
+            "claimer",
+            json!({"queues": ["work.external", "work.short"], "kinds": kinds, "effect_classes": ["read", "write-internal", "write-repo"], "scopes": team_scopes(&["verbs:claim"])}),
+        ),
+        (
+            "narrow",
+            json!({"queues": ["work.external"], "kinds": ["verb.compute"], "effect_classes": ["read", "write-internal"], "scopes": team_scopes(&["verbs:enqueue"])}),
+        ),
+        (
+            "parker",
+            json!({"queues": ["work.external"], "kinds": kinds, "effect_classes": ["read", "write-internal"], "scopes": team_scopes(&["verbs:claim", "verbs:enqueue"])}),
+        ),
+    ] {
+        let (_, secret) = issue(&admin, json!({"label": name, "grants": grants})).await;
+        clients.insert(name, t.d.client(&secret));
+    }
+    for (name, c) in [
+        ("admin", &admin),
+        ("requester", &t.requester),
+        ("worker", &t.worker),
+        ("resumer", &t.resumer),
+        ("outsider", &t.outsider),
+    ] {
+        clients.insert(name, c.clone());
+    }
+
+    // Records: another surface's noun (hidden from the team), a public one,
+    // a contract, and tasks to split and to resume.
+    let theirs = put_noun(&t.outsider, "work.private", "theirs", json!({"secret": 42})).await;
+    let mut missing = theirs.clone();
+    missing["key"] = json!("nothere");
+    let r = admin.put_json(&format!("/v1/nouns/{TEAM}/work.public/release"), &json!({"expected_version": 0, "visibility": "public", "producer_surface": "team_example", "body": {"v": 1}})).await.unwrap();
+    assert_status!(r, 201);
+    let parked = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+    let c = body(
+        &clients["parker"]
+            .post_json(&format!("/v1/tasks/{parked}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    let park = json!({"lease_id": lease(&c), "reason": "needs input", "needs": {}});
+    assert_status!(
+        clients["parker"]
+            .post_json(&format!("/v1/tasks/{parked}/park"), &park)
+            .await
+            .unwrap(),
+        200
+    );
+    let parent = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    let c = body(
+        &clients["claimer"]
+            .post_json(&format!("/v1/tasks/{parent}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    let split_lease = lease(&c);
+    let their_task = {
+        let mut s = spec("verb.compute", json!({}));
+        s["producer_surface"] = json!("surface:elsewhere");
+        s["idempotency_key"] = json!("shared-key");
+        enqueue(&t.outsider, &s).await
+    };
+    let input = put_noun(&t.resumer, "work.inputs", "fresh", json!({"numbers": [1]})).await;
+
+    let child = |extra: Value| {
+        let mut c = json!({"queue": "work.external", "kind": "verb.compute", "effect_class": "read", "brief": {}});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        json!({"lease_id": split_lease, "children": [c]})
+    };
+    let with_pin = |field: &str, pin: &Value| {
+        let mut s = spec("verb.compute", json!({}));
+        s["brief"][field] = pin.clone();
+        s
+    };
+    let mut keyed = spec("verb.compute", json!({}));
+    keyed["idempotency_key"] = json!("shared-key");
+    let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
+    let split = format!("/v1/tasks/{parent}/split");
+    let resume = format!("/v1/tasks/{parked}/resume");
+    let release = format!("/v1/nouns/{TEAM}/work.public/release");
+    #[rustfmt::skip]
+    let rows = vec![
+        seam("brief pins", "requester", post.clone(), "/v1/tasks", Some(with_pin("input_ref", &theirs)), 422),
+        seam("brief pins", "requester", post.clone(), "/v1/tasks", Some(with_pin("contract_ref", &theirs)), 422),
+        seam("brief pins", "requester", post.clone(), "/v1/tasks?dry_run=true", Some(with_pin("input_ref", &theirs)), 422),
+        seam("brief pins", "requester", post.clone(), "/v1/tasks", Some(with_pin("input_ref", &json!({"store": "s"}))), 400),
+        seam("public inheritance", "resumer", put.clone(), &release, Some(json!({"expected_version": 1, "body": {"v": 2}})), 403),
+        seam("public inheritance", "requester", put.clone(), &release, Some(json!({"expected_version": 1, "visibility": "surface_only", "body": {"v": 2}})), 403),
+        seam("public inheritance", "admin", put.clone(), &release, Some(json!({"expected_version": 1, "dry_run": true, "body": {"v": 2}})), 200),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"queue": "work.server"}))), 404),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"queue": "work.elsewhere"}))), 404),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"kind": "verb.other"}))), 403),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"effect_class": "write-repo"}))), 403),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"effect_class": "public"}))), 403),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"priority": 2147483647}))), 403),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"allow_file_submit": true}))), 400),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"work_dir": "tasks"}))), 400),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"placement": "tasks/{task_id}/x"}))), 400),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"brief": {"input_ref": theirs}}))), 422),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"visibility_scope": "public"}))), 422),
+        seam("resume grants", "parker", post.clone(), &resume, Some(json!({"input_ref": input})), 403),
+        seam("resume grants", "worker", post.clone(), &resume, Some(json!({"input_ref": input})), 403),
+        seam("resume grants", "narrow", post.clone(), &resume, Some(json!({"input_ref": input})), 403),
+        seam("resume grants", "outsider", post.clone(), &resume, Some(json!({"input_ref": input})), 404),
+        seam("resume grants", "resumer", post.clone(), &resume, Some(json!({"input_ref": theirs})), 422),
+        seam("hidden = missing", "requester", get.clone(), &format!("/v1/tasks/{their_task}"), None, 404),
+        seam("hidden = missing", "worker", post.clone(), "/v1/queues/work.server/claim", Some(json!({})), 404),
+        seam("hidden = missing", "requester", post.clone(), "/v1/tasks", Some(keyed), 201),
+        seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"priority": -1}))), 200),
+        seam("resume grants", "resumer", post.clone(), &resume, Some(json!({"input_ref": input})), 200),
+    ];
+    for r in &rows {
+        let bytes = r.body.as_ref().map(|b| bytes::Bytes::from(b.to_string()));
+        let reply = clients[r.key]
+            .send(r.method.clone(), &r.path, bytes, &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            reply.status.as_u16(),
+            r.status,
+            "[{}] {} {} as {}: {}",
+            r.class,
+            r.method,
+            r.path,
+            r.key,
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+
+    // Hidden answers exactly as missing.
+    let pin_of = |p: &Value| with_pin("input_ref", p);
+    let hidden = t
+        .requester
+        .post_json("/v1/tasks", &pin_of(&theirs))
+        .await
+        .unwrap();
+    let absent = t
+        .requester
+        .post_json("/v1/tasks", &pin_of(&missing))
+        .await
+        .unwrap();
+    assert_eq!(
+        anonymized(&hidden, &["theirs"]),
+        anonymized(&absent, &["nothere"]),
+        "a hidden pin answers as a missing one"
+    );
+    let dry = json!({"expected_version": 0, "dry_run": true, "body": {"mine": true}});
+    let hidden = t
+        .requester
+        .put_json(&format!("/v1/nouns/{TEAM}/work.private/theirs"), &dry)
+        .await
+        .unwrap();
+    let absent = t
+        .requester
+        .put_json(&format!("/v1/nouns/{TEAM}/work.private/nothere"), &dry)
+        .await
+        .unwrap();
+    assert_eq!(
+        anonymized(&hidden, &["theirs"]),
+        anonymized(&absent, &["nothere"]),
+        "a dry-run put on a hidden noun answers as on a missing one"
+    );
+    let hidden = t
+        .worker
+        .post_json("/v1/queues/work.server/claim", &json!({}))
+        .await
+        .unwrap();
+    let absent = t
+        .worker
+        .post_json("/v1/queues/work.nothere/claim", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        anonymized(&hidden, &["work.server"]),
+        anonymized(&absent, &["work.nothere"]),
+        "a queue the key was not issued answers as an unknown one"
+    );
+
+    // Lists and views show only what the key may see.
+    let r = t
+        .requester
+        .put_json(
+            &format!("/v1/nouns/{TEAM}/work.notes/draft"),
+            &json!({"expected_version": 0, "visibility": "private", "body": {"draft": 1}}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let r = t
+        .requester
+        .put_json(
+            &format!("/v1/nouns/{TEAM}/work.notes/draft"),
+            &json!({"expected_version": 1, "visibility": "surface_only", "body": {"draft": 2}}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let versions = body(
+        &t.resumer
+            .get(&format!("/v1/nouns/{TEAM}/work.notes/draft/versions"))
+            .await
+            .unwrap(),
+    );
+    let listed: Vec<u64> = versions["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        [2],
+        "an older private version is not listed to a teammate"
+    );
+    let queues = body(&t.requester.get("/v1/queues").await.unwrap());
+    let external = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "work.external")
+        .unwrap();
+    let counted: u64 = external["counts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    let visible = body(
+        &t.requester
+            .get("/v1/tasks?queue=work.external")
+            .await
+            .unwrap(),
+    )["tasks"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    assert_eq!(
+        counted, visible,
+        "queue counts include only tasks the key may see: {external}"
+    );
+    let mut joined = spec("verb.compute", json!({}));
+    joined["depends_on"] = json!([their_task]);
+    let joined = enqueue(&admin, &joined).await;
+    let view = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{joined}"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        view["upstream"],
+        json!([]),
+        "a hidden upstream's id is not named: {view}"
+    );
+    assert!(
+        !view.to_string().contains(&format!("\"{their_task}\"")),
+        "{view}"
+    );
+    let kids = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{parent}"))
+            .await
+            .unwrap(),
+    )["children"]
+        .clone();
+    let kid = kids[0]["task_id"].as_str().unwrap().to_string();
+    let kid_view = body(&t.requester.get(&format!("/v1/tasks/{kid}")).await.unwrap());
+    assert_eq!(
+        (kid_view["requester"].clone(), kid_view["priority"].clone()),
+        (
+            body(
+                &t.requester
+                    .get(&format!("/v1/tasks/{parent}"))
+                    .await
+                    .unwrap()
+            )["requester"]
+                .clone(),
+            json!(-1)
+        ),
+        "a child is the requester's, at the priority asked"
+    );
+    assert!(
+        claim(&clients["parker"], "work.external").await.is_some(),
+        "the resumed task is claimable again"
+    );
+}

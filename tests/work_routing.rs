@@ -366,7 +366,11 @@ async fn submit_writes_a_checked_receipt_and_a_resend_gets_the_same_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_parks_for_missing_input_and_another_key_resumes_it() {
     let t = Team::start().await;
-    let id = enqueue(&t.requester, &spec("verb.solve_draft", json!({"input_ref": null}))).await;
+    let id = enqueue(
+        &t.requester,
+        &spec("verb.solve_draft", json!({"input_ref": null})),
+    )
+    .await;
     let c = claim(&t.worker, "work.external").await.unwrap();
     let needs = json!({"noun": "work.inputs/numbers", "type": "noun.input", "schema": {"numbers": "array of integers"}});
     let r = t
@@ -941,6 +945,84 @@ async fn contract_task(t: &Team, numbers: Value) -> (String, Value) {
     (id, body(&c))
 }
 
+/// The daemon reads a task's contract and input as its requester, again
+/// when the checks run: a pin the requester can no longer read fails its
+/// check without a word about the noun, and no check detail echoes an
+/// instance value.
+#[tokio::test(flavor = "multi_thread")]
+async fn contract_checks_read_pins_as_the_requester_and_never_echo_values() {
+    let t = Team::start().await;
+    let (id, c) = contract_task(&t, json!([1, 2, 3])).await;
+    let brief = &c["task"]["brief"];
+    let (contract_sha, input_sha) = (
+        brief["contract_ref"]["sha256"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        brief["input_ref"]["sha256"].as_str().unwrap().to_string(),
+    );
+    let r =
+        t.d.admin
+            .post_json(
+                &format!("/v1/nouns/{NS}/work.contracts/c/quarantine"),
+                &json!({}),
+            )
+            .await
+            .unwrap();
+    assert_status!(r, 200);
+    let out = put_noun(
+        &t.worker,
+        "work.artifacts",
+        "secretive",
+        json!({"sum_of_squares": "s3cr3t-value"}),
+    )
+    .await;
+    let r = submit(&t.worker, &id, &lease(&c), true, json!([out])).await;
+    assert_status!(r, 201);
+    assert_eq!(body(&r)["state"], json!("failed"));
+    let rec = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{id}/receipts"))
+            .await
+            .unwrap(),
+    );
+    let checks = &rec["receipts"][0]["receipt"]["checks"];
+    assert_eq!(checks[0]["name"], json!("contract_is_valid"));
+    assert_eq!(checks[0]["ok"], json!(false));
+    assert!(
+        checks[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not readable by the task's requester"),
+        "{checks}"
+    );
+    assert!(!checks.to_string().contains(&contract_sha), "{checks}");
+    let r =
+        t.d.admin
+            .post_json(
+                &format!("/v1/nouns/{NS}/work.contracts/c/unquarantine"),
+                &json!({}),
+            )
+            .await
+            .unwrap();
+    assert_status!(r, 200);
+
+    let (id, c) = contract_task(&t, json!([1, 2, 3])).await;
+    let r = submit(&t.worker, &id, &lease(&c), true, json!([out])).await;
+    assert_status!(r, 201);
+    let rec = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{id}/receipts"))
+            .await
+            .unwrap(),
+    );
+    let checks = rec["receipts"][0]["receipt"]["checks"].to_string();
+    assert!(checks.contains("/sum_of_squares: fails `type`"), "{checks}");
+    for secret in ["s3cr3t-value", "\"numbers\"", &input_sha] {
+        assert!(!checks.contains(secret), "{secret} echoed in {checks}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_contract_check_fails_the_task_with_its_message() {
     let t = Team::start().await;
@@ -1162,4 +1244,84 @@ async fn promotion_needs_every_stage_receipt_and_distinct_actors_then_adds_a_pub
         .await
         .unwrap();
     assert_status!(r, 404, "not_found");
+}
+
+/// The promotion gate's stages are the operator's policy: a contract a
+/// requester wrote cannot lower them, an admin-provisioned queue sets
+/// them, and a stage counts only when its receipt holds exactly the pin
+/// promoted (the same bytes under another name do not count).
+#[tokio::test(flavor = "multi_thread")]
+async fn promotion_stages_come_from_admin_policy_and_exact_pins() {
+    let t = Team::start().await;
+    let (solve, c) = contract_task(&t, json!([3, 4])).await;
+    let mut lax = body(
+        &t.requester
+            .get(&format!("/v1/nouns/{NS}/work.contracts/c"))
+            .await
+            .unwrap(),
+    );
+    lax["required_stages"] = json!(["verb.solve_draft"]);
+    put_noun(&t.requester, "work.contracts", "c", lax).await;
+    let artifact = put_noun(
+        &t.worker,
+        "work.artifacts",
+        "result",
+        json!({"sum_of_squares": 25}),
+    )
+    .await;
+    let twin = put_noun(
+        &t.worker,
+        "work.artifacts",
+        "twin",
+        json!({"sum_of_squares": 25}),
+    )
+    .await;
+    assert_eq!(artifact["sha256"], twin["sha256"]);
+    assert_status!(
+        submit(&t.worker, &solve, &lease(&c), true, json!([artifact])).await,
+        201
+    );
+
+    let promote = |pin: &Value| json!({"pin": pin, "stages": [solve]});
+    let r =
+        t.d.admin
+            .post_json("/v1/promotions", &promote(&artifact))
+            .await
+            .unwrap();
+    assert_status!(r, 422, "promotion_refused");
+    assert!(
+        body(&r)["error"]["details"]["problems"]
+            .to_string()
+            .contains("verb.verify_gate"),
+        "a requester's contract does not lower the policy"
+    );
+
+    let policy = json!({"name": "work.external", "lease_ttl_s": 30, "max_attempts": 3, "backoff": {"base_ms": 50, "cap_ms": 200}, "required_stages": ["verb.solve_draft"]});
+    assert_status!(
+        t.d.admin.post_json("/v1/queues", &policy).await.unwrap(),
+        200
+    );
+    let r =
+        t.d.admin
+            .post_json("/v1/promotions", &promote(&twin))
+            .await
+            .unwrap();
+    assert_status!(r, 422, "promotion_refused");
+    assert!(
+        body(&r)["error"]["details"]["problems"]
+            .to_string()
+            .contains("exactly this pin"),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r =
+        t.d.admin
+            .post_json("/v1/promotions", &promote(&artifact))
+            .await
+            .unwrap();
+    assert_status!(r, 201);
+    assert_eq!(
+        body(&r)["promotion"]["required_stages"],
+        json!(["verb.solve_draft"])
+    );
 }

@@ -265,18 +265,15 @@ pub fn may_enqueue(p: &Principal, f: &TaskFacts<'_>) -> Result<Option<Name>, Err
 /// enqueue-level act by another principal, so it sees the task, holds
 /// `verbs:enqueue` and the task's queue, kind and effect class, and is not
 /// the key that parked it (`parked_by`).
-pub fn may_resume(
-    p: &Principal,
-    f: &TaskFacts<'_>,
-    parked_by: Option<&Name>,
-) -> Result<(), Error> {
+pub fn may_resume(p: &Principal, f: &TaskFacts<'_>, parked_by: Option<&Name>) -> Result<(), Error> {
     read_task(p, f)?;
     require(p, Scope::VerbsEnqueue)?;
     queue_granted(p, f.queue, f.server_queue)?;
     may_do_kind_and_effect(p, f.kind, f.effect_class)?;
     if parked_by == Some(&p.key_id) {
         return Err(Error::Forbidden(
-            "the key that parked a task cannot resume it: another principal supplies the new input".into(),
+            "the key that parked a task cannot resume it: another principal supplies the new input"
+                .into(),
         ));
     }
     Ok(())
@@ -321,7 +318,8 @@ pub fn may_split_child(
     }
     if child.effect_class.needs_admin() && child.effect_class != parent.effect_class {
         return Err(Error::Forbidden(
-            "a child may have an admin-only effect class only when its parent has that class".into(),
+            "a child may have an admin-only effect class only when its parent has that class"
+                .into(),
         ));
     }
     if child_priority > parent_priority {

@@ -212,14 +212,20 @@ mod tests {
     fn intersections_keep_only_what_both_sides_hold() {
         let set = |queues: &[&str], scopes: &[&str]| {
             GrantSet::compile(&Grants {
-                queues: queues.iter().map(|q| Name::parse("q", q).unwrap()).collect(),
+                queues: queues
+                    .iter()
+                    .map(|q| Name::parse("q", q).unwrap())
+                    .collect(),
                 kinds: vec![],
                 effect_classes: vec![EffectClass::Read],
                 scopes: scopes.iter().map(|s| s.parse().unwrap()).collect(),
             })
         };
         let requester = set(&["a", "b"], &["namespace:n", "verbs:enqueue"]);
-        let worker = set(&["b", "srv"], &["namespace:n", "namespace:m", "verbs:claim"]);
+        let worker = set(
+            &["b", "srv"],
+            &["namespace:n", "namespace:m", "verbs:claim"],
+        );
         let both = requester.intersect(&worker);
         assert!(!both.admin);
         assert_eq!(both.queues.len(), 1);

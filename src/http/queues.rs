@@ -51,8 +51,8 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
                         st.counts_where(&q.name, |t| access::sees_task(&p, &st.facts(t)))
                     }
                     .into_iter()
-                        .map(|(s, n)| (s.as_str().to_string(), n))
-                        .collect(),
+                    .map(|(s, n)| (s.as_str().to_string(), n))
+                    .collect(),
                 })
                 .collect()
         })

@@ -66,10 +66,13 @@ impl Brief {
 
     /// The pins the daemon dereferences for the task, with their fields.
     pub fn pins(&self) -> Vec<(String, Pin)> {
-        [("brief.contract_ref", &self.contract_ref), ("brief.input_ref", &self.input_ref)]
-            .into_iter()
-            .filter_map(|(f, p)| p.clone().map(|p| (f.to_string(), p)))
-            .collect()
+        [
+            ("brief.contract_ref", &self.contract_ref),
+            ("brief.input_ref", &self.input_ref),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.clone().map(|p| (f.to_string(), p)))
+        .collect()
     }
 
     /// The step name: `step` when set, else the kind without its `verb.`

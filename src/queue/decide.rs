@@ -80,10 +80,11 @@ impl State {
         sees: &dyn Fn(&Task) -> bool,
     ) -> Result<Enqueue, Error> {
         if let Some(key) = &spec.idempotency_key
-            && let Some((id, fp)) = self
-                .index
-                .idempotency
-                .get(&(spec.namespace.clone(), requester.clone(), key.clone()))
+            && let Some((id, fp)) = self.index.idempotency.get(&(
+                spec.namespace.clone(),
+                requester.clone(),
+                key.clone(),
+            ))
         {
             return if *fp == spec.fingerprint() {
                 Ok(Enqueue::Existing(*id))

@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use super::decide::Submit;
 use super::{
-    Attempt, Claim, Error, Event, LeaseId, Park, Queue, State, SubmitInput, Task,
-    TaskId, TaskSpec, TaskState, task,
+    Attempt, Claim, Error, Event, LeaseId, Park, Queue, State, SubmitInput, Task, TaskId, TaskSpec,
+    TaskState, task,
 };
 use crate::store::{Durability, Name, Pin, Sha256};
 
@@ -180,12 +180,7 @@ impl Queue {
     }
 
     /// Resumes a parked task with a new input pin.
-    pub async fn resume(
-        &self,
-        id: TaskId,
-        input_ref: Pin,
-        by: &Name,
-    ) -> Result<TaskState, Error> {
+    pub async fn resume(&self, id: TaskId, input_ref: Pin, by: &Name) -> Result<TaskState, Error> {
         self.run_then(
             |st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,

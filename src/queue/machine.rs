@@ -216,12 +216,14 @@ impl State {
             self.index.blocked.insert(new.id, blocked.len());
         }
         if let (Some(key), Some(fp)) = (&new.spec.idempotency_key, new.fingerprint) {
-            self.index
-                .idempotency
-                .insert(
-                    (new.spec.namespace.clone(), new.requester.clone(), key.clone()),
-                    (new.id, fp),
-                );
+            self.index.idempotency.insert(
+                (
+                    new.spec.namespace.clone(),
+                    new.requester.clone(),
+                    key.clone(),
+                ),
+                (new.id, fp),
+            );
         }
         if let Some(p) = parent {
             self.task_mut(p).children.push(new.id);
@@ -388,12 +390,10 @@ impl State {
                     .insert(h.clone(), (*id, Attempt(i as u32 + 1)));
             }
             if let (Some(key), Some(fp)) = (&s.idempotency_key, t.fingerprint) {
-                index
-                    .idempotency
-                    .insert(
-                        (s.namespace.clone(), t.requester.clone(), key.clone()),
-                        (*id, fp),
-                    );
+                index.idempotency.insert(
+                    (s.namespace.clone(), t.requester.clone(), key.clone()),
+                    (*id, fp),
+                );
             }
         }
         State {
@@ -433,7 +433,10 @@ impl State {
         let mut counts = [0u64; TaskState::ALL.len()];
         for t in self.tasks.values() {
             if t.spec.queue == *queue && keep(t) {
-                counts[TaskState::ALL.iter().position(|s| *s == t.state).unwrap_or(0)] += 1;
+                counts[TaskState::ALL
+                    .iter()
+                    .position(|s| *s == t.state)
+                    .unwrap_or(0)] += 1;
             }
         }
         TaskState::ALL.iter().copied().zip(counts).collect()

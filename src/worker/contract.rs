@@ -149,8 +149,11 @@ pub fn evaluate(contract: &Contract, input: Option<&Value>, outputs: &[Value]) -
     if let Some(input) = input {
         out.push(check(
             "input_matches_schema",
-            validate(contract.input_schema.as_ref().unwrap_or(&Value::Null), input)
-                .map(|()| "the input matches input_schema".into()),
+            validate(
+                contract.input_schema.as_ref().unwrap_or(&Value::Null),
+                input,
+            )
+            .map(|()| "the input matches input_schema".into()),
         ));
     }
     let each = |f: &dyn Fn(&Value) -> Result<(), String>| -> Result<String, String> {
@@ -172,10 +175,7 @@ pub fn evaluate(contract: &Contract, input: Option<&Value>, outputs: &[Value]) -
             continue;
         }
         let result = if let Some(op) = c.recompute.as_deref() {
-            let pointer = c
-                .pointer
-                .clone()
-                .unwrap_or_else(|| format!("/{op}"));
+            let pointer = c.pointer.clone().unwrap_or_else(|| format!("/{op}"));
             recompute(op, input).and_then(|want| {
                 each(&|o| match o.pointer(&pointer) {
                     Some(got) if *got == want => Ok(()),

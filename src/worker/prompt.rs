@@ -62,7 +62,10 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
         .or_else(|| contract.as_ref().and_then(|c| c.directive.clone()))
         .unwrap_or_else(|| t.spec.brief.get().to_string());
     let system = contract.as_ref().and_then(|c| c.system_prompt.clone());
-    let agent = brief.agent.clone().unwrap_or_else(|| t.spec.kind.to_string());
+    let agent = brief
+        .agent
+        .clone()
+        .unwrap_or_else(|| t.spec.kind.to_string());
     let workspace = store.root().absolute.join("workspace");
     let steps: Vec<Value> = facts
         .related

@@ -304,7 +304,9 @@ async fn a_task_gaining_a_new_upstream_conflicts_while_new_dependents_are_create
     assert_eq!(lines[1], "create       task  c  (pack.yaml:8)");
     assert!(
         lines[2].starts_with("conflict     task  b  (pack.yaml:9): t2 already holds")
-            && lines[2].ends_with("an upstream task or a pinned noun version would be created, which changes its spec"),
+            && lines[2].ends_with(
+                "an upstream task or a pinned noun version would be created, which changes its spec"
+            ),
         "{}",
         lines[2]
     );
