@@ -310,6 +310,7 @@ pub fn may_split_child(
     child: &TaskFacts<'_>,
     child_priority: i32,
 ) -> Result<(), Error> {
+    may_enqueue(within, child)?;
     if child.server_queue && child.queue != parent.queue {
         return Err(Error::Forbidden(format!(
             "{} is a server queue: a child may use a server queue only when its parent runs in it",
@@ -327,7 +328,7 @@ pub fn may_split_child(
             "a child's priority is at most its parent's ({parent_priority})"
         )));
     }
-    may_enqueue(within, child).map(|_| ())
+    Ok(())
 }
 
 /// Whether the principal may cancel: the requester or an admin.

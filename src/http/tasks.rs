@@ -98,7 +98,7 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
 pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Result<(), ApiError> {
     access::require(p, auth::Scope::VerbsEnqueue)?;
     access::require_namespace(p, &spec.namespace)?;
-    let server = queue_server(ctx, p, &spec.queue)?;
+    let server = queue_server(ctx, &spec.queue)?;
     spec.producer_surface = access::may_enqueue(p, &spec.facts(&p.key_id, server))?;
     check_spec(ctx, p, spec).await
 }
@@ -112,7 +112,7 @@ pub async fn authorize_child(
     parent: &Task,
     spec: TaskSpec,
 ) -> Result<TaskSpec, ApiError> {
-    let server = queue_server(ctx, within, &spec.queue)?;
+    let server = queue_server(ctx, &spec.queue)?;
     let parent_facts = ctx.queue.peek(|st| st.facts(parent).server_queue);
     access::may_split_child(
         within,
@@ -125,21 +125,11 @@ pub async fn authorize_child(
     Ok(spec)
 }
 
-/// Whether `queue` is a server queue; a queue that does not exist, or that
-/// `p` was not issued, answers as unknown.
-fn queue_server(ctx: &Ctx, p: &Principal, queue: &crate::store::Name) -> Result<bool, ApiError> {
-    let server = ctx.queue.peek(|st| st.queues.get(queue).map(|q| q.server));
-    match server {
-        Some(server) => Ok(server),
-        None => Err(crate::queue::Error::UnknownQueue(queue.to_string()).into()),
-    }
-    .and_then(|server| {
-        if p.is_admin() || p.grants.queues.contains(queue) {
-            Ok(server)
-        } else {
-            Err(auth::Error::HiddenQueue(queue.to_string()).into())
-        }
-    })
+/// Whether `queue` is a server queue (unknown when never provisioned).
+fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
+    ctx.queue
+        .peek(|st| st.queues.get(queue).map(|q| q.server))
+        .ok_or_else(|| crate::queue::Error::UnknownQueue(queue.to_string()).into())
 }
 
 /// The spec's own rules, its brief's pins as `p` reads them, and a strict
