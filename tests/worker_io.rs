@@ -78,7 +78,7 @@ async fn claim_prompt_two_parts_submit_files_and_fold() {
     .await;
     let w = claim_worker(&t, "work.external").await;
     assert_eq!(w.id, id);
-    assert!(w.claim["handle"].as_str().unwrap().len() == 11);
+    assert_eq!(w.claim["handle"].as_str().unwrap().len(), 29);
 
     let p = w.handle.get("/v1/worker/prompt").await.unwrap();
     assert_status!(p, 200);
@@ -345,7 +345,7 @@ async fn credentials_fail_with_exact_statuses_and_survive_a_restart() {
             "unauthenticated",
         ),
         (
-            anon.with_bearer("wh-00000000"),
+            anon.with_bearer("wh-aaaaaaaaaaaaaaaaaaaaaaaaaa"),
             "/v1/worker/prompt",
             401,
             "unauthenticated",
