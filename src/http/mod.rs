@@ -108,7 +108,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<O
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(conn) => conn,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -120,7 +120,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<O
                 let ctx = ctx.clone();
                 let service = service_fn(move |req| {
                     let ctx = ctx.clone();
-                    async move { Ok::<_, Infallible>(routes::dispatch(ctx, req).await) }
+                    async move { Ok::<_, Infallible>(routes::dispatch(ctx, req, peer).await) }
                 });
                 let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn);
