@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::Keyring;
+use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
 use crate::config::Config;
 use crate::http::{self, Ctx};
@@ -59,6 +60,10 @@ impl Daemon {
                 queue,
                 tokens,
                 limits: config.limits.clone(),
+                throttle: Throttle::new(
+                    config.limits.worker_failures_per_peer,
+                    config.limits.worker_failures_overall,
+                ),
             }),
         })
     }

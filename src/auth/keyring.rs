@@ -5,6 +5,9 @@
 //! A secret is `tsk_<key_id>_<64 hex>`: the key id finds the record, then
 //! the sha256 of the whole secret is compared with the stored hash in
 //! constant time. Secrets are 256 random bits, so a fast hash is enough.
+//! Failed authentications are counted and logged (sampled, with the
+//! reason, never the secret); they are not throttled, since a key cannot
+//! be guessed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -15,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use super::scope::{GrantSet, Grants, Scope};
+use super::throttle::Failures;
 use super::{Error, Principal, PrincipalInfo, PrincipalKind};
 use crate::store::{self, Name, Sha256, Store};
 
@@ -68,6 +72,7 @@ pub struct IssueRequest {
 pub struct Keyring {
     store: Store,
     keys: Arc<RwLock<HashMap<Name, Arc<Entry>>>>,
+    failures: Arc<Failures>,
 }
 
 #[derive(Debug)]
@@ -104,6 +109,7 @@ impl Keyring {
         let ring = Keyring {
             store: store.clone(),
             keys: Arc::new(RwLock::new(keys)),
+            failures: Arc::default(),
         };
         if !ring.keys.read().expect("keyring lock").is_empty() {
             return Ok((ring, None));
@@ -178,8 +184,29 @@ impl Keyring {
         out
     }
 
-    /// The principal behind a bearer secret, or why it is refused.
+    /// The principal behind a bearer secret, or why it is refused. A
+    /// refusal is counted and logged (sampled).
     pub fn authenticate(&self, secret: Option<&str>) -> Result<Principal, Error> {
+        let checked = self.check(secret);
+        if let Err(Error::Unauthenticated(reason)) = &checked
+            && let Some(suppressed) = self.failures.record()
+        {
+            tracing::info!(
+                reason = *reason,
+                suppressed,
+                failures = self.failures.total(),
+                "key authentication failed"
+            );
+        }
+        checked
+    }
+
+    /// Failed key authentications since start.
+    pub fn failed_authentications(&self) -> u64 {
+        self.failures.total()
+    }
+
+    fn check(&self, secret: Option<&str>) -> Result<Principal, Error> {
         let secret = secret.ok_or(Error::Unauthenticated("missing bearer credential"))?;
         let key_id = secret
             .strip_prefix("tsk_")

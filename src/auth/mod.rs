@@ -36,6 +36,7 @@
 pub mod access;
 pub mod keyring;
 pub mod scope;
+pub mod throttle;
 pub mod token;
 
 use std::ops::Deref;

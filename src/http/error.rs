@@ -8,6 +8,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
+use crate::auth::throttle::TooManyFailures;
 use crate::{auth, promotion, queue, store, worker};
 
 /// An error on its way to the client.
@@ -24,6 +25,8 @@ pub struct ApiError {
     /// What the log line says besides the message: the hidden cause of an
     /// internal error, the path of a corrupt object. Never sent.
     pub cause: Option<String>,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -35,6 +38,7 @@ impl ApiError {
             message: message.into(),
             details: json!({}),
             cause: None,
+            retry_after_s: None,
         }
     }
 
@@ -92,7 +96,24 @@ impl ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(secs) = self.retry_after_s {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         resp
+    }
+}
+
+impl From<TooManyFailures> for ApiError {
+    fn from(e: TooManyFailures) -> ApiError {
+        let mut api = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failures",
+            e.to_string(),
+        )
+        .with(json!({"retry_after_s": e.retry_after_s}));
+        api.retry_after_s = Some(e.retry_after_s);
+        api
     }
 }
 
@@ -472,6 +493,13 @@ mod tests {
             let api = ApiError::from(err);
             assert_eq!((api.status.as_u16(), api.code), (status, code));
         }
+    }
+
+    #[test]
+    fn too_many_failures_is_429_with_retry_after() {
+        let resp = ApiError::from(TooManyFailures { retry_after_s: 3 }).into_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "3");
     }
 
     #[test]

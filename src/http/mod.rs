@@ -31,6 +31,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
 use crate::auth::{Keyring, Principal};
 use crate::config::Limits;
@@ -56,8 +57,10 @@ pub struct Ctx {
     pub queue: Queue,
     /// Worker token minting and verification.
     pub tokens: Minter,
-    /// Body size limits.
+    /// Body size limits and failure budgets.
     pub limits: Limits,
+    /// The failed worker credential throttle.
+    pub throttle: Throttle,
 }
 
 impl Ctx {

@@ -13,15 +13,23 @@ use crate::auth::Principal;
 use crate::store::Durability;
 use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, submit};
 
+/// Resolves the worker credential, unless this peer's failure budget is
+/// spent (`429`, before the credential is looked at). A credential that
+/// fails spends budget.
 fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
+    let peer = req.peer().ip();
+    ctx.throttle.admit(peer)?;
     let wanted = req.query("task_id").map(task_id).transpose()?;
-    Ok(worker::resolve(
-        &ctx.queue,
-        &ctx.tokens,
-        req.bearer()?,
-        wanted,
-        route,
-    )?)
+    let resolved = match req.bearer() {
+        Ok(bearer) => worker::resolve(&ctx.queue, &ctx.tokens, bearer, wanted, route),
+        Err(_) => Err(worker::Error::Unauthenticated(
+            "malformed Authorization header",
+        )),
+    };
+    if let Err(worker::Error::Unauthenticated(reason)) = &resolved {
+        ctx.throttle.failed(peer, reason);
+    }
+    Ok(resolved?)
 }
 
 /// The claiming key: a worker acts under its claimant's authority, so a
