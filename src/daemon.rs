@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::http::{self, Ctx};
 use crate::queue::{self, Queue};
 use crate::store::{self, Access, Store};
+use crate::worker::order::TaskLocks;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,7 @@ impl Daemon {
                     config.limits.worker_failures_per_peer,
                     config.limits.worker_failures_overall,
                 ),
+                task_locks: TaskLocks::default(),
             }),
         })
     }

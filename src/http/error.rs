@@ -225,9 +225,6 @@ impl From<worker::Error> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "stale_lease", msg)
                     .with(json!({"state": state, "attempt": attempt}))
             }
-            E::Gone { state } => {
-                ApiError::new(StatusCode::GONE, "gone", msg).with(json!({"state": state}))
-            }
             E::AlreadySubmitted => ApiError::new(StatusCode::CONFLICT, "already_submitted", msg),
             E::InvalidPartName { name, .. } => {
                 ApiError::bad_request("invalid_part_name", msg).with(json!({"name": name}))
@@ -436,13 +433,6 @@ mod tests {
                 },
                 409,
                 "stale_lease",
-            ),
-            (
-                worker::Error::Gone {
-                    state: TaskState::Succeeded,
-                },
-                410,
-                "gone",
             ),
             (worker::Error::AlreadySubmitted, 409, "already_submitted"),
             (

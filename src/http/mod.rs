@@ -37,6 +37,7 @@ use crate::auth::{Keyring, Principal};
 use crate::config::Limits;
 use crate::queue::Queue;
 use crate::store::Store;
+use crate::worker::order::TaskLocks;
 use error::ApiError;
 use request::Req;
 
@@ -61,6 +62,8 @@ pub struct Ctx {
     pub limits: Limits,
     /// The failed worker credential throttle.
     pub throttle: Throttle,
+    /// Worker calls on one task take turns.
+    pub task_locks: TaskLocks,
 }
 
 impl Ctx {

@@ -197,12 +197,13 @@ pub async fn complete(
 }
 
 /// The worker's final submit: `body` is the final body (already resolved
-/// from `@file:`), `ok` the worker's verdict, `holder` the claiming key.
+/// from `@file:`), `ok` the worker's verdict. The caller holds the task's
+/// turn ([`super::order`]) and re-checked the session under it, so the
+/// staged parts are all this attempt will have.
 pub async fn submit_body(
     store: &Store,
     queue: &Queue,
     session: &Session,
-    holder: &Principal,
     queue_placement: Option<String>,
     ok: bool,
     body: Vec<u8>,
@@ -285,7 +286,16 @@ pub async fn submit_body(
         extra,
         request,
     };
-    let done = complete(store, queue, holder, task, &lease.id, input, fallback).await;
+    let done = complete(
+        store,
+        queue,
+        &session.claimant,
+        task,
+        &lease.id,
+        input,
+        fallback,
+    )
+    .await;
     match (done, swap) {
         (Ok(done), Some(swap)) => {
             swap.finish();
