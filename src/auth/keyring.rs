@@ -10,7 +10,7 @@
 //! be guessed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use cap_std::fs::Dir;
 use jiff::Timestamp;
@@ -73,6 +73,11 @@ pub struct Keyring {
     store: Store,
     keys: Arc<RwLock<HashMap<Name, Arc<Entry>>>>,
     failures: Arc<Failures>,
+    /// Held by a revocation from its last-admin check through its write,
+    /// so two revocations cannot each leave the other as the last admin.
+    /// A `std` mutex is enough: revocation runs on the blocking pool and
+    /// never awaits.
+    revoking: Arc<Mutex<()>>,
 }
 
 #[derive(Debug)]
@@ -110,6 +115,7 @@ impl Keyring {
             store: store.clone(),
             keys: Arc::new(RwLock::new(keys)),
             failures: Arc::default(),
+            revoking: Arc::default(),
         };
         if !ring.keys.read().expect("keyring lock").is_empty() {
             return Ok((ring, None));
@@ -160,14 +166,26 @@ impl Keyring {
         Ok((record, secret))
     }
 
-    /// Revokes a key, durably; later requests with it are refused.
+    /// Revokes a key, durably; later requests with it are refused. The
+    /// last usable admin key cannot be revoked, or no one could issue keys.
     pub fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
+        let _one_at_a_time = self.revoking.lock().expect("revocation lock");
         let entry = self.get(key_id).ok_or(Error::UnknownKey)?;
         let mut record = entry.record.clone();
-        if record.revoked_at.is_none() {
-            record.revoked_at = Some(Timestamp::now());
-            self.save(&record)?;
+        if record.revoked_at.is_some() {
+            return Ok(record);
         }
+        let now = Timestamp::now();
+        if entry.principal.is_admin() && usable(&record, now) {
+            let other_admin = self.keys.read().expect("keyring lock").values().any(|e| {
+                e.record.key_id != record.key_id && e.principal.is_admin() && usable(&e.record, now)
+            });
+            if !other_admin {
+                return Err(Error::LastAdminKey);
+            }
+        }
+        record.revoked_at = Some(now);
+        self.save(&record)?;
         Ok(record)
     }
 
@@ -279,6 +297,11 @@ impl Keyring {
             .insert(record.key_id.clone(), Entry::new(record.clone()));
         Ok(())
     }
+}
+
+/// Whether a key is neither revoked nor expired at `now`.
+fn usable(record: &KeyRecord, now: Timestamp) -> bool {
+    record.revoked_at.is_none() && record.expires_at.is_none_or(|t| t > now)
 }
 
 fn load_records(dir: &Dir) -> Result<Vec<KeyRecord>, store::Error> {

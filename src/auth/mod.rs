@@ -113,6 +113,11 @@ pub enum Error {
     /// No key with that id.
     #[error("no key with that id")]
     UnknownKey,
+    /// Revoking this key would leave no usable admin key.
+    #[error(
+        "this is the last usable admin key; issue another admin key first, then revoke this one"
+    )]
+    LastAdminKey,
     /// The store failed underneath.
     #[error(transparent)]
     Store(#[from] store::Error),

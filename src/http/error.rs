@@ -166,6 +166,7 @@ impl From<auth::Error> for ApiError {
             E::BadRequest(code, _) => ApiError::bad_request(code, msg),
             E::InvalidGrant(_) => ApiError::bad_request("invalid_grant", msg),
             E::UnknownKey => ApiError::not_found(),
+            E::LastAdminKey => ApiError::new(StatusCode::CONFLICT, "last_admin_key", msg),
             E::Store(s) => s.into(),
         }
     }
@@ -523,6 +524,7 @@ mod tests {
             ),
             (auth::Error::InvalidGrant("x".into()), 400, "invalid_grant"),
             (auth::Error::UnknownKey, 404, "not_found"),
+            (auth::Error::LastAdminKey, 409, "last_admin_key"),
             (
                 auth::Error::Store(store::Error::NounNotFound),
                 404,
