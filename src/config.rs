@@ -133,3 +133,38 @@ impl Config {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_budgets_are_set_in_the_limits_table() {
+        let c: Config = toml::from_str(
+            "[limits.worker_failures_per_peer]\nburst = 3\nper_second = 1\n\
+             [limits.worker_failures_overall]\nburst = 50\nper_second = 10\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.limits.worker_failures_per_peer,
+                c.limits.worker_failures_overall
+            ),
+            (
+                Budget {
+                    burst: 3,
+                    per_second: 1
+                },
+                Budget {
+                    burst: 50,
+                    per_second: 10
+                }
+            )
+        );
+        assert_eq!(
+            c.limits.worker_body_bytes,
+            Limits::default().worker_body_bytes
+        );
+        assert!(toml::from_str::<Config>("[limits.worker_failures_overall]\nburst = 1\n").is_err());
+    }
+}

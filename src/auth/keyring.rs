@@ -333,3 +333,75 @@ pub fn random_hex(n: usize) -> String {
     getrandom::fill(&mut buf).expect("the OS random number generator is available");
     hex::encode(buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Access;
+
+    fn admin_request() -> IssueRequest {
+        IssueRequest {
+            label: "admin".into(),
+            account_id: None,
+            owner: None,
+            grants: Grants {
+                scopes: vec![Scope::Admin],
+                ..Grants::default()
+            },
+            expires_at: None,
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, Keyring) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Access::Exclusive).unwrap();
+        let (ring, _) = Keyring::open(&store).unwrap();
+        (dir, ring)
+    }
+
+    #[test]
+    fn the_last_usable_admin_key_stays() {
+        let (_dir, ring) = open();
+        let first = ring.list()[0].key_id.clone();
+        assert!(matches!(
+            ring.revoke(first.as_str()),
+            Err(Error::LastAdminKey)
+        ));
+        let expired = ring
+            .issue(IssueRequest {
+                expires_at: Some(Timestamp::now() - jiff::SignedDuration::from_secs(1)),
+                ..admin_request()
+            })
+            .unwrap()
+            .0;
+        assert!(
+            matches!(ring.revoke(first.as_str()), Err(Error::LastAdminKey)),
+            "an expired admin key does not count"
+        );
+        assert!(
+            ring.revoke(expired.key_id.as_str()).is_ok(),
+            "it is not usable anyway"
+        );
+        let (second, _) = ring.issue(admin_request()).unwrap();
+        assert!(ring.revoke(first.as_str()).is_ok());
+        assert!(
+            ring.revoke(first.as_str()).is_ok(),
+            "revoking again changes nothing"
+        );
+        assert!(matches!(
+            ring.revoke(second.key_id.as_str()),
+            Err(Error::LastAdminKey)
+        ));
+    }
+
+    #[test]
+    fn failed_authentications_are_counted() {
+        let (_dir, ring) = open();
+        let (_, secret) = ring.issue(admin_request()).unwrap();
+        assert!(ring.authenticate(Some(&secret)).is_ok());
+        for bad in [None, Some("tsk_nope"), Some("garbage")] {
+            assert!(ring.authenticate(bad).is_err());
+        }
+        assert_eq!(ring.failed_authentications(), 3);
+    }
+}

@@ -296,6 +296,14 @@ mod tests {
     }
 
     #[test]
+    fn each_failure_is_counted() {
+        let t = Throttle::new(PEER, OVERALL);
+        t.failed(ip("10.0.0.1"), "unknown handle");
+        t.failed(ip("10.0.0.2"), "unknown handle");
+        assert_eq!(t.failures(), 2);
+    }
+
+    #[test]
     fn the_overall_budget_stops_every_peer() {
         let t = Throttle::new(PEER, OVERALL);
         let t0 = Instant::now();
