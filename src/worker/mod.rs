@@ -53,9 +53,10 @@ pub enum Error {
     /// A credential for another task.
     #[error("this worker credential belongs to another task")]
     WrongTask,
-    /// The attempt ended while the call waited for its turn; the task goes
-    /// on in a later attempt, or has ended.
-    #[error("this attempt ended while the call waited (the task is {} at attempt {}); nothing it sent landed", state.as_str(), attempt.0)]
+    /// The attempt ended during the call (while it waited for its turn,
+    /// or by a lease lapse or a key route meanwhile); the task goes on in
+    /// a later attempt, or has ended.
+    #[error("this attempt ended during the call (the task is {} at attempt {}); nothing it sent landed", state.as_str(), attempt.0)]
     StaleLease {
         /// The task's state.
         state: TaskState,
