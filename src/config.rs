@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::auth::throttle::Budget;
+
 /// Default root directory, relative to the working directory.
 pub const DEFAULT_ROOT: &str = "./tessera-root";
 /// Default listen address.
@@ -19,7 +21,7 @@ pub struct Config {
     pub root: PathBuf,
     /// The address to listen on.
     pub listen: SocketAddr,
-    /// Request size limits.
+    /// Request limits.
     pub limits: Limits,
     /// Queue bounds.
     pub queue: QueueLimits,
@@ -54,7 +56,7 @@ impl QueueLimits {
     }
 }
 
-/// Request size limits.
+/// Request limits: body sizes and the failed worker credential budgets.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -62,6 +64,11 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Largest worker body (final submit, staged part, `@file:` target).
     pub worker_body_bytes: usize,
+    /// Failed worker credentials one peer (IPv4 address, IPv6 /64) may
+    /// send before its worker calls are refused with `429`.
+    pub worker_failures_per_peer: Budget,
+    /// Failed worker credentials all peers together may send.
+    pub worker_failures_overall: Budget,
 }
 
 impl Default for Config {
@@ -80,6 +87,14 @@ impl Default for Limits {
         Limits {
             max_body_bytes: 8 * 1024 * 1024,
             worker_body_bytes: 2 * 1024 * 1024,
+            worker_failures_per_peer: Budget {
+                burst: 20,
+                per_second: 5,
+            },
+            worker_failures_overall: Budget {
+                burst: 1_000,
+                per_second: 200,
+            },
         }
     }
 }
@@ -116,5 +131,40 @@ impl Config {
             path: path.display().to_string(),
             message: e.to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_budgets_are_set_in_the_limits_table() {
+        let c: Config = toml::from_str(
+            "[limits.worker_failures_per_peer]\nburst = 3\nper_second = 1\n\
+             [limits.worker_failures_overall]\nburst = 50\nper_second = 10\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.limits.worker_failures_per_peer,
+                c.limits.worker_failures_overall
+            ),
+            (
+                Budget {
+                    burst: 3,
+                    per_second: 1
+                },
+                Budget {
+                    burst: 50,
+                    per_second: 10
+                }
+            )
+        );
+        assert_eq!(
+            c.limits.worker_body_bytes,
+            Limits::default().worker_body_bytes
+        );
+        assert!(toml::from_str::<Config>("[limits.worker_failures_overall]\nburst = 1\n").is_err());
     }
 }

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::Keyring;
+use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
 use crate::config::Config;
 use crate::http::{self, Ctx};
 use crate::queue::{self, Queue};
 use crate::store::{self, Access, Store};
+use crate::worker::order::TaskLocks;
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +61,11 @@ impl Daemon {
                 queue,
                 tokens,
                 limits: config.limits.clone(),
+                throttle: Throttle::new(
+                    config.limits.worker_failures_per_peer,
+                    config.limits.worker_failures_overall,
+                ),
+                task_locks: TaskLocks::default(),
             }),
         })
     }

@@ -1389,15 +1389,20 @@ async fn worker_routes_take_only_their_own_live_credential() {
         support::task(&t.worker, &a).await["state"],
         json!("succeeded")
     );
+    let dead =
+        t.d.admin
+            .anonymous()
+            .get("/v1/worker/prompt")
+            .await
+            .unwrap();
     for (m, path) in &routes {
         let body = (*m == Method::POST).then(|| bytes::Bytes::from_static(b"x"));
         let r = handle_a.send(m.clone(), path, body, &[]).await.unwrap();
-        let want = if path.ends_with("submit") {
-            (409, "already_submitted")
-        } else {
-            (410, "gone")
-        };
-        assert_status!(r, want.0, want.1);
+        assert_status!(r, 401, "unauthenticated");
+        assert_eq!(
+            r.body, dead.body,
+            "a finished attempt's handle is just dead"
+        );
     }
     let lease_b = cb["lease"]["id"].as_str().unwrap();
     assert_status!(
@@ -1413,7 +1418,8 @@ async fn worker_routes_take_only_their_own_live_credential() {
     for (m, path) in &routes {
         let body = (*m == Method::POST).then(|| bytes::Bytes::from_static(b"x"));
         let r = token_b.send(m.clone(), path, body, &[]).await.unwrap();
-        assert_status!(r, 409, "stale_lease");
+        assert_status!(r, 401, "unauthenticated");
+        assert_eq!(r.body, dead.body, "a released attempt's token is just dead");
     }
     for (who, status) in [
         (&t.requester, 200),

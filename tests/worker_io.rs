@@ -1,7 +1,8 @@
 //! The worker I/O contract over real HTTP: a worker holding only a handle
 //! fetches its prompt, stages parts, submits, and the result appears as
 //! ctx-dir files and as the `{"out", "parts"}` fold; every credential
-//! failure has its exact status; placement failures follow check_policy.
+//! failure has its exact status (an ended attempt's credentials are dead:
+//! 401); placement failures follow check_policy.
 
 mod support;
 
@@ -78,7 +79,7 @@ async fn claim_prompt_two_parts_submit_files_and_fold() {
     .await;
     let w = claim_worker(&t, "work.external").await;
     assert_eq!(w.id, id);
-    assert!(w.claim["handle"].as_str().unwrap().len() == 11);
+    assert_eq!(w.claim["handle"].as_str().unwrap().len(), 29);
 
     let p = w.handle.get("/v1/worker/prompt").await.unwrap();
     assert_status!(p, 200);
@@ -176,13 +177,22 @@ async fn claim_prompt_two_parts_submit_files_and_fold() {
         "not_found"
     );
 
+    // The attempt has ended: its credentials are dead, like any bad one.
     assert_status!(
         submit_body(&w.handle, b"again").await,
-        409,
-        "already_submitted"
+        401,
+        "unauthenticated"
     );
-    assert_status!(w.token.get("/v1/worker/prompt").await.unwrap(), 410, "gone");
-    assert_status!(stage(&w.handle, "late.md", b"x").await, 410, "gone");
+    assert_status!(
+        w.token.get("/v1/worker/prompt").await.unwrap(),
+        401,
+        "unauthenticated"
+    );
+    assert_status!(
+        stage(&w.handle, "late.md", b"x").await,
+        401,
+        "unauthenticated"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -285,8 +295,8 @@ async fn prompts_are_assembled_at_fetch_time_with_steps_pointing_at_finished_out
     );
     assert_status!(
         dw.handle.get("/v1/worker/prompt").await.unwrap(),
-        409,
-        "stale_lease"
+        401,
+        "unauthenticated"
     );
 }
 
@@ -345,7 +355,7 @@ async fn credentials_fail_with_exact_statuses_and_survive_a_restart() {
             "unauthenticated",
         ),
         (
-            anon.with_bearer("wh-00000000"),
+            anon.with_bearer("wh-aaaaaaaaaaaaaaaaaaaaaaaaaa"),
             "/v1/worker/prompt",
             401,
             "unauthenticated",
@@ -438,18 +448,18 @@ async fn a_lapsed_worker_is_fenced_after_the_task_is_reclaimed() {
     assert_eq!(fresh["lease"]["fence"], json!(2));
     assert_status!(
         stage(&old.handle, "b.md", b"late").await,
-        409,
-        "stale_lease"
+        401,
+        "unauthenticated"
     );
     assert_status!(
         submit_body(&old.token, b"late result").await,
-        409,
-        "stale_lease"
+        401,
+        "unauthenticated"
     );
     assert_status!(
         old.handle.get("/v1/worker/prompt").await.unwrap(),
-        409,
-        "stale_lease"
+        401,
+        "unauthenticated"
     );
     assert_eq!(
         task(&t.worker, &id).await["staged"],

@@ -5,9 +5,12 @@
 //! A secret is `tsk_<key_id>_<64 hex>`: the key id finds the record, then
 //! the sha256 of the whole secret is compared with the stored hash in
 //! constant time. Secrets are 256 random bits, so a fast hash is enough.
+//! Failed authentications are counted and logged (sampled, with the
+//! reason, never the secret); they are not throttled, since a key cannot
+//! be guessed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use cap_std::fs::Dir;
 use jiff::Timestamp;
@@ -15,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use super::scope::{GrantSet, Grants, Scope};
+use super::throttle::Failures;
 use super::{Error, Principal, PrincipalInfo, PrincipalKind};
 use crate::store::{self, Name, Sha256, Store};
 
@@ -68,6 +72,12 @@ pub struct IssueRequest {
 pub struct Keyring {
     store: Store,
     keys: Arc<RwLock<HashMap<Name, Arc<Entry>>>>,
+    failures: Arc<Failures>,
+    /// Held by a revocation from its last-admin check through its write,
+    /// so two revocations cannot each leave the other as the last admin.
+    /// A `std` mutex is enough: revocation runs on the blocking pool and
+    /// never awaits.
+    revoking: Arc<Mutex<()>>,
 }
 
 #[derive(Debug)]
@@ -104,6 +114,8 @@ impl Keyring {
         let ring = Keyring {
             store: store.clone(),
             keys: Arc::new(RwLock::new(keys)),
+            failures: Arc::default(),
+            revoking: Arc::default(),
         };
         if !ring.keys.read().expect("keyring lock").is_empty() {
             return Ok((ring, None));
@@ -154,14 +166,26 @@ impl Keyring {
         Ok((record, secret))
     }
 
-    /// Revokes a key, durably; later requests with it are refused.
+    /// Revokes a key, durably; later requests with it are refused. The
+    /// last usable admin key cannot be revoked, or no one could issue keys.
     pub fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
+        let _one_at_a_time = self.revoking.lock().expect("revocation lock");
         let entry = self.get(key_id).ok_or(Error::UnknownKey)?;
         let mut record = entry.record.clone();
-        if record.revoked_at.is_none() {
-            record.revoked_at = Some(Timestamp::now());
-            self.save(&record)?;
+        if record.revoked_at.is_some() {
+            return Ok(record);
         }
+        let now = Timestamp::now();
+        if entry.principal.is_admin() && usable(&record, now) {
+            let other_admin = self.keys.read().expect("keyring lock").values().any(|e| {
+                e.record.key_id != record.key_id && e.principal.is_admin() && usable(&e.record, now)
+            });
+            if !other_admin {
+                return Err(Error::LastAdminKey);
+            }
+        }
+        record.revoked_at = Some(now);
+        self.save(&record)?;
         Ok(record)
     }
 
@@ -178,8 +202,29 @@ impl Keyring {
         out
     }
 
-    /// The principal behind a bearer secret, or why it is refused.
+    /// The principal behind a bearer secret, or why it is refused. A
+    /// refusal is counted and logged (sampled).
     pub fn authenticate(&self, secret: Option<&str>) -> Result<Principal, Error> {
+        let checked = self.check(secret);
+        if let Err(Error::Unauthenticated(reason)) = &checked
+            && let Some(suppressed) = self.failures.record()
+        {
+            tracing::info!(
+                reason = *reason,
+                suppressed,
+                failures = self.failures.total(),
+                "key authentication failed"
+            );
+        }
+        checked
+    }
+
+    /// Failed key authentications since start.
+    pub fn failed_authentications(&self) -> u64 {
+        self.failures.total()
+    }
+
+    fn check(&self, secret: Option<&str>) -> Result<Principal, Error> {
         let secret = secret.ok_or(Error::Unauthenticated("missing bearer credential"))?;
         let key_id = secret
             .strip_prefix("tsk_")
@@ -254,6 +299,11 @@ impl Keyring {
     }
 }
 
+/// Whether a key is neither revoked nor expired at `now`.
+fn usable(record: &KeyRecord, now: Timestamp) -> bool {
+    record.revoked_at.is_none() && record.expires_at.is_none_or(|t| t > now)
+}
+
 fn load_records(dir: &Dir) -> Result<Vec<KeyRecord>, store::Error> {
     let mut out = Vec::new();
     for entry in dir
@@ -282,4 +332,76 @@ pub fn random_hex(n: usize) -> String {
     let mut buf = vec![0u8; n];
     getrandom::fill(&mut buf).expect("the OS random number generator is available");
     hex::encode(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Access;
+
+    fn admin_request() -> IssueRequest {
+        IssueRequest {
+            label: "admin".into(),
+            account_id: None,
+            owner: None,
+            grants: Grants {
+                scopes: vec![Scope::Admin],
+                ..Grants::default()
+            },
+            expires_at: None,
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, Keyring) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Access::Exclusive).unwrap();
+        let (ring, _) = Keyring::open(&store).unwrap();
+        (dir, ring)
+    }
+
+    #[test]
+    fn the_last_usable_admin_key_stays() {
+        let (_dir, ring) = open();
+        let first = ring.list()[0].key_id.clone();
+        assert!(matches!(
+            ring.revoke(first.as_str()),
+            Err(Error::LastAdminKey)
+        ));
+        let expired = ring
+            .issue(IssueRequest {
+                expires_at: Some(Timestamp::now() - jiff::SignedDuration::from_secs(1)),
+                ..admin_request()
+            })
+            .unwrap()
+            .0;
+        assert!(
+            matches!(ring.revoke(first.as_str()), Err(Error::LastAdminKey)),
+            "an expired admin key does not count"
+        );
+        assert!(
+            ring.revoke(expired.key_id.as_str()).is_ok(),
+            "it is not usable anyway"
+        );
+        let (second, _) = ring.issue(admin_request()).unwrap();
+        assert!(ring.revoke(first.as_str()).is_ok());
+        assert!(
+            ring.revoke(first.as_str()).is_ok(),
+            "revoking again changes nothing"
+        );
+        assert!(matches!(
+            ring.revoke(second.key_id.as_str()),
+            Err(Error::LastAdminKey)
+        ));
+    }
+
+    #[test]
+    fn failed_authentications_are_counted() {
+        let (_dir, ring) = open();
+        let (_, secret) = ring.issue(admin_request()).unwrap();
+        assert!(ring.authenticate(Some(&secret)).is_ok());
+        for bad in [None, Some("tsk_nope"), Some("garbage")] {
+            assert!(ring.authenticate(bad).is_err());
+        }
+        assert_eq!(ring.failed_authentications(), 3);
+    }
 }

@@ -36,6 +36,7 @@
 pub mod access;
 pub mod keyring;
 pub mod scope;
+pub mod throttle;
 pub mod token;
 
 use std::ops::Deref;
@@ -123,6 +124,11 @@ pub enum Error {
     /// No key with that id.
     #[error("no key with that id")]
     UnknownKey,
+    /// Revoking this key would leave no usable admin key.
+    #[error(
+        "this is the last usable admin key; issue another admin key first, then revoke this one"
+    )]
+    LastAdminKey,
     /// The store failed underneath.
     #[error(transparent)]
     Store(#[from] store::Error),

@@ -4,8 +4,10 @@
 //! payload is JSON `{task_id, attempt, role, verbs, exp}`, the MAC is
 //! HMAC-SHA256 over the payload bytes with a secret kept in
 //! `auth/token.secret` (mode 0600, created on first start), so tokens
-//! survive a restart. A handle is `wh-` + 8 lowercase hex from the OS RNG;
-//! the queue maps it to its (task, attempt). Whether the attempt is still
+//! survive a restart. A handle is `wh-` + 26 lowercase RFC 4648 base32
+//! characters (`a`–`z`, `2`–`7`): 130 bits from the OS RNG, so guessing
+//! one is hopeless even with many attempts live (and failed guesses are
+//! throttled, `auth/throttle.rs`). The queue maps it to its (task, attempt). Whether the attempt is still
 //! live is the queue's to say (`worker` checks it on every call).
 
 use base64::Engine;
@@ -135,20 +137,26 @@ pub fn is_token(s: &str) -> bool {
     s.starts_with("wt1.")
 }
 
-/// A fresh handle: `wh-` + 8 lowercase hex from the OS RNG.
+/// Characters after `wh-` in a handle: 26 × 5 = 130 random bits.
+pub const HANDLE_CHARS: usize = 26;
+
+/// A fresh handle: `wh-` + 26 lowercase base32 characters from the OS RNG.
 pub fn new_handle() -> String {
-    let mut buf = [0u8; 4];
+    // 17 bytes encode to 28 characters; the first 26 carry the first 130
+    // bits, each character uniform over the 32-letter alphabet.
+    let mut buf = [0u8; 17];
     getrandom::fill(&mut buf).expect("the OS random number generator is available");
-    format!("wh-{}", hex::encode(buf))
+    let encoded = data_encoding::BASE32_NOPAD.encode(&buf);
+    format!("wh-{}", encoded[..HANDLE_CHARS].to_ascii_lowercase())
 }
 
 /// Whether a string has the shape of a handle.
 pub fn is_handle(s: &str) -> bool {
-    s.len() == 11
+    s.len() == 3 + HANDLE_CHARS
         && s.starts_with("wh-")
         && s[3..]
             .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            .all(|b| matches!(b, b'a'..=b'z' | b'2'..=b'7'))
 }
 
 #[cfg(test)]
@@ -207,8 +215,28 @@ mod tests {
     fn handles_have_their_shape() {
         let h = new_handle();
         assert!(is_handle(&h), "{h}");
-        for bad in ["wh-1234567", "wh-123456789", "wh-ABCDEF12", "xh-12345678"] {
-            assert!(!is_handle(bad), "{bad}");
+        assert_eq!(h.len(), 29);
+        let good = format!("wh-{}", "a2".repeat(13));
+        assert!(is_handle(&good));
+        for bad in [
+            "wh-12345678".to_string(),
+            format!("wh-{}", "a".repeat(25)),
+            format!("wh-{}", "a".repeat(27)),
+            format!("wh-{}", "A".repeat(26)),
+            format!("wh-{}", "1".repeat(26)),
+            format!("wh-{}8", "a".repeat(25)),
+            format!("xh-{}", "a".repeat(26)),
+        ] {
+            assert!(!is_handle(&bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn handles_use_every_letter_of_the_alphabet() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.extend(new_handle()[3..].bytes());
+        }
+        assert_eq!(seen.len(), 32, "{seen:?}");
     }
 }

@@ -8,6 +8,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use serde_json::{Value, json};
 
+use crate::auth::throttle::TooManyFailures;
 use crate::{auth, promotion, queue, store, worker};
 
 /// An error on its way to the client.
@@ -24,6 +25,8 @@ pub struct ApiError {
     /// What the log line says besides the message: the hidden cause of an
     /// internal error, the path of a corrupt object. Never sent.
     pub cause: Option<String>,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -35,6 +38,7 @@ impl ApiError {
             message: message.into(),
             details: json!({}),
             cause: None,
+            retry_after_s: None,
         }
     }
 
@@ -102,7 +106,24 @@ impl ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(secs) = self.retry_after_s {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         resp
+    }
+}
+
+impl From<TooManyFailures> for ApiError {
+    fn from(e: TooManyFailures) -> ApiError {
+        let mut api = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failures",
+            e.to_string(),
+        )
+        .with(json!({"retry_after_s": e.retry_after_s}));
+        api.retry_after_s = Some(e.retry_after_s);
+        api
     }
 }
 
@@ -158,6 +179,7 @@ impl From<auth::Error> for ApiError {
             E::BadRequest(code, _) => ApiError::bad_request(code, msg),
             E::InvalidGrant(_) => ApiError::bad_request("invalid_grant", msg),
             E::UnknownKey => ApiError::not_found(),
+            E::LastAdminKey => ApiError::new(StatusCode::CONFLICT, "last_admin_key", msg),
             E::Store(s) => s.into(),
         }
     }
@@ -216,9 +238,6 @@ impl From<worker::Error> for ApiError {
             E::StaleLease { state, attempt } => {
                 ApiError::new(StatusCode::CONFLICT, "stale_lease", msg)
                     .with(json!({"state": state, "attempt": attempt}))
-            }
-            E::Gone { state } => {
-                ApiError::new(StatusCode::GONE, "gone", msg).with(json!({"state": state}))
             }
             E::AlreadySubmitted => ApiError::new(StatusCode::CONFLICT, "already_submitted", msg),
             E::InvalidPartName { name, .. } => {
@@ -429,13 +448,6 @@ mod tests {
                 409,
                 "stale_lease",
             ),
-            (
-                worker::Error::Gone {
-                    state: TaskState::Succeeded,
-                },
-                410,
-                "gone",
-            ),
             (worker::Error::AlreadySubmitted, 409, "already_submitted"),
             (
                 worker::Error::InvalidPartName {
@@ -488,6 +500,13 @@ mod tests {
     }
 
     #[test]
+    fn too_many_failures_is_429_with_retry_after() {
+        let resp = ApiError::from(TooManyFailures { retry_after_s: 3 }).into_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "3");
+    }
+
+    #[test]
     fn every_promotion_error_maps_to_its_status_and_code() {
         let refused = ApiError::from(promotion::Error::Refused(vec!["no stage".into()]));
         assert_eq!(
@@ -518,6 +537,7 @@ mod tests {
             ),
             (auth::Error::InvalidGrant("x".into()), 400, "invalid_grant"),
             (auth::Error::UnknownKey, 404, "not_found"),
+            (auth::Error::LastAdminKey, 409, "last_admin_key"),
             (
                 auth::Error::Store(store::Error::NounNotFound),
                 404,

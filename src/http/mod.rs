@@ -31,11 +31,13 @@ use hyper_util::server::graceful::GracefulShutdown;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
 use crate::auth::{Keyring, Principal};
 use crate::config::Limits;
 use crate::queue::Queue;
 use crate::store::Store;
+use crate::worker::order::TaskLocks;
 use error::ApiError;
 use request::Req;
 
@@ -56,8 +58,12 @@ pub struct Ctx {
     pub queue: Queue,
     /// Worker token minting and verification.
     pub tokens: Minter,
-    /// Body size limits.
+    /// Body size limits and failure budgets.
     pub limits: Limits,
+    /// The failed worker credential throttle.
+    pub throttle: Throttle,
+    /// Worker calls on one task take turns.
+    pub task_locks: TaskLocks,
 }
 
 impl Ctx {
@@ -108,7 +114,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<O
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(conn) => conn,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -120,7 +126,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<O
                 let ctx = ctx.clone();
                 let service = service_fn(move |req| {
                     let ctx = ctx.clone();
-                    async move { Ok::<_, Infallible>(routes::dispatch(ctx, req).await) }
+                    async move { Ok::<_, Infallible>(routes::dispatch(ctx, req, peer).await) }
                 });
                 let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn);

@@ -2,6 +2,8 @@
 //! size-limited bodies and strict JSON. Every failure here is a client
 //! mistake with a 400 or 413 that says what to fix.
 
+use std::net::SocketAddr;
+
 use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode, header};
@@ -18,11 +20,12 @@ pub struct Req {
     pub parts: Parts,
     body: Option<Incoming>,
     query: Vec<(String, String)>,
+    peer: SocketAddr,
 }
 
 impl Req {
-    /// Splits a hyper request and parses its query string.
-    pub fn new(req: hyper::Request<Incoming>) -> Req {
+    /// Splits a hyper request from `peer` and parses its query string.
+    pub fn new(req: hyper::Request<Incoming>, peer: SocketAddr) -> Req {
         let (parts, body) = req.into_parts();
         let query = parts
             .uri
@@ -33,7 +36,13 @@ impl Req {
             parts,
             body: Some(body),
             query,
+            peer,
         }
+    }
+
+    /// The address the connection came from (the TCP peer, not a header).
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
     }
 
     /// The method.

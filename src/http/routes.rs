@@ -1,6 +1,7 @@
 //! The routing table: every route of the API, method and path, in one
 //! `match`. Handlers live in the modules named after what they serve.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::Method;
@@ -10,9 +11,9 @@ use super::error::ApiError;
 use super::request::Req;
 use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, tasks, worker};
 
-/// Routes one request and turns any error into its JSON answer.
-pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>) -> Resp {
-    let req = Req::new(req);
+/// Routes one request from `peer` and turns any error into its JSON answer.
+pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
+    let req = Req::new(req, peer);
     match route(&ctx, req).await {
         Ok(resp) => resp,
         Err(e) => e.into_response(),

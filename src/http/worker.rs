@@ -3,32 +3,44 @@
 
 use http::StatusCode;
 use serde_json::json;
+use tokio::sync::MutexGuard;
 
 use super::error::ApiError;
 use super::lifecycle::submitted;
 use super::request::Req;
 use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
-use crate::auth::Principal;
-use crate::store::Durability;
 use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, submit};
 
+/// Resolves the worker credential, unless this peer's failure budget is
+/// spent (`429`, before the credential is looked at). A credential that
+/// fails spends budget.
 fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
+    let peer = req.peer().ip();
+    ctx.throttle.admit(peer)?;
     let wanted = req.query("task_id").map(task_id).transpose()?;
-    Ok(worker::resolve(
-        &ctx.queue,
-        &ctx.tokens,
-        req.bearer()?,
-        wanted,
-        route,
-    )?)
+    let resolved = match req.bearer() {
+        Ok(bearer) => worker::resolve(&ctx.queue, &ctx.tokens, &ctx.keyring, bearer, wanted, route),
+        Err(_) => Err(worker::Error::Unauthenticated(
+            "malformed Authorization header",
+        )),
+    };
+    if let Err(worker::Error::Unauthenticated(reason)) = &resolved {
+        ctx.throttle.failed(peer, reason);
+    }
+    Ok(resolved?)
 }
 
-/// The claiming key: a worker acts under its claimant's authority, so a
-/// revoked claimant stops its worker too.
-fn holder(ctx: &Ctx, s: &Session) -> Result<Principal, ApiError> {
-    let lease = s.task.lease.as_ref().expect("a live attempt has a lease");
-    Ok(ctx.keyring.principal(&lease.holder)?)
+/// Waits for the task's turn, then resolves the session again from the
+/// queue's current state; the turn lasts as long as the guard.
+async fn turn<'a>(
+    ctx: &'a Ctx,
+    s: &Session,
+    route: Route,
+) -> Result<(MutexGuard<'a, ()>, Session), ApiError> {
+    let guard = ctx.task_locks.lock(s.task.id).await;
+    let s = s.recheck(&ctx.queue, &ctx.keyring, route)?;
+    Ok((guard, s))
 }
 
 /// Reads a worker body and resolves an `@file:` reference in it.
@@ -43,12 +55,12 @@ async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError
 /// `GET /v1/worker/prompt`.
 pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Prompt)?;
-    let holder = holder(ctx, &s)?;
     let facts = ctx
         .queue
-        .peek(|st| prompt::Facts::gather(st, &s.task, &holder));
+        .peek(|st| prompt::Facts::gather(st, &s.task, &s.claimant));
+    let claimant = s.claimant;
     let assembled = ctx
-        .blocking(move |store| Ok::<_, ApiError>(prompt::assemble(store, &facts, &holder)))
+        .blocking(move |store| Ok::<_, ApiError>(prompt::assemble(store, &facts, &claimant)))
         .await?;
     Ok(json_response(StatusCode::OK, &assembled))
 }
@@ -61,18 +73,8 @@ pub async fn stage(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     artifact::check_name(&name, step.as_str())?;
     let bytes = body(ctx, &mut req, &s).await?;
     let size = bytes.len();
-    let sha = ctx
-        .blocking(move |store| store.put_object(&bytes, Durability::Synced))
-        .await?;
-    ctx.queue
-        .stage(s.task.id, s.attempt, name.clone(), sha)
-        .await
-        .map_err(|e| match e {
-            crate::queue::Error::StaleLease { state, attempt } => {
-                worker::Error::StaleLease { state, attempt }.into()
-            }
-            other => ApiError::from(other),
-        })?;
+    let (_turn, s) = turn(ctx, &s, Route::Artifact).await?;
+    let sha = artifact::stage(&ctx.store, &ctx.queue, &s, name.clone(), bytes).await?;
     tracing::debug!(task = %s.task.id, part = %name, "part staged");
     Ok(json_response(
         StatusCode::OK,
@@ -93,19 +95,19 @@ pub async fn submit(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
             ));
         }
     };
-    let holder = holder(ctx, &s)?;
     let bytes = body(ctx, &mut req, &s).await?;
+    let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
     let queue_placement = ctx.queue.peek(|st| {
         st.queues
             .get(&s.task.spec.queue)
             .and_then(|q| q.placement.clone())
     });
+    let requester = ctx.keyring.principal(&s.task.requester).ok();
     let done = submit::submit_body(
         &ctx.store,
         &ctx.queue,
         &s,
-        &holder,
-        ctx.keyring.principal(&s.task.requester).ok(),
+        requester,
         queue_placement,
         ok,
         bytes,

@@ -154,7 +154,7 @@ pub struct Lease {
     pub holder: Name,
     /// When it lapses unless heartbeated.
     pub expires_at: Timestamp,
-    /// The worker handle (`wh-` + 8 hex) minted with the claim.
+    /// The worker handle (`wh-` + 26 base32) minted with the claim.
     pub handle: String,
 }
 

@@ -2,7 +2,9 @@
 //! (last write wins; staging never completes the attempt). A part name is
 //! a call argument, never a path: it must be a plain file name.
 
-use super::Error;
+use super::{Error, Session};
+use crate::queue::{self, Queue};
+use crate::store::{Durability, Sha256, Store};
 
 /// Longest part name, in bytes.
 pub const MAX_PART_NAME: usize = 255;
@@ -32,6 +34,29 @@ pub fn check_name(name: &str, step: &str) -> Result<(), Error> {
         }),
         None => Ok(()),
     }
+}
+
+/// Stores a part's bytes and records the part for the session's attempt.
+/// The caller holds the task's turn ([`super::order`]) and re-checked the
+/// session under it.
+pub async fn stage(
+    store: &Store,
+    queue: &Queue,
+    s: &Session,
+    name: String,
+    bytes: Vec<u8>,
+) -> Result<Sha256, Error> {
+    let sha = store
+        .blocking(move |store| store.put_object(&bytes, Durability::Synced))
+        .await?;
+    queue
+        .stage(s.task.id, s.attempt, name, sha)
+        .await
+        .map_err(|e| match e {
+            queue::Error::StaleLease { state, attempt } => Error::StaleLease { state, attempt },
+            other => other.into(),
+        })?;
+    Ok(sha)
 }
 
 #[cfg(test)]

@@ -142,13 +142,14 @@ pub async fn complete(
 }
 
 /// The worker's final submit: `body` is the final body (already resolved
-/// from `@file:`), `ok` the worker's verdict, `holder` the claiming key.
-#[allow(clippy::too_many_arguments)]
+/// from `@file:`), `ok` the worker's verdict, `requester` the task's
+/// requester (for the contract checks). The caller holds the task's turn
+/// ([`super::order`]) and re-checked the session under it, so the staged
+/// parts are all this attempt will have.
 pub async fn submit_body(
     store: &Store,
     queue: &Queue,
     session: &Session,
-    holder: &Principal,
     requester: Option<Principal>,
     queue_placement: Option<String>,
     ok: bool,
@@ -241,7 +242,14 @@ pub async fn submit_body(
         request,
     };
     let done = complete(
-        store, queue, holder, requester, task, &lease.id, input, fallback,
+        store,
+        queue,
+        &session.claimant,
+        requester,
+        task,
+        &lease.id,
+        input,
+        fallback,
     )
     .await;
     match (done, swap) {
