@@ -1,11 +1,12 @@
-//! The `tessera` command: subcommands and their arguments. `serve` and
-//! `fsck` work on a root directly; every other subcommand is a thin client
+//! The `tessera` command: subcommands and their arguments. `serve`,
+//! `fsck` and `recover` work on a root directly; every other subcommand is a thin client
 //! of a running daemon's HTTP API.
 
 mod fsck;
 mod import;
 mod key;
 mod noun;
+mod recover;
 mod remote;
 mod serve;
 
@@ -36,6 +37,16 @@ pub enum Command {
         #[arg(long, default_value = DEFAULT_ROOT)]
         root: PathBuf,
     },
+    /// Show journal damage that stops the daemon from starting, and with
+    /// `--salvage` keep every record before it (the daemon must be stopped).
+    Recover {
+        /// The root directory.
+        #[arg(long, default_value = DEFAULT_ROOT)]
+        root: PathBuf,
+        /// Keep what precedes the damage and move the rest to journal/salvaged/.
+        #[arg(long)]
+        salvage: bool,
+    },
     /// Read and write nouns through a running daemon.
     #[command(subcommand)]
     Noun(noun::NounCommand),
@@ -52,6 +63,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Fsck { root } => fsck::run(&root),
+        Command::Recover { root, salvage } => recover::run(&root, salvage),
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
         Command::Key(cmd) => remote::block_on(key::run(cmd)),
         Command::Import(args) => remote::block_on(import::run(args)),

@@ -220,7 +220,7 @@ impl From<queue::Error> for ApiError {
                     .with(json!({"field": field}))
             }
             E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_poisoned", msg),
-            E::CorruptJournal { .. } => ApiError::internal(&msg),
+            E::CorruptJournal { .. } | E::Inapplicable(_) => ApiError::internal(&msg),
             E::Store(s) => s.into(),
         }
     }

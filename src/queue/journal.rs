@@ -6,12 +6,18 @@
 //!   record := len: u32 LE | crc32(payload): u32 LE | payload: len bytes (JSON)
 //! ```
 //!
-//! Recovery: a segment is read record by record. In the last segment, a
-//! short header, a short payload or a checksum mismatch marks a torn tail
-//! (a write the crash interrupted, never acknowledged): it is cut off and
-//! logged. The same in an earlier segment is corruption of acknowledged
-//! data, and the daemon refuses to start rather than lose it.
-//! Assumes the disk returns what an fsync acknowledged.
+//! A record's length is never 0 (an event is a JSON object), so eight zero
+//! bytes mark the end of what was written: a segment may be preallocated
+//! with zeros past its last record.
+//!
+//! Recovery: a segment is read record by record until the end, the zero
+//! marker, or a record that is incomplete or fails its checksum. What
+//! follows a bad record decides what it is: when no valid record can be
+//! found after it, it is a torn tail (the write in flight at a crash,
+//! never acknowledged) and is cut; when valid records follow, it is
+//! corruption of acknowledged data, and the daemon refuses to start and
+//! names the file, the offset and the records that follow (see
+//! `tessera recover`). Assumes the disk returns what an fsync acknowledged.
 
 use std::io::Read;
 
@@ -29,54 +35,103 @@ pub fn encode(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(payload);
 }
 
+/// What stopped a segment read before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// A bad final record and nothing valid after it: a crash's torn write.
+    Torn,
+    /// A bad record followed by valid ones: acknowledged data is damaged.
+    Corrupt {
+        /// Valid records found after the bad one.
+        following: u64,
+    },
+}
+
 /// How a segment read ended.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ReadEnd {
     /// Records read.
     pub records: u64,
-    /// Length of the valid prefix, in bytes.
+    /// Length of the valid prefix, in bytes (the offset of any damage).
     pub valid_len: u64,
-    /// Whether bytes after the valid prefix were dropped.
-    pub torn: bool,
+    /// Why the read stopped early, if it did.
+    pub damage: Option<Damage>,
 }
 
-/// Reads records one by one, handing each payload to `each`, and stops at
-/// the end or at the first incomplete or corrupt record.
+/// Reads records one by one, handing each payload and its byte offset to
+/// `each`, and stops at the end, at the zero end marker, or at the first
+/// incomplete or corrupt record (then judged torn or corrupt by what
+/// follows it).
 pub fn read<E: From<std::io::Error>>(
     mut r: impl Read,
-    mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    mut each: impl FnMut(u64, &[u8]) -> Result<(), E>,
 ) -> Result<ReadEnd, E> {
     let mut end = ReadEnd {
         records: 0,
         valid_len: 0,
-        torn: false,
+        damage: None,
     };
     let mut payload = Vec::new();
     loop {
         let mut header = [0u8; HEADER];
-        match read_full(&mut r, &mut header)? {
-            0 => return Ok(end),
-            n if n < HEADER => {
-                end.torn = true;
-                return Ok(end);
-            }
-            _ => {}
+        let got = read_full(&mut r, &mut header)?;
+        if got == 0 {
+            return Ok(end);
         }
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
-        if len > MAX_RECORD {
-            end.torn = true;
+        let mut bad = got < HEADER || len > MAX_RECORD;
+        let zero_marker = !bad && len == 0 && crc == 0;
+        let mut read_len = 0;
+        if !bad && !zero_marker {
+            payload.resize(len, 0);
+            read_len = read_full(&mut r, &mut payload)?;
+            bad = read_len < len || crc32fast::hash(&payload) != crc;
+            if !bad {
+                each(end.valid_len, &payload)?;
+                end.records += 1;
+                end.valid_len += (HEADER + len) as u64;
+                continue;
+            }
+        }
+        let mut rest = header[..got].to_vec();
+        rest.extend_from_slice(&payload[..read_len]);
+        r.read_to_end(&mut rest)?;
+        if zero_marker && rest.iter().all(|b| *b == 0) {
             return Ok(end);
         }
-        payload.resize(len, 0);
-        if read_full(&mut r, &mut payload)? < len || crc32fast::hash(&payload) != crc {
-            end.torn = true;
-            return Ok(end);
-        }
-        each(&payload)?;
-        end.records += 1;
-        end.valid_len += (HEADER + len) as u64;
+        let following = count_valid(&rest[1..]);
+        end.damage = Some(if following == 0 {
+            Damage::Torn
+        } else {
+            Damage::Corrupt { following }
+        });
+        return Ok(end);
     }
+}
+
+/// How many valid records can be found in `bytes` by resynchronizing: at
+/// each offset, a record with a plausible length, a JSON object payload
+/// and a matching checksum counts, and the scan jumps past it.
+pub fn count_valid(bytes: &[u8]) -> u64 {
+    let (mut at, mut found) = (0usize, 0u64);
+    while at + HEADER < bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let body = at + HEADER..at + HEADER + len;
+        if len > 0
+            && len <= MAX_RECORD
+            && body.end <= bytes.len()
+            && bytes[body.start] == b'{'
+            && crc32fast::hash(&bytes[body.clone()]) == crc
+        {
+            found += 1;
+            at = body.end;
+        } else {
+            at += 1;
+        }
+    }
+    found
 }
 
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -111,7 +166,7 @@ mod tests {
 
     fn all(bytes: &[u8]) -> (Vec<Vec<u8>>, ReadEnd) {
         let mut out = Vec::new();
-        let end = read::<std::io::Error>(bytes, |p| {
+        let end = read::<std::io::Error>(bytes, |_, p| {
             out.push(p.to_vec());
             Ok(())
         })
@@ -120,37 +175,38 @@ mod tests {
     }
 
     #[test]
-    fn records_round_trip() {
+    fn records_round_trip_and_a_zero_tail_is_a_clean_end() {
         let mut buf = Vec::new();
-        for p in [&b"{}"[..], b"", b"{\"event\":\"x\"}"] {
+        for p in [&b"{}"[..], b"{\"a\":1}", b"{\"event\":\"x\"}"] {
             encode(p, &mut buf);
         }
         let (records, end) = all(&buf);
-        assert_eq!(
-            records,
-            vec![b"{}".to_vec(), b"".to_vec(), b"{\"event\":\"x\"}".to_vec()]
-        );
+        assert_eq!(records.len(), 3);
         assert_eq!(
             end,
             ReadEnd {
                 records: 3,
                 valid_len: buf.len() as u64,
-                torn: false
+                damage: None
             }
         );
+        let mut padded = buf.clone();
+        padded.extend_from_slice(&[0; 4096]);
+        assert_eq!(all(&padded).1.damage, None, "a preallocated zero tail");
+        assert_eq!(all(&padded).1.valid_len, buf.len() as u64);
     }
 
     #[test]
-    fn every_truncation_and_bit_flip_is_a_torn_tail_never_a_wrong_record() {
+    fn a_damaged_final_record_is_torn_and_damage_before_valid_records_is_corrupt() {
         let mut buf = Vec::new();
-        encode(b"first", &mut buf);
+        encode(b"{\"n\":1}", &mut buf);
         let keep = buf.len();
-        encode(b"second record", &mut buf);
-        for cut in keep..buf.len() {
+        encode(b"{\"n\":2,\"second\":true}", &mut buf);
+        for cut in keep + 1..buf.len() {
             let (records, end) = all(&buf[..cut]);
             assert_eq!(
-                (records.len(), end.valid_len, end.torn),
-                (1, keep as u64, cut > keep),
+                (records.len(), end.valid_len, end.damage),
+                (1, keep as u64, Some(Damage::Torn)),
                 "cut at {cut}"
             );
         }
@@ -158,9 +214,29 @@ mod tests {
             let mut bad = buf.clone();
             bad[i] ^= 0x40;
             let (records, end) = all(&bad);
-            assert_eq!(records, vec![b"first".to_vec()], "flip at {i}");
-            assert!(end.torn);
+            assert_eq!(records.len(), 1, "flip at {i}");
+            assert_eq!(end.damage, Some(Damage::Torn), "flip at {i}");
         }
+        let mut three = buf.clone();
+        encode(b"{\"n\":3}", &mut three);
+        encode(b"{\"n\":4}", &mut three);
+        for i in 0..keep {
+            let mut bad = three.clone();
+            bad[i] ^= 0x01;
+            let (_, end) = all(&bad);
+            assert!(
+                matches!(end.damage, Some(Damage::Corrupt { following }) if following >= 2),
+                "flip at {i}: {end:?}"
+            );
+        }
+        let mut zeros_then_data = buf.clone();
+        zeros_then_data.extend_from_slice(&[0; 64]);
+        encode(b"{\"n\":5}", &mut zeros_then_data);
+        assert_eq!(
+            all(&zeros_then_data).1.damage,
+            Some(Damage::Corrupt { following: 1 }),
+            "a record after the zero marker is not a clean end"
+        );
     }
 
     #[test]

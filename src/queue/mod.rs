@@ -23,6 +23,7 @@
 //! not the sweeper has yet returned the task to the queue.
 
 pub mod brief;
+mod applies;
 mod commit;
 mod decide;
 mod event;
@@ -35,7 +36,7 @@ pub mod machine;
 mod machine_props;
 pub mod placement;
 pub mod receipt;
-mod recover;
+pub mod recover;
 pub mod snapshot;
 pub mod spec;
 pub mod table;
@@ -51,7 +52,7 @@ pub use decide::{Enqueue, Submit};
 pub use event::Event;
 pub use machine::{SplitLimits, State};
 pub use receipt::{Receipt, SubmitInput};
-pub use recover::Recovery;
+pub use recover::{Finding, Recovery};
 pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
@@ -109,6 +110,10 @@ pub enum Error {
         /// The field.
         field: &'static str,
     },
+    /// A decided event the state cannot take (a bug, refused rather than
+    /// applied).
+    #[error("the queue refused an inconsistent change: {0}")]
+    Inapplicable(String),
     /// The journal or snapshot cannot be read back.
     #[error("{path}: {message}")]
     CorruptJournal {
@@ -190,12 +195,20 @@ impl Queue {
         ))
     }
 
+    /// The state, also after a panic elsewhere: every change is checked
+    /// before it is journaled and applied, so a panicking request leaves
+    /// the state as the journal has it.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner.state.lock().expect("queue state lock")
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Journals and applies one event; returns its sequence number.
+    /// Journals and applies one event; returns its sequence number. An
+    /// event `apply` could not take is refused before it is journaled.
     fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, Error> {
+        st.applies(ev).map_err(Error::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
         let seq = self.inner.committer.append(&bytes)?;
         st.apply(ev);

@@ -2,14 +2,22 @@
 //! it (cutting a torn tail off the last one), re-materialize receipt
 //! objects the crash may have lost, compact when the journal has grown,
 //! and start a fresh segment for this run.
+//!
+//! Anything else that is wrong is a [`Finding`], and the daemon refuses to
+//! start rather than drop acknowledged records: a bad record with valid
+//! ones after it, a bad record in a closed segment, a record that is not
+//! an event or that the state cannot take, a missing segment, a missing or
+//! damaged snapshot. `tessera recover --root DIR` shows the finding and
+//! what salvaging would drop; `--salvage` keeps everything before it and
+//! moves the rest aside to `journal/salvaged/` (never deleting it).
 
 use std::io::BufReader;
 
-use cap_std::fs::OpenOptions;
+use cap_std::fs::{Dir, OpenOptions};
 
 use super::commit::Committer;
 use super::event::Event;
-use super::journal::{self, segment_name, segment_number};
+use super::journal::{self, Damage, segment_name, segment_number};
 use super::machine::{SplitLimits, State};
 use super::{Error, snapshot};
 use crate::store::atomic::sync_dir;
@@ -19,6 +27,8 @@ use crate::store::{self, Durability, Store};
 const COMPACT_BYTES: u64 = 64 * 1024 * 1024;
 /// Replayed segments past which the start compacts into a snapshot.
 const COMPACT_SEGMENTS: usize = 8;
+/// Where salvaging moves what it drops, under `journal/`.
+pub const SALVAGED: &str = "salvaged";
 
 /// What recovery found, for the start-up log line.
 #[derive(Debug, Default)]
@@ -37,93 +47,68 @@ pub struct Recovery {
     pub compact_ms: u64,
 }
 
-fn corrupt(name: &str, message: impl Into<String>) -> Error {
-    Error::CorruptJournal {
-        path: format!("journal/{name}"),
-        message: message.into(),
+/// Damage that would lose acknowledged records if the daemon went on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The file, under the root.
+    pub path: String,
+    /// Byte offset in it (0 for a missing file).
+    pub offset: u64,
+    /// Valid records after the damage (in this file and later segments).
+    pub following: u64,
+    /// What is wrong.
+    pub what: String,
+    /// Whether `--salvage` can keep what precedes it (not for a snapshot).
+    pub salvageable: bool,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at byte {}: {}; {} valid record(s) follow it",
+            self.path, self.offset, self.what, self.following
+        )
     }
+}
+
+impl Finding {
+    fn refusal(self) -> Error {
+        let advice = if self.salvageable {
+            "nothing was changed; `tessera recover --root <root>` shows what salvaging would drop, and `--salvage` keeps every record before this one"
+        } else {
+            "nothing was changed; restore this file from a backup (`tessera recover --root <root>` shows the finding)"
+        };
+        Error::CorruptJournal {
+            path: self.path.clone(),
+            message: format!(
+                "at byte {}: {}; {} valid record(s) follow it, so the daemon will not start and drop them: {advice}",
+                self.offset, self.what, self.following
+            ),
+        }
+    }
+}
+
+/// What to do about a finding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFinding {
+    /// Refuse to start (the daemon).
+    Refuse,
+    /// Report it and change nothing (`tessera recover`).
+    Report,
+    /// Keep what precedes it, move the rest aside (`tessera recover --salvage`).
+    Salvage,
 }
 
 /// Recovers the state and starts the committer on a new segment.
 pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Recovery), Error> {
+    let (state, next, mut rec, finding) = replay(store, limits, OnFinding::Refuse)?;
+    debug_assert!(finding.is_none());
     let dir = &store.root().journal;
+    let mut next = next;
     let started = std::time::Instant::now();
-    let (mut state, first) = snapshot::load(store, limits)?.unwrap_or((State::new(limits), 0));
-    let mut rec = Recovery {
-        snapshot_tasks: state.tasks.len(),
-        ..Recovery::default()
-    };
-    let mut segments: Vec<u64> = Vec::new();
-    for entry in dir
-        .entries()
-        .map_err(|e| store::io_err("listing journal/", e))?
-    {
-        let entry = entry.map_err(|e| store::io_err("listing journal/", e))?;
-        if let Some(n) = segment_number(&entry.file_name().to_string_lossy()) {
-            segments.push(n);
-        }
-    }
-    segments.sort_unstable();
-    for stale in segments.iter().filter(|n| **n < first) {
-        let _ = dir.remove_file(segment_name(*stale));
-    }
-    segments.retain(|n| *n >= first);
-
-    let mut replayed_bytes = 0;
-    for (i, n) in segments.iter().enumerate() {
-        let name = segment_name(*n);
-        let file = dir
-            .open(&name)
-            .map_err(|e| store::io_err(format!("opening journal/{name}"), e))?;
-        let end = journal::read(BufReader::with_capacity(1 << 20, file), |payload| {
-            let ev: Event =
-                serde_json::from_slice(payload).map_err(|e| corrupt(&name, e.to_string()))?;
-            if let Event::Submitted {
-                receipt,
-                receipt_sha256,
-                ..
-            } = &ev
-            {
-                let sha = store.put_object(&receipt.bytes(), Durability::Journaled)?;
-                if sha != *receipt_sha256 {
-                    return Err(corrupt(
-                        &name,
-                        format!("receipt {receipt_sha256} does not hash to its name"),
-                    ));
-                }
-            }
-            state.apply(&ev);
-            Ok::<(), Error>(())
-        })?;
-        rec.records += end.records;
-        replayed_bytes += end.valid_len;
-        if end.torn {
-            if i + 1 < segments.len() {
-                return Err(corrupt(
-                    &name,
-                    format!(
-                        "a bad record at byte {} of a closed segment; acknowledged data may be damaged, so the daemon will not start (restore the journal or contact the maintainers)",
-                        end.valid_len
-                    ),
-                ));
-            }
-            let f = dir
-                .open_with(&name, OpenOptions::new().write(true))
-                .map_err(|e| store::io_err(format!("opening journal/{name}"), e))?;
-            f.set_len(end.valid_len)
-                .and_then(|()| f.sync_all())
-                .map_err(|e| store::io_err(format!("truncating journal/{name}"), e))?;
-            tracing::warn!(segment = %name, kept_bytes = end.valid_len, "cut a torn journal tail (an unacknowledged write interrupted by a crash)");
-            rec.torn_tail = true;
-        }
-    }
-
-    let mut next = segments.last().map_or(first, |n| n + 1);
-    rec.replay_ms = started.elapsed().as_millis() as u64;
-    if replayed_bytes > COMPACT_BYTES || segments.len() > COMPACT_SEGMENTS {
-        let started = std::time::Instant::now();
+    if rec.compacted {
         compact(store, &state, next)?;
-        rec.compacted = true;
         rec.compact_ms = started.elapsed().as_millis() as u64;
     }
     while dir.exists(segment_name(next)) {
@@ -135,6 +120,306 @@ pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Rec
         .map_err(|e| store::io_err(format!("creating journal/{name}"), e))?;
     sync_dir(dir).map_err(|e| store::io_err("syncing journal/", e))?;
     Ok((state, Committer::start(file.into_std()), rec))
+}
+
+/// Replays the journal: the state, the next segment number, what recovery
+/// did (`compacted` says whether the caller should compact), and the
+/// finding that stopped it, if `on` did not refuse.
+pub fn replay(
+    store: &Store,
+    limits: SplitLimits,
+    on: OnFinding,
+) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
+    let dir = &store.root().journal;
+    let started = std::time::Instant::now();
+    let snapshot = snapshot::load(store, limits)?;
+    let had_snapshot = snapshot.is_some();
+    let (mut state, first) = snapshot.unwrap_or((State::new(limits), 0));
+    let mut rec = Recovery {
+        snapshot_tasks: state.tasks.len(),
+        ..Recovery::default()
+    };
+    let mut segments = list_segments(dir)?;
+    if on != OnFinding::Report {
+        for stale in segments.iter().filter(|n| **n < first) {
+            let _ = dir.remove_file(segment_name(*stale));
+        }
+    }
+    segments.retain(|n| *n >= first);
+    if let Some(finding) = missing_snapshot(dir, &segments, had_snapshot)? {
+        return settle(store, on, finding, state, first, rec, &[]);
+    }
+
+    let mut replayed_bytes = 0;
+    let mut expected = if had_snapshot {
+        first
+    } else {
+        segments.first().copied().unwrap_or(first)
+    };
+    for (i, n) in segments.iter().enumerate() {
+        if *n != expected {
+            let finding = Finding {
+                path: format!("journal/{}", segment_name(expected)),
+                offset: 0,
+                following: count_segments(dir, &segments[i..])?,
+                what: "this segment is missing".into(),
+                salvageable: true,
+            };
+            return settle(store, on, finding, state, expected, rec, &segments[i..]);
+        }
+        expected += 1;
+        let name = segment_name(*n);
+        let path = format!("journal/{name}");
+        let file = dir
+            .open(&name)
+            .map_err(|e| store::io_err(format!("opening {path}"), e))?;
+        let mut failed: Option<(u64, String)> = None;
+        let end = journal::read(BufReader::with_capacity(1 << 20, file), |offset, payload| {
+            match apply_record(store, on != OnFinding::Report, &mut state, payload) {
+                Ok(()) => Ok(()),
+                Err(Stop::Bad(what)) => {
+                    failed = Some((offset, what));
+                    Err(Stop::Halt)
+                }
+                Err(other) => Err(other),
+            }
+        });
+        let later = &segments[i + 1..];
+        let end = match end {
+            Ok(end) => end,
+            Err(Stop::Halt) => {
+                let (offset, what) = failed.expect("a halt records why");
+                let following = count_from(dir, &name, offset)?.saturating_sub(1)
+                    + count_segments(dir, later)?;
+                let finding = Finding {
+                    path,
+                    offset,
+                    following,
+                    what,
+                    salvageable: true,
+                };
+                let next = n + 1;
+                return settle_at(store, on, finding, state, next, rec, &name, later);
+            }
+            Err(Stop::Fail(e)) => return Err(e),
+            Err(Stop::Bad(_)) => unreachable!("bad records halt"),
+        };
+        rec.records += end.records;
+        replayed_bytes += end.valid_len;
+        let damage = match end.damage {
+            None => continue,
+            Some(Damage::Torn) if later.is_empty() => {
+                if on != OnFinding::Report {
+                    cut(dir, &name, end.valid_len)?;
+                    tracing::warn!(segment = %name, offset = end.valid_len, "cut a torn journal tail: the final record, a write interrupted by a crash and never acknowledged");
+                }
+                rec.torn_tail = true;
+                continue;
+            }
+            Some(Damage::Torn) => 0,
+            Some(Damage::Corrupt { following }) => following,
+        };
+        let finding = Finding {
+            path,
+            offset: end.valid_len,
+            following: damage + count_segments(dir, later)?,
+            what: "a record is damaged (its checksum or length does not match) and acknowledged records follow it".into(),
+            salvageable: true,
+        };
+        return settle_at(store, on, finding, state, n + 1, rec, &name, later);
+    }
+    let next = segments.last().map_or(first, |n| n + 1);
+    rec.replay_ms = started.elapsed().as_millis() as u64;
+    rec.compacted = replayed_bytes > COMPACT_BYTES || segments.len() > COMPACT_SEGMENTS;
+    Ok((state, next, rec, None))
+}
+
+/// Why a replay stopped inside a segment.
+enum Stop {
+    /// A record that is not an event or that the state cannot take.
+    Bad(String),
+    /// Stop reading (the reason was recorded).
+    Halt,
+    /// The store failed.
+    Fail(Error),
+}
+
+impl From<std::io::Error> for Stop {
+    fn from(e: std::io::Error) -> Stop {
+        Stop::Fail(e.into())
+    }
+}
+
+/// Applies one journal record, re-materializing its receipt object when
+/// `write` (a report only checks that the receipt hashes to its name).
+fn apply_record(
+    store: &Store,
+    write: bool,
+    state: &mut State,
+    payload: &[u8],
+) -> Result<(), Stop> {
+    let ev: Event = serde_json::from_slice(payload)
+        .map_err(|e| Stop::Bad(format!("a record that is not a journal event ({e})")))?;
+    state
+        .applies(&ev)
+        .map_err(|e| Stop::Bad(format!("a record the queue cannot apply: {e}")))?;
+    if let Event::Submitted {
+        receipt,
+        receipt_sha256,
+        ..
+    } = &ev
+    {
+        let sha = if write {
+            store
+                .put_object(&receipt.bytes(), Durability::Journaled)
+                .map_err(|e| Stop::Fail(e.into()))?
+        } else {
+            receipt.sha256()
+        };
+        if sha != *receipt_sha256 {
+            return Err(Stop::Bad(format!(
+                "receipt {receipt_sha256} does not hash to its name"
+            )));
+        }
+    }
+    state.apply(&ev);
+    Ok(())
+}
+
+fn list_segments(dir: &Dir) -> Result<Vec<u64>, Error> {
+    let mut segments = Vec::new();
+    for entry in dir
+        .entries()
+        .map_err(|e| store::io_err("listing journal/", e))?
+    {
+        let entry = entry.map_err(|e| store::io_err("listing journal/", e))?;
+        if let Some(n) = segment_number(&entry.file_name().to_string_lossy()) {
+            segments.push(n);
+        }
+    }
+    segments.sort_unstable();
+    Ok(segments)
+}
+
+/// A missing snapshot: segments that do not start at 0 and no snapshot
+/// to hold the records before them.
+fn missing_snapshot(
+    dir: &Dir,
+    segments: &[u64],
+    had_snapshot: bool,
+) -> Result<Option<Finding>, Error> {
+    match segments.first() {
+        Some(lowest) if !had_snapshot && *lowest > 0 => Ok(Some(Finding {
+            path: format!("journal/{}", snapshot::FILE),
+            offset: 0,
+            following: count_segments(dir, segments)?,
+            what: format!(
+                "the snapshot is missing, and the segments start at {} (the records before it are only in the snapshot)",
+                segment_name(*lowest)
+            ),
+            salvageable: false,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// Valid records in the segment `name` from `offset` on.
+fn count_from(dir: &Dir, name: &str, offset: u64) -> Result<u64, Error> {
+    let bytes = dir
+        .read(name)
+        .map_err(|e| store::io_err(format!("reading journal/{name}"), e))?;
+    let from = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
+    Ok(journal::count_valid(&bytes[from..]))
+}
+
+/// Valid records in the given segments.
+fn count_segments(dir: &Dir, segments: &[u64]) -> Result<u64, Error> {
+    segments
+        .iter()
+        .map(|n| count_from(dir, &segment_name(*n), 0))
+        .sum()
+}
+
+/// Cuts a segment at `len` bytes, durably.
+fn cut(dir: &Dir, name: &str, len: u64) -> Result<(), Error> {
+    let f = dir
+        .open_with(name, OpenOptions::new().write(true))
+        .map_err(|e| store::io_err(format!("opening journal/{name}"), e))?;
+    f.set_len(len)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| store::io_err(format!("truncating journal/{name}"), e))?;
+    Ok(())
+}
+
+/// Handles a finding in segment `name` at its offset: refuse, report, or
+/// salvage (copy the segment's tail and move the later segments aside,
+/// then cut the segment there).
+#[allow(clippy::too_many_arguments)]
+fn settle_at(
+    store: &Store,
+    on: OnFinding,
+    finding: Finding,
+    state: State,
+    next: u64,
+    rec: Recovery,
+    name: &str,
+    later: &[u64],
+) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
+    if on == OnFinding::Salvage {
+        let dir = &store.root().journal;
+        let aside = salvage_dir(dir)?;
+        let bytes = dir
+            .read(name)
+            .map_err(|e| store::io_err(format!("reading journal/{name}"), e))?;
+        let from = usize::try_from(finding.offset).unwrap_or(usize::MAX).min(bytes.len());
+        store.writer().write(
+            &aside,
+            &format!("{name}.from-{}", finding.offset),
+            &bytes[from..],
+            Durability::Synced,
+        )?;
+        cut(dir, name, finding.offset)?;
+    }
+    settle(store, on, finding, state, next, rec, later)
+}
+
+/// Handles a finding: refuse, report (the state so far), or salvage (move
+/// the later segments aside and go on with the state so far).
+fn settle(
+    store: &Store,
+    on: OnFinding,
+    finding: Finding,
+    state: State,
+    next: u64,
+    mut rec: Recovery,
+    later: &[u64],
+) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
+    match on {
+        OnFinding::Refuse => Err(finding.refusal()),
+        OnFinding::Salvage if !finding.salvageable => Err(finding.refusal()),
+        OnFinding::Report => Ok((state, next, rec, Some(finding))),
+        OnFinding::Salvage => {
+            let dir = &store.root().journal;
+            let aside = salvage_dir(dir)?;
+            for n in later {
+                let name = segment_name(*n);
+                dir.rename(&name, &aside, &name)
+                    .map_err(|e| store::io_err(format!("moving journal/{name} aside"), e))?;
+            }
+            sync_dir(&aside)
+                .and_then(|()| sync_dir(dir))
+                .map_err(|e| store::io_err("syncing journal/", e))?;
+            tracing::warn!(finding = %finding, "salvaged the journal: kept every record before the damage, moved the rest to journal/salvaged/");
+            rec.compacted = true;
+            Ok((state, next, rec, Some(finding)))
+        }
+    }
+}
+
+fn salvage_dir(dir: &Dir) -> Result<Dir, Error> {
+    crate::store::root::create_dir_if_missing(dir, SALVAGED)?;
+    dir.open_dir(SALVAGED)
+        .map_err(|e| store::io_err("opening journal/salvaged/", e).into())
 }
 
 /// Writes a snapshot covering segments below `next` and deletes them.

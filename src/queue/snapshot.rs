@@ -3,17 +3,20 @@
 //!
 //! ```text
 //! journal/snapshot.jsonl
-//!   line 1: {"format": "tessera-snapshot-1", "next_segment": N, "next_id": M,
+//!   line 1: {"format": "tessera-snapshot-2", "next_segment": N, "next_id": M,
 //!            "queues": [...], "tasks": count}
 //!   then one Task as JSON per line, in id order
+//!   last line: {"sha256": "<hex of every byte before this line>"}
 //! ```
+//! A snapshot whose checksum, count or order does not hold is refused
+//! with its line: the daemon does not start on a damaged snapshot.
 //! Written through the atomic writer (temp, fsync, rename, dir fsync), so a
 //! crash leaves the old snapshot or the new one. It covers every journal
 //! segment numbered below `next_segment`; those are deleted only after it
 //! is durable, and receipt objects are synced (syncfs) before that, since
 //! the deleted segments were their durable copy.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -28,7 +31,32 @@ use crate::store::{self, Store};
 /// The snapshot's file name in `journal/`.
 pub const FILE: &str = "snapshot.jsonl";
 
-const FORMAT: &str = "tessera-snapshot-1";
+const FORMAT: &str = "tessera-snapshot-2";
+
+/// The last line: the checksum of every byte before it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Trailer {
+    sha256: crate::store::Sha256,
+}
+
+/// A writer that hashes what passes through it.
+struct Hashing<'a> {
+    inner: &'a mut dyn std::io::Write,
+    hash: sha2::Sha256,
+}
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        sha2::Digest::update(&mut self.hash, &buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,14 +79,20 @@ pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Erro
     };
     store
         .writer()
-        .write_with(&store.root().journal, FILE, |w| {
-            serde_json::to_writer(&mut *w, &meta)?;
+        .write_with(&store.root().journal, FILE, |out| {
+            let mut w = Hashing {
+                inner: out,
+                hash: sha2::Digest::new(),
+            };
+            serde_json::to_writer(&mut w, &meta)?;
             w.write_all(b"\n")?;
             for t in state.tasks.values() {
-                serde_json::to_writer(&mut *w, t)?;
+                serde_json::to_writer(&mut w, t)?;
                 w.write_all(b"\n")?;
             }
-            Ok(())
+            let sha256 = crate::store::Sha256::from_digest(sha2::Digest::finalize(w.hash));
+            serde_json::to_writer(&mut *out, &Trailer { sha256 })?;
+            out.write_all(b"\n")
         })?;
     Ok(())
 }
@@ -75,28 +109,41 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         path: format!("journal/{FILE}"),
         message: format!("line {line}: {message}"),
     };
-    let mut lines = BufReader::with_capacity(1 << 20, file).lines();
-    let first = lines
-        .next()
-        .ok_or_else(|| corrupt(1, "empty".into()))?
-        .map_err(|e| store::io_err("reading the snapshot", e))?;
-    let meta: Meta = serde_json::from_str(&first).map_err(|e| corrupt(1, e.to_string()))?;
+    let mut lines = BufReader::with_capacity(1 << 20, file).split(b'\n');
+    let mut hash: sha2::Sha256 = sha2::Digest::new();
+    let mut next_line = |n: usize| -> Result<Vec<u8>, Error> {
+        lines
+            .next()
+            .ok_or_else(|| corrupt(n, "the file ends early (no checksum line)".into()))?
+            .map_err(|e| store::io_err("reading the snapshot", e).into())
+    };
+    let first = next_line(1)?;
+    sha2::Digest::update(&mut hash, &first);
+    sha2::Digest::update(&mut hash, b"\n");
+    let meta: Meta = serde_json::from_slice(&first).map_err(|e| corrupt(1, e.to_string()))?;
     if meta.format != FORMAT {
         return Err(corrupt(1, format!("unknown format {:?}", meta.format)));
     }
     let mut tasks = TaskTable::default();
-    for (i, line) in lines.enumerate() {
-        let line = line.map_err(|e| store::io_err("reading the snapshot", e))?;
-        let t: Task = serde_json::from_str(&line).map_err(|e| corrupt(i + 2, e.to_string()))?;
+    for i in 0..meta.tasks {
+        let n = usize::try_from(i).unwrap_or(usize::MAX).saturating_add(2);
+        let line = next_line(n)?;
+        sha2::Digest::update(&mut hash, &line);
+        sha2::Digest::update(&mut hash, b"\n");
+        let t: Task = serde_json::from_slice(&line).map_err(|e| corrupt(n, e.to_string()))?;
         if t.id.0 != tasks.len() as u64 + 1 {
-            return Err(corrupt(i + 2, format!("task {} is out of order", t.id)));
+            return Err(corrupt(n, format!("task {} is out of order", t.id)));
         }
         tasks.push(t);
     }
-    if tasks.len() as u64 != meta.tasks {
+    let n = tasks.len() + 2;
+    let trailer: Trailer = serde_json::from_slice(&next_line(n)?)
+        .map_err(|e| corrupt(n, format!("not the checksum line: {e}")))?;
+    let actual = crate::store::Sha256::from_digest(sha2::Digest::finalize(hash));
+    if trailer.sha256 != actual {
         return Err(corrupt(
-            0,
-            format!("{} tasks listed, {} present", meta.tasks, tasks.len()),
+            n,
+            "the checksum does not match the snapshot's bytes: it is damaged".into(),
         ));
     }
     let queues = meta

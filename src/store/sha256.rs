@@ -22,6 +22,11 @@ impl Sha256 {
         Sha256(sha2::Sha256::digest(bytes).into())
     }
 
+    /// The hash a streaming `sha2::Sha256` finished with.
+    pub fn from_digest(out: sha2::digest::Output<sha2::Sha256>) -> Sha256 {
+        Sha256(out.into())
+    }
+
     /// The 64-character lowercase hex form.
     pub fn hex(&self) -> String {
         hex::encode(self.0)
