@@ -1,27 +1,63 @@
-//! `tessera fsck`: check a root offline and print each problem with its path.
+//! `tessera fsck`: check a root offline and print each problem with its
+//! path: every object and noun ref (`store::fsck`), every journal record's
+//! checksum and order and the snapshot's checksum (a replay that changes
+//! nothing), every receipt the queue names, and every ctx-dir against the
+//! receipt that says it was written.
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::config::QueueLimits;
+use crate::queue::Receipt;
+use crate::queue::recover::{self, OnFinding};
 use crate::store::{Access, Store, fsck};
+use crate::worker::audit;
 
 /// Checks the root; exit 1 when any problem is found.
 pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
     let store = Store::open(root, Access::ReadOnly)?;
     let report = fsck::check(&store)?;
-    for problem in &report.problems {
+    let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let mut receipts = 0u64;
+    match recover::replay(
+        &store,
+        QueueLimits::default().split_limits(),
+        OnFinding::Report,
+    ) {
+        Err(e) => problems.push(e.to_string()),
+        Ok((state, _, rec, finding)) => {
+            problems.extend(finding.map(|f| f.to_string()));
+            for t in state.tasks.values() {
+                for (i, sha) in t.receipts.iter().enumerate() {
+                    receipts += 1;
+                    match Receipt::read(&store, sha) {
+                        Ok(receipt) if i + 1 == t.receipts.len() => {
+                            if let Err(e) = audit::check_ctx(&store, &receipt) {
+                                let path = receipt.projection.map(|p| p.path).unwrap_or_default();
+                                problems.push(format!("{path}: {e} (task {})", t.id));
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) if rec.journal_receipts.contains(sha) => {}
+                        Err(e) => problems.push(format!("receipt {sha} of task {}: {e}", t.id)),
+                    }
+                }
+            }
+        }
+    }
+    for problem in &problems {
         println!("{problem}");
     }
     println!(
-        "checked {} objects and {} noun refs: {}",
+        "checked {} objects, {} noun refs, the journal and {receipts} receipts: {}",
         report.objects,
         report.refs,
-        match report.problems.len() {
+        match problems.len() {
             0 => "clean".to_string(),
             n => format!("{n} problem(s)"),
         }
     );
-    Ok(if report.problems.is_empty() {
+    Ok(if problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

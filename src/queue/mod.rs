@@ -22,8 +22,8 @@
 //! states never change. A lease is live until its `expires_at`, whether or
 //! not the sweeper has yet returned the task to the queue.
 
-pub mod brief;
 mod applies;
+pub mod brief;
 mod commit;
 mod decide;
 mod event;

@@ -45,6 +45,9 @@ pub struct Recovery {
     pub replay_ms: u64,
     /// Time spent compacting, in milliseconds.
     pub compact_ms: u64,
+    /// In a report: the receipts journal records carry (the daemon writes
+    /// their objects again on start, so they need not exist yet).
+    pub journal_receipts: std::collections::HashSet<crate::store::Sha256>,
 }
 
 /// Damage that would lose acknowledged records if the daemon went on.
@@ -174,23 +177,30 @@ pub fn replay(
             .open(&name)
             .map_err(|e| store::io_err(format!("opening {path}"), e))?;
         let mut failed: Option<(u64, String)> = None;
-        let end = journal::read(BufReader::with_capacity(1 << 20, file), |offset, payload| {
-            match apply_record(store, on != OnFinding::Report, &mut state, payload) {
+        let end = journal::read(
+            BufReader::with_capacity(1 << 20, file),
+            |offset, payload| match apply_record(
+                store,
+                on != OnFinding::Report,
+                &mut state,
+                payload,
+                &mut rec,
+            ) {
                 Ok(()) => Ok(()),
                 Err(Stop::Bad(what)) => {
                     failed = Some((offset, what));
                     Err(Stop::Halt)
                 }
                 Err(other) => Err(other),
-            }
-        });
+            },
+        );
         let later = &segments[i + 1..];
         let end = match end {
             Ok(end) => end,
             Err(Stop::Halt) => {
                 let (offset, what) = failed.expect("a halt records why");
-                let following = count_from(dir, &name, offset)?.saturating_sub(1)
-                    + count_segments(dir, later)?;
+                let following =
+                    count_from(dir, &name, offset)?.saturating_sub(1) + count_segments(dir, later)?;
                 let finding = Finding {
                     path,
                     offset,
@@ -257,6 +267,7 @@ fn apply_record(
     write: bool,
     state: &mut State,
     payload: &[u8],
+    rec: &mut Recovery,
 ) -> Result<(), Stop> {
     let ev: Event = serde_json::from_slice(payload)
         .map_err(|e| Stop::Bad(format!("a record that is not a journal event ({e})")))?;
@@ -274,6 +285,7 @@ fn apply_record(
                 .put_object(&receipt.bytes(), Durability::Journaled)
                 .map_err(|e| Stop::Fail(e.into()))?
         } else {
+            rec.journal_receipts.insert(*receipt_sha256);
             receipt.sha256()
         };
         if sha != *receipt_sha256 {
@@ -328,7 +340,9 @@ fn count_from(dir: &Dir, name: &str, offset: u64) -> Result<u64, Error> {
     let bytes = dir
         .read(name)
         .map_err(|e| store::io_err(format!("reading journal/{name}"), e))?;
-    let from = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
+    let from = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
     Ok(journal::count_valid(&bytes[from..]))
 }
 
@@ -371,7 +385,9 @@ fn settle_at(
         let bytes = dir
             .read(name)
             .map_err(|e| store::io_err(format!("reading journal/{name}"), e))?;
-        let from = usize::try_from(finding.offset).unwrap_or(usize::MAX).min(bytes.len());
+        let from = usize::try_from(finding.offset)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
         store.writer().write(
             &aside,
             &format!("{name}.from-{}", finding.offset),

@@ -23,6 +23,7 @@
 //! own submit ended it) or `409 stale_lease`, and the call touches no file.
 
 pub mod artifact;
+pub mod audit;
 pub mod contract;
 pub mod file_ref;
 pub mod front_matter;

@@ -1,0 +1,258 @@
+//! Faults in the journal and the snapshot: only a damaged final record (a
+//! crash's torn write) is cut; every other fault refuses the start with a
+//! message naming the file and the offset, `tessera fsck` reports it, and
+//! `tessera recover` shows it and salvages only when told to.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{DaemonProcess, body};
+
+const SEGMENT0: &str = "journal/00000000000000000000.log";
+
+/// Starts the daemon, provisions queue `q` (the first time), enqueues `n`
+/// tasks, and stops it with SIGTERM; returns the ids acknowledged.
+fn fill(rt: &tokio::runtime::Runtime, root: &Path, n: usize) -> Vec<String> {
+    let d = DaemonProcess::spawn(root);
+    let admin = d.admin.clone();
+    let ids = rt.block_on(async {
+        let q = json!({"name": "q"});
+        let r = admin.post_json("/v1/queues", &q).await.unwrap();
+        assert!(r.status == 200 || r.status == 201);
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read", "producer_surface": "s", "brief": {"i": i}});
+            let r = admin.post_json("/v1/tasks", &spec).await.unwrap();
+            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+            ids.push(body(&r)["task_id"].as_str().unwrap().to_string());
+        }
+        ids
+    });
+    d.signal("TERM");
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0), "{log}");
+    ids
+}
+
+/// Runs `tessera ARGS` to its end (at most 30 s).
+fn tessera(args: &[&str], root: &Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tessera");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tessera {args:?} did not finish in 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A start that must be refused: its exit code and what it logged.
+fn refused_start(root: &Path) -> String {
+    let out = tessera(&["serve", "--listen", "127.0.0.1:0"], root);
+    assert!(
+        !out.status.success(),
+        "the daemon started on a damaged journal"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_flipped_bit_mid_journal_refuses_the_start_and_recover_salvages_on_request() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let ids = fill(&rt, root.path(), 40);
+    let seg = root.path().join(SEGMENT0);
+    let len = std::fs::metadata(&seg).unwrap().len() as usize;
+    flip(&seg, len / 2);
+    let damaged = std::fs::read(&seg).unwrap();
+
+    let log = refused_start(root.path());
+    for want in [
+        SEGMENT0,
+        "at byte",
+        "valid record(s) follow it",
+        "tessera recover",
+    ] {
+        assert!(log.contains(want), "{want:?} missing from:\n{log}");
+    }
+    let fsck = tessera(&["fsck"], root.path());
+    assert_eq!(fsck.status.code(), Some(1));
+    assert!(text(&fsck).contains(SEGMENT0), "{}", text(&fsck));
+    let report = tessera(&["recover"], root.path());
+    assert_eq!(report.status.code(), Some(1), "{}", text(&report));
+    assert!(
+        text(&report).contains("salvaging would keep"),
+        "{}",
+        text(&report)
+    );
+    assert_eq!(
+        std::fs::read(&seg).unwrap(),
+        damaged,
+        "a report changes nothing"
+    );
+
+    let salvage = tessera(&["recover", "--salvage"], root.path());
+    assert_eq!(salvage.status.code(), Some(0), "{}", text(&salvage));
+    let aside = std::fs::read_dir(root.path().join("journal/salvaged"))
+        .unwrap()
+        .count();
+    assert!(aside >= 1, "what was dropped is kept aside");
+    let d = DaemonProcess::spawn(root.path());
+    let kept = rt.block_on(async {
+        let mut kept = 0;
+        for id in &ids {
+            let r = d.admin.get(&format!("/v1/tasks/{id}")).await.unwrap();
+            if r.status == 200 {
+                kept += 1;
+            }
+        }
+        kept
+    });
+    assert!(kept > 0 && kept < ids.len(), "kept {kept} of {}", ids.len());
+    d.kill();
+    let fsck = tessera(&["fsck"], root.path());
+    assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
+}
+
+#[test]
+fn a_torn_final_record_is_cut_and_nothing_before_it_is_lost() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let ids = fill(&rt, root.path(), 5);
+    let seg = root.path().join(SEGMENT0);
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(len - 3).unwrap();
+    let fsck = tessera(&["fsck"], root.path());
+    assert_eq!(
+        fsck.status.code(),
+        Some(0),
+        "a torn tail is not damage: {}",
+        text(&fsck)
+    );
+    let d = DaemonProcess::spawn(root.path());
+    rt.block_on(async {
+        for id in &ids[..4] {
+            assert_eq!(
+                d.admin
+                    .get(&format!("/v1/tasks/{id}"))
+                    .await
+                    .unwrap()
+                    .status,
+                200
+            );
+        }
+    });
+    d.signal("TERM");
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0));
+    assert!(log.contains("cut a torn journal tail"), "{log}");
+    assert!(log.contains("offset"), "{log}");
+}
+
+#[test]
+fn a_missing_segment_refuses_the_start() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        fill(&rt, root.path(), 2);
+    }
+    std::fs::remove_file(root.path().join("journal/00000000000000000001.log")).unwrap();
+    let log = refused_start(root.path());
+    assert!(
+        log.contains("00000000000000000001.log") && log.contains("missing"),
+        "{log}"
+    );
+    let fsck = tessera(&["fsck"], root.path());
+    assert_eq!(fsck.status.code(), Some(1));
+}
+
+#[test]
+fn an_inapplicable_record_refuses_the_start_naming_it() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    fill(&rt, root.path(), 2);
+    let seg = root.path().join(SEGMENT0);
+    let offset = std::fs::metadata(&seg).unwrap().len();
+    let payload = br#"{"heartbeat":{"id":"t99","expires_at":"2026-01-01T00:00:00Z"}}"#;
+    let mut record = (payload.len() as u32).to_le_bytes().to_vec();
+    record.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    record.extend_from_slice(payload);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes.extend_from_slice(&record);
+    std::fs::write(&seg, bytes).unwrap();
+    let log = refused_start(root.path());
+    for want in [
+        SEGMENT0,
+        &format!("at byte {offset}"),
+        "cannot apply",
+        "t99",
+    ] {
+        assert!(log.contains(want), "{want:?} missing from:\n{log}");
+    }
+}
+
+#[test]
+fn a_damaged_or_missing_snapshot_refuses_the_start() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    for _ in 0..10 {
+        fill(&rt, root.path(), 1);
+    }
+    let snap = root.path().join("journal/snapshot.jsonl");
+    assert!(
+        snap.exists(),
+        "ten starts compact the journal into a snapshot"
+    );
+    let good = std::fs::read(&snap).unwrap();
+    flip(&snap, good.len() / 2);
+    let log = refused_start(root.path());
+    assert!(
+        log.contains("journal/snapshot.jsonl") && log.contains("line"),
+        "{log}"
+    );
+    assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(1));
+
+    std::fs::remove_file(&snap).unwrap();
+    let log = refused_start(root.path());
+    assert!(log.contains("snapshot is missing"), "{log}");
+    let report = tessera(&["recover", "--salvage"], root.path());
+    assert!(
+        !report.status.success(),
+        "a missing snapshot cannot be salvaged"
+    );
+
+    std::fs::write(&snap, &good).unwrap();
+    let d = DaemonProcess::spawn(root.path());
+    let n = rt.block_on(async {
+        body(&d.admin.get("/v1/tasks").await.unwrap())["tasks"]
+            .as_array()
+            .unwrap()
+            .len()
+    });
+    assert_eq!(n, 10);
+    d.kill();
+}
