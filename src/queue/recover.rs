@@ -154,12 +154,13 @@ pub fn replay(
     }
 
     let mut replayed_bytes = 0;
-    let mut expected = if had_snapshot {
+    let start = if had_snapshot {
         first
     } else {
         segments.first().copied().unwrap_or(first)
     };
     for (i, n) in segments.iter().enumerate() {
+        let expected = start + i as u64;
         if *n != expected {
             let finding = Finding {
                 path: format!("journal/{}", segment_name(expected)),
@@ -170,7 +171,6 @@ pub fn replay(
             };
             return settle(store, on, finding, state, expected, rec, &segments[i..]);
         }
-        expected += 1;
         let name = segment_name(*n);
         let path = format!("journal/{name}");
         let file = dir
