@@ -117,7 +117,12 @@ impl Keyring {
             failures: Arc::default(),
             revoking: Arc::default(),
         };
-        if !ring.keys.read().expect("keyring lock").is_empty() {
+        if !ring
+            .keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
+        {
             return Ok((ring, None));
         }
         let (_, secret) = ring.issue(IssueRequest {
@@ -169,7 +174,10 @@ impl Keyring {
     /// Revokes a key, durably; later requests with it are refused. The
     /// last usable admin key cannot be revoked, or no one could issue keys.
     pub fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
-        let _one_at_a_time = self.revoking.lock().expect("revocation lock");
+        let _one_at_a_time = self
+            .revoking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = self.get(key_id).ok_or(Error::UnknownKey)?;
         let mut record = entry.record.clone();
         if record.revoked_at.is_some() {
@@ -177,9 +185,16 @@ impl Keyring {
         }
         let now = Timestamp::now();
         if entry.principal.is_admin() && usable(&record, now) {
-            let other_admin = self.keys.read().expect("keyring lock").values().any(|e| {
-                e.record.key_id != record.key_id && e.principal.is_admin() && usable(&e.record, now)
-            });
+            let other_admin = self
+                .keys
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .values()
+                .any(|e| {
+                    e.record.key_id != record.key_id
+                        && e.principal.is_admin()
+                        && usable(&e.record, now)
+                });
             if !other_admin {
                 return Err(Error::LastAdminKey);
             }
@@ -194,7 +209,7 @@ impl Keyring {
         let mut out: Vec<_> = self
             .keys
             .read()
-            .expect("keyring lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .map(|e| e.record.clone())
             .collect();
@@ -276,7 +291,11 @@ impl Keyring {
 
     fn get(&self, key_id: &str) -> Option<Arc<Entry>> {
         let name = Name::parse("key_id", key_id).ok()?;
-        self.keys.read().expect("keyring lock").get(&name).cloned()
+        self.keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&name)
+            .cloned()
     }
 
     fn save(&self, record: &KeyRecord) -> Result<(), store::Error> {
@@ -293,7 +312,7 @@ impl Keyring {
             .write_private(&dir, &format!("{}.json", record.key_id), &bytes)?;
         self.keys
             .write()
-            .expect("keyring lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(record.key_id.clone(), Entry::new(record.clone()));
         Ok(())
     }

@@ -179,7 +179,11 @@ impl Throttle {
 
     fn admit_at(&self, peer: IpAddr, now: Instant) -> Result<(), TooManyFailures> {
         let (per_peer, overall) = (self.inner.per_peer, self.inner.overall);
-        let mut b = self.inner.buckets.lock().expect("throttle lock");
+        let mut b = self
+            .inner
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         b.overall.refill(overall, now);
         let mut wait = b.overall.wait(overall);
         if let Some(mine) = b.peers.get_mut(&peer_key(peer)) {
@@ -197,7 +201,11 @@ impl Throttle {
 
     fn spend_at(&self, peer: IpAddr, now: Instant) {
         let (per_peer, overall) = (self.inner.per_peer, self.inner.overall);
-        let mut b = self.inner.buckets.lock().expect("throttle lock");
+        let mut b = self
+            .inner
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         b.overall.refill(overall, now);
         b.overall.spend();
         let mine = b
@@ -246,7 +254,10 @@ impl Failures {
 
     fn record_at(&self, now: Instant) -> Option<u64> {
         self.total.fetch_add(1, Ordering::Relaxed);
-        let mut s = self.sample.lock().expect("failure sample lock");
+        let mut s = self
+            .sample
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if s.next_line.is_some_and(|next| now < next) {
             s.suppressed += 1;
             return None;

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::error::ApiError;
+use crate::store::canonical::{MAX_JSON_DEPTH, json_depth};
 
 /// A request split into its head and its (not yet read) body.
 pub struct Req {
@@ -154,9 +155,19 @@ impl Req {
     }
 }
 
-/// Parses strict JSON: unknown fields, wrong types and syntax errors are
-/// 400s naming the field or the position.
+/// Parses strict JSON: JSON nested deeper than `MAX_JSON_DEPTH`, unknown
+/// fields, wrong types and syntax errors are 400s naming the limit, the
+/// field or the position.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if json_depth(bytes) > MAX_JSON_DEPTH {
+        return Err(ApiError::bad_request(
+            "too_deep",
+            format!(
+                "the JSON body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels; flatten it"
+            ),
+        )
+        .with(json!({"limit": MAX_JSON_DEPTH})));
+    }
     serde_json::from_slice(bytes).map_err(|e| {
         let pos = json!({"line": e.line(), "column": e.column()});
         let msg = e.to_string();

@@ -2,8 +2,10 @@
 //! `match`. Handlers live in the modules named after what they serve.
 
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use http::Method;
 use hyper::body::Incoming;
 
@@ -12,11 +14,22 @@ use super::request::Req;
 use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, tasks, worker};
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
+/// A handler that panics answers 500 and leaves shared state usable: the
+/// queue checks every change before applying it and its lock shrugs off
+/// poisoning, so one request never takes the others down.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
     let req = Req::new(req, peer);
-    match route(&ctx, req).await {
-        Ok(resp) => resp,
-        Err(e) => e.into_response(),
+    match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => e.into_response(),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            ApiError::internal(&format!("a request handler panicked: {what}")).into_response()
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::store::canonical::json_depth;
 use crate::store::{Name, Pin};
 
 /// Deepest nesting of arrays and objects a brief may have.
@@ -42,7 +43,7 @@ impl Brief {
         if !text.trim_start().starts_with('{') {
             return Err(("brief", "the brief must be a JSON object".into()));
         }
-        if depth(text) > MAX_DEPTH {
+        if json_depth(text.as_bytes()) > MAX_DEPTH {
             return Err((
                 "brief",
                 format!("the brief nests deeper than {MAX_DEPTH} levels"),
@@ -108,32 +109,6 @@ pub fn with_input(raw: &RawValue, input_ref: &Pin) -> Result<Box<RawValue>, serd
     serde_json::value::to_raw_value(&map)
 }
 
-/// The nesting depth of a JSON text (arrays and objects), without parsing it.
-pub fn depth(text: &str) -> usize {
-    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
-    for b in text.bytes() {
-        if in_str {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_str = true,
-            b'{' | b'[' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    max
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,7 +132,6 @@ mod tests {
         }
         let deep = format!("{{\"a\":{}{}}}", "[".repeat(80), "]".repeat(80));
         assert_eq!(Brief::parse(&raw(&deep)).unwrap_err().0, "brief");
-        assert_eq!(depth(r#"{"a":"[[[{{{","b":[{}]}"#), 3);
     }
 
     #[test]

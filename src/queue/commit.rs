@@ -76,7 +76,11 @@ impl Committer {
         if self.shared.durable.borrow().failed {
             return Err(Poisoned);
         }
-        let mut p = self.shared.pending.lock().expect("journal lock");
+        let mut p = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         journal::encode(payload, &mut p.buf);
         p.appended += 1;
         let seq = p.appended;
@@ -87,7 +91,11 @@ impl Committer {
 
     /// The sequence number of the last appended record.
     pub fn appended(&self) -> u64 {
-        self.shared.pending.lock().expect("journal lock").appended
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .appended
     }
 
     /// Waits until record `seq` is durable.
@@ -102,9 +110,18 @@ impl Committer {
 
     /// Flushes what is pending and stops the thread.
     pub fn shutdown(&self) {
-        self.shared.pending.lock().expect("journal lock").shutdown = true;
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .shutdown = true;
         self.shared.wake.notify_one();
-        if let Some(t) = self.thread.lock().expect("thread lock").take() {
+        if let Some(t) = self
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
             let _ = t.join();
         }
     }
@@ -113,9 +130,15 @@ impl Committer {
 fn run(mut file: std::fs::File, shared: &Shared) {
     loop {
         let (batch, seq) = {
-            let mut p = shared.pending.lock().expect("journal lock");
+            let mut p = shared
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             while p.buf.is_empty() && !p.shutdown {
-                p = shared.wake.wait(p).expect("journal lock");
+                p = shared
+                    .wake
+                    .wait(p)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
             if p.buf.is_empty() {
                 return;

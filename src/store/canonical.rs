@@ -23,6 +23,37 @@ pub fn canonical_record<T: Serialize>(record: &T) -> Vec<u8> {
     canonical_json(&value)
 }
 
+/// Deepest nesting of arrays and objects accepted in a request body (and
+/// so in anything stored from one): deeper JSON is refused with `400
+/// too_deep` before it is parsed.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// The nesting depth of a JSON text (arrays and objects), without parsing it.
+pub fn json_depth(text: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
+    for &b in text {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 struct Sorted<'a>(&'a Value);
 
 impl Serialize for Sorted<'_> {
@@ -53,6 +84,13 @@ impl Serialize for Sorted<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn depth_counts_arrays_and_objects_outside_strings() {
+        assert_eq!(json_depth(br#"{"a":"[[[{{{","b":[{}]}"#), 3);
+        assert_eq!(json_depth(br#""\"[""#), 0);
+        assert_eq!(json_depth(b"[[[]]]"), 3);
+    }
 
     #[test]
     fn sorts_keys_indents_two_spaces_and_ends_with_newline() {

@@ -208,7 +208,7 @@ impl Store {
             .key_locks()
             .stripe(path)
             .lock()
-            .expect("key lock poisoned");
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let current = self.read_ref(path)?;
         let latest = current.as_ref().map(NounRef::latest);
         let meta = decide(latest)?;
@@ -281,7 +281,7 @@ impl Store {
             .key_locks()
             .stripe(path)
             .lock()
-            .expect("key lock poisoned");
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let current = self.read_ref(path)?;
         decide(current.as_ref().map(NounRef::latest))?;
         let mut next = current.ok_or(Error::NounNotFound)?;
