@@ -3,6 +3,7 @@
 //! a call argument, never a path: it must be a plain file name.
 
 use super::Error;
+use crate::queue::placement::OWNER_MARK;
 
 /// Longest part name, in bytes.
 pub const MAX_PART_NAME: usize = 255;
@@ -20,6 +21,8 @@ pub fn check_name(name: &str, step: &str) -> Result<(), Error> {
         Some("it contains NUL")
     } else if name == format!("{step}.md") {
         Some("the final body owns <step>.md")
+    } else if name == OWNER_MARK {
+        Some("the daemon's owner mark has this name")
     } else if name.len() > MAX_PART_NAME {
         Some("it is longer than 255 bytes")
     } else {
@@ -55,6 +58,8 @@ mod tests {
             ("..\\..\\x", false),
             ("a\0b", false),
             ("draft.md", false),
+            (".tessera-owner", false),
+            (".tessera-owner.md", true),
             (&long, false),
         ];
         for (name, ok) in cases {

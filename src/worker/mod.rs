@@ -12,6 +12,7 @@
 //! - the task is terminal: `410 gone` (a second submit by the attempt that
 //!   ended it: `409 already_submitted`).
 
+pub mod area;
 pub mod artifact;
 pub mod contract;
 pub mod file_ref;
