@@ -103,7 +103,15 @@ async fn claim_prompt_two_parts_submit_files_and_fold() {
         p["context"]["project_root"]
             .as_str()
             .unwrap()
-            .ends_with("/workspace")
+            .ends_with(&format!("/workspace/{NS}")),
+        "the project root is the namespace's area"
+    );
+    assert!(
+        p["context"]["work_dir"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/workspace/{NS}/tasks/{id}/work")),
+        "the work dir is the daemon's"
     );
     assert_eq!(
         body(&w.token.get("/v1/worker/prompt").await.unwrap()),
@@ -510,31 +518,41 @@ async fn a_new_projection_replaces_what_was_in_the_ctx_dir() {
 #[tokio::test(flavor = "multi_thread")]
 async fn file_bodies_are_confined_to_the_work_dir() {
     let t = Team::start_with(|c| c.limits.worker_body_bytes = 1024).await;
-    let work = t.d.root().join("workspace/jobs/w1");
-    std::fs::create_dir_all(work.join("sub")).unwrap();
-    std::fs::write(work.join("answer.txt"), b"from a file").unwrap();
-    std::fs::write(work.join("sub/part.md"), b"part from a file").unwrap();
-    std::fs::write(work.join("big.bin"), vec![b'x'; 2048]).unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret"), work.join("link")).unwrap();
-    std::fs::write(t.d.root().join("workspace/jobs/sibling"), b"sibling").unwrap();
-
     let mut allowed = spec("verb.solve_draft", json!({}));
     allowed["allow_file_submit"] = json!(true);
-    allowed["work_dir"] = json!("jobs/w1");
     enqueue(&t.requester, &allowed).await;
     let w = claim_worker(&t, "work.external").await;
-    let abs = work.canonicalize().unwrap();
+    assert_status!(
+        submit_body(&w.handle, b"@file:answer.txt").await,
+        404,
+        "file_not_found"
+    );
+
+    // The prompt fetch creates the work dir; its path is the daemon's.
+    let p = body(&w.handle.get("/v1/worker/prompt").await.unwrap());
+    let area = area(t.d.root()).canonicalize().unwrap();
+    let abs = area.join("tasks").join(&w.id).join("work");
+    assert_eq!(p["context"]["work_dir"], json!(abs));
+    assert_eq!(p["context"]["project_root"], json!(area));
+    std::fs::create_dir_all(abs.join("sub")).unwrap();
+    std::fs::write(abs.join("answer.txt"), b"from a file").unwrap();
+    std::fs::write(abs.join("sub/part.md"), b"part from a file").unwrap();
+    std::fs::write(abs.join("big.bin"), vec![b'x'; 2048]).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), abs.join("link")).unwrap();
+    std::fs::write(abs.join("../sibling"), b"sibling").unwrap();
+
     let at = |p: &Path| format!("@file:{}", p.display()).into_bytes();
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![
-        (at(&outside.path().join("secret")), 400, "invalid_file_ref"),
-        (b"@file:../sibling".to_vec(), 400, "invalid_file_ref"),
-        (at(&abs.join("link")), 400, "invalid_file_ref"),
-        (b"@file:link".to_vec(), 400, "invalid_file_ref"),
+        (at(&outside.path().join("secret")), 422, "invalid_file_ref"),
+        (b"@file:../sibling".to_vec(), 422, "invalid_file_ref"),
+        (at(&abs.join("../sibling")), 422, "invalid_file_ref"),
+        (at(&abs.join("link")), 422, "invalid_file_ref"),
+        (b"@file:link".to_vec(), 422, "invalid_file_ref"),
         (at(&abs.join("missing.txt")), 404, "file_not_found"),
         (at(&abs.join("big.bin")), 413, "body_too_large"),
-        (at(&abs.join("sub")), 400, "invalid_file_ref"),
+        (at(&abs.join("sub")), 422, "invalid_file_ref"),
     ];
     for (b, status, code) in &cases {
         assert_status!(stage(&w.handle, "p.md", b).await, *status, *code);
@@ -560,7 +578,7 @@ async fn file_bodies_are_confined_to_the_work_dir() {
     let plain = claim_worker(&t, "work.external").await;
     assert_status!(
         submit_body(&plain.handle, b"@file:answer.txt").await,
-        400,
+        422,
         "invalid_file_ref"
     );
     assert_status!(

@@ -48,7 +48,7 @@ pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .queue
         .peek(|st| prompt::Facts::gather(st, &s.task, &holder));
     let assembled = ctx
-        .blocking(move |store| Ok::<_, ApiError>(prompt::assemble(store, &facts, &holder)))
+        .blocking(move |store| prompt::assemble(store, &facts, &holder))
         .await?;
     Ok(json_response(StatusCode::OK, &assembled))
 }

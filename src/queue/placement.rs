@@ -26,7 +26,7 @@ const MAX_LEN: usize = 512;
 
 /// Checks a relative path: non-empty segments, no `.` or `..`, no
 /// backslash, NUL or leading `/`.
-pub fn check_relative(path: &str) -> Result<(), String> {
+fn check_relative(path: &str) -> Result<(), String> {
     if path.is_empty() || path.len() > MAX_LEN {
         return Err(format!("must be 1 to {MAX_LEN} bytes"));
     }

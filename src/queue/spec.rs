@@ -80,13 +80,12 @@ pub struct TaskSpec {
     /// Projection failure policy.
     #[serde(default, skip_serializing_if = "CheckPolicy::is_warn")]
     pub check_policy: CheckPolicy,
-    /// Whether `@file:` submit bodies are allowed.
+    /// Whether `@file:` submit bodies (read from the task's work dir,
+    /// which the daemon creates) are allowed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_file_submit: bool,
-    /// The worker's directory, relative to `workspace/`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub work_dir: Option<String>,
-    /// The ctx-dir placement template, relative to the root, with `{task_id}`.
+    /// The ctx-dir placement template, relative to the namespace area
+    /// `workspace/<namespace>/`, with `{task_id}` as one whole segment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
 }
@@ -245,7 +244,8 @@ pub struct QueueConfig {
     /// Claimable only by keys that name it in their grants.
     #[serde(default)]
     pub server: bool,
-    /// The ctx-dir placement template for its tasks.
+    /// The ctx-dir placement template for its tasks, relative to each
+    /// task's namespace area.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
 }
@@ -405,7 +405,6 @@ impl ChildSpec {
             lease_ttl_s: self.lease_ttl_s,
             check_policy: self.check_policy,
             allow_file_submit: self.allow_file_submit,
-            work_dir: self.work_dir,
             placement: self.placement,
         })
     }

@@ -2,14 +2,15 @@
 //! brief, the contract noun it pins and the current state of its upstream
 //! tasks and children, so an upstream that finished after the claim shows
 //! up. `steps[]` point at finished outputs (their files and hashes), never
-//! their content; the task itself is never among them.
+//! their content; the task itself is never among them. Fetching it also
+//! creates the task's work dir (`area::make_work_dir`).
 
 use serde_json::{Value, json};
 
 use super::output::read_receipt;
-use super::step_name;
+use super::{Error, area, step_name};
 use crate::auth::{Principal, access};
-use crate::queue::{State, Task};
+use crate::queue::{State, Task, placement};
 use crate::store::{Pin, Store};
 
 /// What the prompt needs from the queue, copied out under its lock.
@@ -46,9 +47,17 @@ impl Facts {
     }
 }
 
-/// Assembles `{task_id, attempt, agent, system, prompt, context}`.
-pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
+/// Assembles `{task_id, attempt, agent, system, prompt, context}`, first
+/// creating the task's work dir if it is missing. `context.project_root`
+/// is the namespace area, `context.work_dir` the work dir (both absolute).
+pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Value, Error> {
     let t = &facts.task;
+    let ns = &t.spec.namespace;
+    let work_dir =
+        area::make_work_dir(store, ns, t.id).map_err(|reason| Error::WorkDirUnavailable {
+            path: area::shown(ns, &placement::work_dir(t.id)),
+            reason,
+        })?;
     let brief = t.spec.brief_value();
     let contract = brief
         .get("contract_ref")
@@ -60,22 +69,21 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
         .unwrap_or_else(|| serde_json::to_string_pretty(&brief).expect("briefs serialize"));
     let system = text(contract.as_ref().and_then(|c| c.get("system_prompt")));
     let agent = text(brief.get("agent")).unwrap_or_else(|| t.spec.kind.to_string());
-    let workspace = store.root().absolute.join("workspace");
     let steps: Vec<Value> = facts
         .related
         .iter()
         .filter(|r| r.state.is_terminal())
         .map(|r| step_pointer(store, r, &store.root().absolute))
         .collect();
-    json!({
+    Ok(json!({
         "task_id": t.id,
         "attempt": t.attempt.0,
         "agent": agent,
         "system": system,
         "prompt": prompt,
         "context": {
-            "project_root": workspace,
-            "work_dir": t.spec.work_dir.as_ref().map(|w| workspace.join(w)),
+            "project_root": area::absolute(store, ns, ""),
+            "work_dir": work_dir,
             "task_metadata": {
                 "task_id": t.id,
                 "namespace": t.spec.namespace,
@@ -93,7 +101,7 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
             },
             "steps": steps,
         },
-    })
+    }))
 }
 
 fn read_contract(store: &Store, pin: &Pin, t: &Task, holder: &Principal) -> Option<Value> {
