@@ -44,8 +44,13 @@ async fn submit_body(c: &Client, body: &[u8]) -> Reply {
         .unwrap()
 }
 
+/// The team namespace's area under the root.
+fn area(root: &Path) -> PathBuf {
+    root.join("workspace").join(NS)
+}
+
 fn ctx_dir(root: &Path, id: &str) -> PathBuf {
-    root.join("workspace/tasks").join(id).join("ctx")
+    area(root).join("tasks").join(id).join("ctx")
 }
 
 fn listing(dir: &Path) -> Vec<String> {
@@ -99,7 +104,15 @@ async fn claim_prompt_two_parts_submit_files_and_fold() {
         p["context"]["project_root"]
             .as_str()
             .unwrap()
-            .ends_with("/workspace")
+            .ends_with(&format!("/workspace/{NS}")),
+        "the project root is the namespace's area"
+    );
+    assert!(
+        p["context"]["work_dir"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/workspace/{NS}/tasks/{id}/work")),
+        "the work dir is the daemon's"
     );
     assert_eq!(
         body(&w.token.get("/v1/worker/prompt").await.unwrap()),
@@ -128,7 +141,15 @@ async fn claim_prompt_two_parts_submit_files_and_fold() {
     assert_eq!(body(&s)["state"], json!("succeeded"));
 
     let dir = ctx_dir(t.d.root(), &id);
-    assert_eq!(listing(&dir), ["data.json", "plan.md", "solve_draft.md"]);
+    assert_eq!(
+        listing(&dir),
+        [".tessera-owner", "data.json", "plan.md", "solve_draft.md"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".tessera-owner")).unwrap(),
+        format!("{id} ctx\n"),
+        "the daemon marks the ctx-dir it creates"
+    );
     assert_eq!(
         std::fs::read(dir.join("plan.md")).unwrap(),
         b"# Plan\n---\nfinal plan",
@@ -243,7 +264,7 @@ async fn prompts_are_assembled_at_fetch_time_with_steps_pointing_at_finished_out
     assert_eq!(st["size_bytes"], json!(11));
     let file = st["file_path"].as_str().unwrap();
     assert!(
-        file.ends_with(&format!("workspace/tasks/{up}/ctx/verify_gate.md")),
+        file.ends_with(&format!("workspace/{NS}/tasks/{up}/ctx/verify_gate.md")),
         "{file}"
     );
     assert_eq!(
@@ -316,6 +337,7 @@ async fn every_bad_part_name_is_refused_and_nothing_is_staged() {
         "a\\b",
         "a\0b",
         "solve_draft.md",
+        ".tessera-owner",
         long.as_str(),
     ] {
         let r = stage(&w.handle, name, b"x").await;
@@ -472,15 +494,21 @@ async fn a_lapsed_worker_is_fenced_after_the_task_is_reclaimed() {
     );
     let new = t.d.admin.with_bearer(fresh["handle"].as_str().unwrap());
     assert_status!(submit_body(&new, b"second attempt").await, 201);
-    assert_eq!(listing(&ctx_dir(t.d.root(), &id)), ["solve_draft.md"]);
+    assert_eq!(
+        listing(&ctx_dir(t.d.root(), &id)),
+        [".tessera-owner", "solve_draft.md"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_projection_replaces_what_was_in_the_ctx_dir() {
     let t = Team::start().await;
     let id = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+    // What a crash between projecting and committing the receipt leaves:
+    // this task's marked ctx-dir with an earlier attempt's files.
     let dir = ctx_dir(t.d.root(), &id);
     std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".tessera-owner"), format!("{id} ctx\n")).unwrap();
     std::fs::write(dir.join("stale-part.md"), b"from an earlier attempt").unwrap();
     std::fs::write(dir.join("solve_draft.md"), b"old").unwrap();
     let w = claim_worker(&t, "work.external").await;
@@ -488,7 +516,7 @@ async fn a_new_projection_replaces_what_was_in_the_ctx_dir() {
     assert_status!(submit_body(&w.handle, b"final").await, 201);
     assert_eq!(
         listing(&dir),
-        ["fresh.md", "solve_draft.md"],
+        [".tessera-owner", "fresh.md", "solve_draft.md"],
         "the directory shows one attempt"
     );
     assert!(
@@ -500,31 +528,41 @@ async fn a_new_projection_replaces_what_was_in_the_ctx_dir() {
 #[tokio::test(flavor = "multi_thread")]
 async fn file_bodies_are_confined_to_the_work_dir() {
     let t = Team::start_with(|c| c.limits.worker_body_bytes = 1024).await;
-    let work = t.d.root().join("workspace/jobs/w1");
-    std::fs::create_dir_all(work.join("sub")).unwrap();
-    std::fs::write(work.join("answer.txt"), b"from a file").unwrap();
-    std::fs::write(work.join("sub/part.md"), b"part from a file").unwrap();
-    std::fs::write(work.join("big.bin"), vec![b'x'; 2048]).unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret"), work.join("link")).unwrap();
-    std::fs::write(t.d.root().join("workspace/jobs/sibling"), b"sibling").unwrap();
-
     let mut allowed = spec("verb.solve_draft", json!({}));
     allowed["allow_file_submit"] = json!(true);
-    allowed["work_dir"] = json!("jobs/w1");
     enqueue(&t.requester, &allowed).await;
     let w = claim_worker(&t, "work.external").await;
-    let abs = work.canonicalize().unwrap();
+    assert_status!(
+        submit_body(&w.handle, b"@file:answer.txt").await,
+        404,
+        "file_not_found"
+    );
+
+    // The prompt fetch creates the work dir; its path is the daemon's.
+    let p = body(&w.handle.get("/v1/worker/prompt").await.unwrap());
+    let area = area(t.d.root()).canonicalize().unwrap();
+    let abs = area.join("tasks").join(&w.id).join("work");
+    assert_eq!(p["context"]["work_dir"], json!(abs));
+    assert_eq!(p["context"]["project_root"], json!(area));
+    std::fs::create_dir_all(abs.join("sub")).unwrap();
+    std::fs::write(abs.join("answer.txt"), b"from a file").unwrap();
+    std::fs::write(abs.join("sub/part.md"), b"part from a file").unwrap();
+    std::fs::write(abs.join("big.bin"), vec![b'x'; 2048]).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"secret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), abs.join("link")).unwrap();
+    std::fs::write(abs.join("../sibling"), b"sibling").unwrap();
+
     let at = |p: &Path| format!("@file:{}", p.display()).into_bytes();
     let cases: Vec<(Vec<u8>, u16, &str)> = vec![
-        (at(&outside.path().join("secret")), 400, "invalid_file_ref"),
-        (b"@file:../sibling".to_vec(), 400, "invalid_file_ref"),
-        (at(&abs.join("link")), 400, "invalid_file_ref"),
-        (b"@file:link".to_vec(), 400, "invalid_file_ref"),
+        (at(&outside.path().join("secret")), 422, "invalid_file_ref"),
+        (b"@file:../sibling".to_vec(), 422, "invalid_file_ref"),
+        (at(&abs.join("../sibling")), 422, "invalid_file_ref"),
+        (at(&abs.join("link")), 422, "invalid_file_ref"),
+        (b"@file:link".to_vec(), 422, "invalid_file_ref"),
         (at(&abs.join("missing.txt")), 404, "file_not_found"),
         (at(&abs.join("big.bin")), 413, "body_too_large"),
-        (at(&abs.join("sub")), 400, "invalid_file_ref"),
+        (at(&abs.join("sub")), 422, "invalid_file_ref"),
     ];
     for (b, status, code) in &cases {
         assert_status!(stage(&w.handle, "p.md", b).await, *status, *code);
@@ -550,7 +588,7 @@ async fn file_bodies_are_confined_to_the_work_dir() {
     let plain = claim_worker(&t, "work.external").await;
     assert_status!(
         submit_body(&plain.handle, b"@file:answer.txt").await,
-        400,
+        422,
         "invalid_file_ref"
     );
     assert_status!(
@@ -566,9 +604,9 @@ async fn placement_failures_follow_check_policy() {
     // warn: the submit succeeds and the receipt says the projection was skipped.
     let warn_id = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
     let w = claim_worker(&t, "work.external").await;
-    std::fs::create_dir_all(t.d.root().join("workspace/tasks")).unwrap();
+    std::fs::create_dir_all(area(t.d.root()).join("tasks")).unwrap();
     std::fs::write(
-        t.d.root().join("workspace/tasks").join(&warn_id),
+        area(t.d.root()).join("tasks").join(&warn_id),
         b"a file where the ctx-dir's parent goes",
     )
     .unwrap();
@@ -585,7 +623,7 @@ async fn placement_failures_follow_check_policy() {
         projection["reason"]
             .as_str()
             .unwrap()
-            .contains(&format!("workspace/tasks/{warn_id}")),
+            .contains(&format!("workspace/{NS}/tasks/{warn_id}")),
         "{projection}"
     );
     assert_eq!(
@@ -605,11 +643,7 @@ async fn placement_failures_follow_check_policy() {
     let sw = claim_worker(&t, "work.external").await;
     assert_eq!(sw.id, strict_id);
     assert_status!(stage(&sw.handle, "x.md", b"x").await, 200);
-    std::fs::write(
-        t.d.root().join("workspace/tasks").join(&strict_id),
-        b"blocked",
-    )
-    .unwrap();
+    std::fs::write(area(t.d.root()).join("tasks").join(&strict_id), b"blocked").unwrap();
     assert_status!(
         submit_body(&sw.handle, b"result").await,
         500,
@@ -624,11 +658,11 @@ async fn placement_failures_follow_check_policy() {
         listing(&t.d.root().join("tmp")).is_empty(),
         "no half-built ctx-dir is left behind"
     );
-    std::fs::remove_file(t.d.root().join("workspace/tasks").join(&strict_id)).unwrap();
+    std::fs::remove_file(area(t.d.root()).join("tasks").join(&strict_id)).unwrap();
     assert_status!(submit_body(&sw.handle, b"result").await, 201);
 
     // A strict task whose placement cannot resolve is refused at enqueue.
-    std::fs::write(t.d.root().join("workspace/blocked"), b"not a directory").unwrap();
+    std::fs::write(area(t.d.root()).join("blocked"), b"not a directory").unwrap();
     let mut unresolvable = strict.clone();
     unresolvable["placement"] = json!("blocked/{task_id}/ctx");
     let r = t
@@ -657,8 +691,8 @@ async fn placement_failures_follow_check_policy() {
     assert_eq!(pw.id, placed_id);
     assert_status!(submit_body(&pw.handle, b"placed").await, 201);
     assert!(
-        t.d.root()
-            .join("workspace/runs")
+        area(t.d.root())
+            .join("runs")
             .join(&placed_id)
             .join("solve_draft.md")
             .exists()

@@ -243,7 +243,9 @@ impl From<worker::Error> for ApiError {
             E::InvalidPartName { name, .. } => {
                 ApiError::bad_request("invalid_part_name", msg).with(json!({"name": name}))
             }
-            E::FileRef(_) => ApiError::bad_request("invalid_file_ref", msg),
+            E::FileRef(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_file_ref", msg)
+            }
             E::FileRefMissing(_) => ApiError::new(StatusCode::NOT_FOUND, "file_not_found", msg),
             E::TooLarge { limit } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", msg)
@@ -253,6 +255,12 @@ impl From<worker::Error> for ApiError {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "projection_failed", msg)
                     .with(json!({"path": path, "reason": reason}))
             }
+            E::WorkDirUnavailable { path, reason } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "work_dir_unavailable",
+                msg,
+            )
+            .with(json!({"path": path, "reason": reason})),
             E::InvalidPin { field, pin, .. } => {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_pin", msg)
                     .with(json!({"field": field, "pin": pin}))
@@ -457,7 +465,7 @@ mod tests {
                 400,
                 "invalid_part_name",
             ),
-            (worker::Error::FileRef("x".into()), 400, "invalid_file_ref"),
+            (worker::Error::FileRef("x".into()), 422, "invalid_file_ref"),
             (
                 worker::Error::FileRefMissing("x".into()),
                 404,
@@ -471,6 +479,14 @@ mod tests {
                 },
                 500,
                 "projection_failed",
+            ),
+            (
+                worker::Error::WorkDirUnavailable {
+                    path: "p".into(),
+                    reason: "r".into(),
+                },
+                500,
+                "work_dir_unavailable",
             ),
             (
                 worker::Error::InvalidPin {

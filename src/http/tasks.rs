@@ -148,8 +148,9 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
             .or(queue_placement)
             .unwrap_or_else(|| crate::queue::placement::DEFAULT_PLACEMENT.into());
         if crate::queue::placement::check_template(&template).is_ok() {
+            let ns = spec.namespace.clone();
             ctx.blocking(move |store| {
-                crate::worker::projection::check_placement(store, &template).map_err(|m| {
+                crate::worker::projection::check_placement(store, &ns, &template).map_err(|m| {
                     ApiError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
                         "placement_unresolvable",

@@ -60,7 +60,7 @@ pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .peek(|st| prompt::Facts::gather(st, &s.task, &s.claimant));
     let claimant = s.claimant;
     let assembled = ctx
-        .blocking(move |store| Ok::<_, ApiError>(prompt::assemble(store, &facts, &claimant)))
+        .blocking(move |store| prompt::assemble(store, &facts, &claimant))
         .await?;
     Ok(json_response(StatusCode::OK, &assembled))
 }

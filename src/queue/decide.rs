@@ -59,9 +59,6 @@ impl State {
         if let Some(p) = &spec.placement {
             super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
         }
-        if let Some(w) = &spec.work_dir {
-            super::placement::check_relative(w).map_err(|m| invalid("work_dir", m))?;
-        }
         for u in &spec.depends_on {
             if !self.tasks.get(u).is_some_and(sees) {
                 return Err(Error::UnknownUpstream(*u));

@@ -80,13 +80,12 @@ pub struct TaskSpec {
     /// Projection failure policy.
     #[serde(default, skip_serializing_if = "CheckPolicy::is_warn")]
     pub check_policy: CheckPolicy,
-    /// Whether `@file:` submit bodies are allowed.
+    /// Whether `@file:` submit bodies (read from the task's work dir,
+    /// which the daemon creates) are allowed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_file_submit: bool,
-    /// The worker's directory, relative to `workspace/`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub work_dir: Option<String>,
-    /// The ctx-dir placement template, relative to the root, with `{task_id}`.
+    /// The ctx-dir placement template, relative to the namespace area
+    /// `workspace/<namespace>/`, with `{task_id}` as one whole segment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
 }
@@ -244,7 +243,8 @@ pub struct QueueConfig {
     /// Claimable only by keys that name it in their grants.
     #[serde(default)]
     pub server: bool,
-    /// The ctx-dir placement template for its tasks.
+    /// The ctx-dir placement template for its tasks, relative to each
+    /// task's namespace area.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
     /// Promotion policy: the stage kinds a noun version needs (succeeded
@@ -310,9 +310,9 @@ mod tests {
 /// A child named by a split: a `TaskSpec` whose envelope fields
 /// (namespace, visibility, producer and allowed surfaces) may be omitted,
 /// and are then the parent's; naming different ones is refused, since a
-/// child can never widen its parent's envelope. `allow_file_submit`,
-/// `work_dir` and `placement` are always the parent's: a child cannot
-/// name them.
+/// child can never widen its parent's envelope. `allow_file_submit` and
+/// `placement` are always the parent's (and its work dir is the daemon's):
+/// a child cannot name them.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChildSpec {
@@ -403,7 +403,6 @@ impl ChildSpec {
             lease_ttl_s: self.lease_ttl_s,
             check_policy: self.check_policy,
             allow_file_submit: parent.allow_file_submit,
-            work_dir: parent.work_dir.clone(),
             placement: parent.placement.clone(),
         })
     }

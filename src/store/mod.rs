@@ -4,7 +4,7 @@
 //! <root>/
 //!   objects/sha256/ab/cdef…        immutable bytes named by their sha256
 //!   nouns/<ns>/<store>/<key>.json  a noun's version list (the only mutable noun file)
-//!   workspace/                     projected worker output (the worker module)
+//!   workspace/<ns>/                a namespace's work dirs and ctx-dirs (the worker module)
 //!   journal/                       the task journal (the queue module)
 //!   auth/                          hashed keys, token secret (mode 0600)
 //!   tmp/                           staging for atomic writes

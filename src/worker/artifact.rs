@@ -3,6 +3,7 @@
 //! a call argument, never a path: it must be a plain file name.
 
 use super::{Error, Session};
+use crate::queue::placement::OWNER_MARK;
 use crate::queue::{self, Queue};
 use crate::store::{Durability, Sha256, Store};
 
@@ -22,6 +23,8 @@ pub fn check_name(name: &str, step: &str) -> Result<(), Error> {
         Some("it contains NUL")
     } else if name == format!("{step}.md") {
         Some("the final body owns <step>.md")
+    } else if name == OWNER_MARK {
+        Some("the daemon's owner mark has this name")
     } else if name.len() > MAX_PART_NAME {
         Some("it is longer than 255 bytes")
     } else {
@@ -80,6 +83,8 @@ mod tests {
             ("..\\..\\x", false),
             ("a\0b", false),
             ("draft.md", false),
+            (".tessera-owner", false),
+            (".tessera-owner.md", true),
             (&long, false),
         ];
         for (name, ok) in cases {

@@ -1,14 +1,28 @@
 //! `@file:<path>` bodies: a worker may name a file instead of sending its
-//! bytes, when its task allows it (`allow_file_submit: true`). The path,
-//! absolute or relative, must resolve inside the task's `work_dir` under
-//! `workspace/`, symlinks included: it is opened through that directory's
-//! `Dir` handle, which refuses anything that leads outside.
+//! bytes, when its task allows it (`allow_file_submit: true`). The file
+//! must be in the task's own work dir, `workspace/<ns>/tasks/<id>/work/`,
+//! which the daemon creates when the prompt is fetched:
+//! 1. A relative path is taken inside the work dir; an absolute one only
+//!    when it starts with the work dir's absolute path (a string check:
+//!    no ambient path is ever opened).
+//! 2. It is opened through the work dir's `Dir` handle, so `..` and
+//!    symlinks that lead outside are refused; symlinks that stay inside work.
+//! 3. It is opened with `O_NONBLOCK` and checked with `fstat` before any
+//!    read: only a regular file with one link is read. A FIFO, device,
+//!    socket or directory would otherwise hold a blocking thread (or read
+//!    someone else's bytes), and a hard link could name a file outside.
+//!
+//! Refusals are `Error::FileRef` (422); a missing file or work dir is
+//! `Error::FileRefMissing` (404).
 
 use std::io::Read;
 use std::path::Path;
 
-use super::Error;
-use crate::queue::Task;
+use cap_std::fs::{OpenOptions, OpenOptionsExt};
+use rustix::fs::{FileType, OFlags};
+
+use super::{Error, area};
+use crate::queue::{Task, placement};
 use crate::store::Store;
 
 const PREFIX: &[u8] = b"@file:";
@@ -23,20 +37,18 @@ pub fn resolve(store: &Store, task: &Task, body: Vec<u8>, limit: usize) -> Resul
             "@file: bodies are off for this task; enqueue it with allow_file_submit: true, or send the content inline".into(),
         ));
     }
-    let Some(work_dir) = &task.spec.work_dir else {
-        return Err(Error::FileRef(
-            "@file: needs the task to name a work_dir".into(),
-        ));
-    };
     let text = std::str::from_utf8(rest)
         .map_err(|_| Error::FileRef("the @file: path is not UTF-8".into()))?
         .trim_end_matches(['\n', '\r']);
+    let ns = &task.spec.namespace;
+    let work_rel = placement::work_dir(task.id);
+    let shown = area::shown(ns, &work_rel);
     let outside = || {
         Error::FileRef(format!(
-            "@file:{text} is outside the task's work_dir ({work_dir})"
+            "@file:{text} is outside the task's work dir ({shown})"
         ))
     };
-    let abs_work_dir = store.root().absolute.join("workspace").join(work_dir);
+    let abs_work_dir = area::absolute(store, ns, &work_rel);
     let path = Path::new(text);
     let relative = if path.is_absolute() {
         path.strip_prefix(&abs_work_dir).map_err(|_| outside())?
@@ -46,38 +58,65 @@ pub fn resolve(store: &Store, task: &Task, body: Vec<u8>, limit: usize) -> Resul
     if relative.as_os_str().is_empty() {
         return Err(outside());
     }
-    let dir = store
-        .root()
-        .workspace
-        .open_dir(work_dir)
+    let dir = area::open_work_dir(store, ns, task.id)
+        .map_err(Error::FileRef)?
+        .ok_or_else(|| {
+            Error::FileRefMissing(format!(
+                "the work dir {shown} does not exist yet; it is created when the prompt is fetched"
+            ))
+        })?;
+    let flags = OFlags::NONBLOCK | OFlags::NOCTTY;
+    let file = dir
+        .open_with(
+            relative,
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(flags.bits() as i32),
+        )
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
-                Error::FileRefMissing(format!("the work_dir {work_dir} does not exist"))
+                Error::FileRefMissing(format!("@file:{text} does not exist"))
+            }
+            // Opening a socket fails this way.
+            _ if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+                not_regular(text, "a socket")
             }
             _ => outside(),
         })?;
-    let mut file = dir.open(relative).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            Error::FileRefMissing(format!("@file:{text} does not exist"))
-        }
-        _ => outside(),
-    })?;
-    let meta = file.metadata().map_err(|_| outside())?;
-    if !meta.is_file() {
+    let st = rustix::fs::fstat(&file)
+        .map_err(|e| Error::Store(crate::store::io_err(format!("@file:{text}"), e.into())))?;
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => None,
+        FileType::Directory => Some("a directory"),
+        FileType::Fifo => Some("a FIFO"),
+        FileType::Socket => Some("a socket"),
+        FileType::CharacterDevice | FileType::BlockDevice => Some("a device"),
+        _ => Some("something other than a regular file"),
+    };
+    if let Some(kind) = kind {
+        return Err(not_regular(text, kind));
+    }
+    if st.st_nlink != 1 {
         return Err(Error::FileRef(format!(
-            "@file:{text} is not a regular file"
+            "@file:{text} has {} hard links; only a file with one link is read",
+            st.st_nlink
         )));
     }
-    if meta.len() > limit as u64 {
+    if st.st_size as u64 > limit as u64 {
         return Err(Error::TooLarge { limit });
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.by_ref()
-        .take(limit as u64 + 1)
+    let mut bytes = Vec::with_capacity(st.st_size as usize);
+    file.take(limit as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::Store(crate::store::io_err(format!("reading @file:{text}"), e)))?;
     if bytes.len() > limit {
         return Err(Error::TooLarge { limit });
     }
     Ok(bytes)
+}
+
+fn not_regular(text: &str, kind: &str) -> Error {
+    Error::FileRef(format!(
+        "@file:{text} is {kind}; only a regular file is read"
+    ))
 }

@@ -22,6 +22,7 @@
 //! that ended while the call waited answers `409 already_submitted` (its
 //! own submit ended it) or `409 stale_lease`, and the call touches no file.
 
+pub mod area;
 pub mod artifact;
 pub mod audit;
 pub mod contract;
@@ -76,10 +77,11 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
-    /// An `@file:` body that is not allowed or not inside the work dir.
+    /// An `@file:` body that is not allowed, not inside the task's work
+    /// dir, or not a regular file with one link.
     #[error("{0}")]
     FileRef(String),
-    /// An `@file:` body naming a file that does not exist.
+    /// An `@file:` body naming a file (or a work dir) that does not exist.
     #[error("{0}")]
     FileRefMissing(String),
     /// A body over the limit.
@@ -94,6 +96,15 @@ pub enum Error {
     )]
     ProjectionFailed {
         /// The ctx-dir.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The task's work dir cannot be created (something that is not the
+    /// daemon's doing for this task is in the way, or the disk failed).
+    #[error("the work dir {path} cannot be made ready: {reason}")]
+    WorkDirUnavailable {
+        /// The work dir, relative to the root.
         path: String,
         /// Why.
         reason: String,

@@ -1,27 +1,37 @@
 //! Projection: the final body lands as `<ctx-dir>/<step>.md` (front
 //! matter, then the body byte for byte) and each staged part raw as
 //! `<ctx-dir>/<name>`, so the next step (or a human) reads known paths.
+//! The ctx-dir is the task's placement template resolved inside its
+//! namespace area, `workspace/<namespace>/`.
 //!
 //! The new ctx-dir is built complete in `tmp/` (files and directory
-//! fsynced), then swapped in with one `renameat2(RENAME_EXCHANGE)`: readers
-//! see the previous attempt's directory or this one, never a mix, and parts
-//! this attempt did not stage are gone with the old directory. The old one
-//! is kept in `tmp/` until the submit commits, so a submit that fails after
-//! projecting swaps it back ([`Swap::undo`]).
+//! fsynced, with this task's owner mark), then put in place with one
+//! `renameat2`: `RENAME_NOREPLACE` when nothing is there, or
+//! `RENAME_EXCHANGE` with a directory that holds this task's ctx-dir mark,
+//! so readers see the previous attempt's directory or this one, never a
+//! mix, and parts this attempt did not stage are gone with the old
+//! directory. Anything else in the way (another task's directory above or
+//! at the target, an unmarked directory, a file, a symlink) is a
+//! projection failure and is left untouched (the rules are `area`'s).
+//! The old directory is kept in `tmp/` until the submit commits, so a
+//! submit that fails after projecting swaps it back ([`Swap::undo`]).
 
 use cap_std::fs::Dir;
 use rustix::fs::RenameFlags;
 
+use super::area::{self, Entry, Kind, Mark};
 use super::front_matter::{self, Header};
 use crate::auth::keyring::random_hex;
 use crate::queue::placement;
 use crate::store::atomic::{Durability, sync_dir};
-use crate::store::{Sha256, Store};
+use crate::store::{Name, Sha256, Store};
 
 /// What to project.
 pub struct Projection<'a> {
-    /// The ctx-dir template (relative to `workspace/`).
+    /// The ctx-dir template (relative to the namespace area).
     pub template: &'a str,
+    /// The task's namespace.
+    pub namespace: &'a Name,
     /// The task.
     pub task_id: crate::queue::TaskId,
     /// The step name.
@@ -34,6 +44,16 @@ pub struct Projection<'a> {
     pub body: &'a [u8],
     /// Staged parts, by name.
     pub parts: &'a [(String, Vec<u8>)],
+}
+
+impl Projection<'_> {
+    /// The ctx-dir, relative to the root (`workspace/<ns>/...`).
+    pub fn path(&self) -> String {
+        area::shown(
+            self.namespace,
+            &placement::resolve(self.template, self.task_id),
+        )
+    }
 }
 
 /// A projected ctx-dir, and the directory it replaced (kept until the
@@ -54,38 +74,45 @@ fn err(what: &str, e: impl std::fmt::Display) -> String {
 /// Writes the ctx-dir; `Err` says why the placement cannot be written.
 pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, String> {
     let rel = placement::resolve(p.template, p.task_id);
-    let (parent_rel, name) = rel
-        .rsplit_once('/')
-        .map_or(("", rel.as_str()), |(a, b)| (a, b));
-    let workspace = &store.root().workspace;
-    let parent = if parent_rel.is_empty() {
-        workspace
-            .try_clone()
-            .map_err(|e| err("opening workspace/", e))?
-    } else {
-        workspace
-            .create_dir_all(parent_rel)
-            .map_err(|e| err(&format!("creating workspace/{parent_rel}"), e))?;
-        workspace
-            .open_dir(parent_rel)
-            .map_err(|e| err(&format!("opening workspace/{parent_rel}"), e))?
+    let (parent_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
+    let segs: Vec<&str> = parent_rel.split('/').filter(|s| !s.is_empty()).collect();
+    let path = p.path();
+    let parent = area::walk(store, p.namespace, &segs, true)?.ok_or_else(|| {
+        format!(
+            "{} could not be created",
+            area::shown(p.namespace, parent_rel)
+        )
+    })?;
+    let mine = Mark {
+        task: p.task_id,
+        kind: Kind::Ctx,
+    };
+    let exists = match area::entry(&parent, name, &path)? {
+        Entry::Absent => false,
+        Entry::Owned(mark) if mark == mine => true,
+        Entry::Owned(mark) => return Err(format!("{path} is {mark}; it is left as it is")),
+        Entry::Unowned => {
+            return Err(format!(
+                "{path} is a directory no task owns (it holds no {}); it is left as it is",
+                placement::OWNER_MARK
+            ));
+        }
     };
     let tmp = &store.root().tmp;
     let staged = format!("ctx-{}-{}-{}", p.task_id, p.attempt, random_hex(4));
-    let built = build(store, tmp, &staged, p);
+    let built = build(store, tmp, &staged, p, mine);
     if let Err(e) = built {
         let _ = tmp.remove_dir_all(&staged);
         return Err(e);
     }
-    let exists = parent.symlink_metadata(name).is_ok();
-    let swapped = if exists {
-        rustix::fs::renameat_with(tmp, &staged, &parent, name, RenameFlags::EXCHANGE)
+    let flags = if exists {
+        RenameFlags::EXCHANGE
     } else {
-        rustix::fs::renameat_with(tmp, &staged, &parent, name, RenameFlags::NOREPLACE)
+        RenameFlags::NOREPLACE
     };
-    if let Err(e) = swapped {
+    if let Err(e) = rustix::fs::renameat_with(tmp, &staged, &parent, name, flags) {
         let _ = tmp.remove_dir_all(&staged);
-        return Err(err(&format!("placing workspace/{rel}"), e));
+        return Err(err(&format!("placing {path}"), e));
     }
     store
         .writer()
@@ -96,16 +123,23 @@ pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, String> {
         parent,
         name: name.to_string(),
         old: exists.then_some(staged),
-        path: format!("workspace/{rel}"),
+        path,
     })
 }
 
-fn build(store: &Store, tmp: &Dir, staged: &str, p: &Projection<'_>) -> Result<(), String> {
+fn build(
+    store: &Store,
+    tmp: &Dir,
+    staged: &str,
+    p: &Projection<'_>,
+    mark: Mark,
+) -> Result<(), String> {
     tmp.create_dir(staged)
         .map_err(|e| err("creating a staging dir", e))?;
     let dir = tmp
         .open_dir(staged)
         .map_err(|e| err("opening a staging dir", e))?;
+    mark.write(store, &dir)?;
     let header = Header {
         task_id: p.task_id.to_string(),
         step: p.step.to_string(),
@@ -173,30 +207,14 @@ fn remove(parent: &Dir, name: &str) {
     }
 }
 
-/// Whether a ctx-dir template can be placed under `workspace/`: every
-/// existing directory before the `{task_id}` segment must be a directory
-/// reachable inside the root (a missing one is created at projection).
-pub fn check_placement(store: &Store, template: &str) -> Result<(), String> {
+/// Whether a ctx-dir template can be placed in the namespace area of
+/// `ns`: every existing directory before the `{task_id}` segment must be
+/// a plain directory (no symlink, no file) that is no task's ctx-dir or
+/// work dir (a missing one is created at projection).
+pub fn check_placement(store: &Store, ns: &Name, template: &str) -> Result<(), String> {
     let fixed: Vec<&str> = template
         .split('/')
         .take_while(|seg| !seg.contains("{task_id}"))
         .collect();
-    let mut dir = store
-        .root()
-        .workspace
-        .try_clone()
-        .map_err(|e| err("opening workspace/", e))?;
-    for (i, seg) in fixed.iter().enumerate() {
-        dir = match dir.open_dir(seg) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(err(
-                    &format!("workspace/{} cannot hold ctx-dirs", fixed[..=i].join("/")),
-                    e,
-                ));
-            }
-        };
-    }
-    Ok(())
+    area::walk(store, ns, &fixed, false).map(drop)
 }

@@ -2,15 +2,16 @@
 //! brief, the contract noun it pins and the current state of its upstream
 //! tasks and children, so an upstream that finished after the claim shows
 //! up. `steps[]` point at finished outputs (their files and hashes), never
-//! their content; the task itself is never among them.
+//! their content; the task itself is never among them. Fetching it also
+//! creates the task's work dir (`area::make_work_dir`).
 
 use serde_json::{Value, json};
 
 use super::contract::Contract;
-use super::pins;
+use super::{Error, area, pins};
 use crate::auth::{Principal, access};
 use crate::queue::receipt::ProjectionStatus;
-use crate::queue::{Receipt, State, Task};
+use crate::queue::{Receipt, State, Task, placement};
 use crate::store::Store;
 
 /// What the prompt needs from the queue, copied out under its lock.
@@ -47,9 +48,17 @@ impl Facts {
     }
 }
 
-/// Assembles `{task_id, attempt, agent, system, prompt, context}`.
-pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
+/// Assembles `{task_id, attempt, agent, system, prompt, context}`, first
+/// creating the task's work dir if it is missing. `context.project_root`
+/// is the namespace area, `context.work_dir` the work dir (both absolute).
+pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Value, Error> {
     let t = &facts.task;
+    let ns = &t.spec.namespace;
+    let work_dir =
+        area::make_work_dir(store, ns, t.id).map_err(|reason| Error::WorkDirUnavailable {
+            path: area::shown(ns, &placement::work_dir(t.id)),
+            reason,
+        })?;
     let brief = t.spec.brief();
     let contract = brief
         .contract_ref
@@ -66,22 +75,21 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
         .agent
         .clone()
         .unwrap_or_else(|| t.spec.kind.to_string());
-    let workspace = store.root().absolute.join("workspace");
     let steps: Vec<Value> = facts
         .related
         .iter()
         .filter(|r| r.state.is_terminal())
         .map(|r| step_pointer(store, r, &store.root().absolute))
         .collect();
-    json!({
+    Ok(json!({
         "task_id": t.id,
         "attempt": t.attempt.0,
         "agent": agent,
         "system": system,
         "prompt": prompt,
         "context": {
-            "project_root": workspace,
-            "work_dir": t.spec.work_dir.as_ref().map(|w| workspace.join(w)),
+            "project_root": area::absolute(store, ns, ""),
+            "work_dir": work_dir,
             "task_metadata": {
                 "task_id": t.id,
                 "namespace": t.spec.namespace,
@@ -99,7 +107,7 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Value {
             },
             "steps": steps,
         },
-    })
+    }))
 }
 
 /// A pointer to a finished task's output.

@@ -169,6 +169,7 @@ pub async fn submit_body(
         .unwrap_or_else(|| DEFAULT_PLACEMENT.into());
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
+    let namespace = task.spec.namespace.clone();
     let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
     let out = BodyRef {
         sha256: Sha256::of(&body),
@@ -184,6 +185,7 @@ pub async fn submit_body(
             }
             let p = Projection {
                 template: &template,
+                namespace: &namespace,
                 task_id,
                 step: &step_for_files,
                 attempt,
@@ -191,11 +193,7 @@ pub async fn submit_body(
                 body: &body,
                 parts: &parts,
             };
-            let path = format!(
-                "workspace/{}",
-                crate::queue::placement::resolve(&template, task_id)
-            );
-            Ok::<_, Error>(projection::project(store, &p).map_err(|reason| (path, reason)))
+            Ok::<_, Error>(projection::project(store, &p).map_err(|reason| (p.path(), reason)))
         })
         .await?;
     let (swap, projection) = match projected {
