@@ -107,7 +107,7 @@ async fn submit_body(c: &Client, bytes: &[u8]) -> Reply {
 }
 
 fn ctx_dir(root: &Path, id: &str) -> PathBuf {
-    root.join("workspace/tasks").join(id).join("ctx")
+    root.join("workspace").join(NS).join("tasks").join(id).join("ctx")
 }
 
 /// The ctx-dir's files and their bytes.
@@ -537,7 +537,7 @@ async fn eight_parallel_submits_on_one_attempt_one_wins_and_the_ctx_dir_holds_it
                     .into_iter()
                     .map(|(f, _)| f)
                     .collect::<Vec<_>>(),
-                ["part.md", "solve_draft.md"]
+                [".tessera-owner", "part.md", "solve_draft.md"]
             );
             let rec = receipt(&t.requester, &id).await;
             assert_eq!(rec["projection"]["status"], json!("written"));
@@ -576,6 +576,7 @@ async fn a_stale_attempts_submit_after_the_reclaim_is_401_and_the_ctx_dir_is_unt
         let old = claim_as(&t, &t.worker, "work.short").await;
         let dir = ctx_dir(t.d.root(), &id);
         std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(".tessera-owner"), format!("{id} ctx")).unwrap();
         std::fs::write(dir.join("earlier.md"), b"from before").unwrap();
         let fresh = loop {
             if let Some(c) = claim(&t.worker, "work.short").await {
