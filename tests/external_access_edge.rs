@@ -1447,6 +1447,18 @@ struct Seam {
     status: u16,
 }
 
+/// A seam whose body is sent as raw bytes (a worker body), not as JSON.
+fn raw_seam(class: &'static str, key: &'static str, path: &str, body: &str, status: u16) -> Seam {
+    seam(
+        class,
+        key,
+        Method::POST,
+        path,
+        Some(json!({ "raw": body })),
+        status,
+    )
+}
+
 fn seam(
     class: &'static str,
     key: &'static str,
@@ -1575,6 +1587,47 @@ async fn seams_between_features_allow_exactly_what_was_issued() {
         s["brief"][field] = pin.clone();
         s
     };
+    // Worker handles: a claim-only key's, and one of a task that allows
+    // `@file:` bodies; a guessed handle and a forged token.
+    let claim_only_task = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    let c = body(
+        &clients["claimer"]
+            .post_json(&format!("/v1/tasks/{claim_only_task}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    clients.insert(
+        "claim_only_handle",
+        t.d.client(c["handle"].as_str().unwrap()),
+    );
+    let mut files = spec("verb.compute", json!({}));
+    files["allow_file_submit"] = json!(true);
+    let files_task = enqueue(&t.requester, &files).await;
+    let c = body(
+        &t.worker
+            .post_json(&format!("/v1/tasks/{files_task}/claim"), &json!({}))
+            .await
+            .unwrap(),
+    );
+    let files_handle = t.d.client(c["handle"].as_str().unwrap());
+    let prompt = body(&files_handle.get("/v1/worker/prompt").await.unwrap());
+    let work_dir = prompt["context"]["work_dir"].as_str().unwrap().to_string();
+    clients.insert("file_handle", files_handle);
+    clients.insert(
+        "guessed_handle",
+        t.d.client(&format!("wh-{}", "a".repeat(26))),
+    );
+    clients.insert(
+        "forged_token",
+        t.d.client("wt1.eyJ0YXNrX2lkIjoidDEifQ.AAAA"),
+    );
+    let other_ctx = format!("@file:{}/../../{parent}/ctx/compute.md", work_dir);
+    let other_work = format!(
+        "@file:{}",
+        work_dir.replace(&format!("/{files_task}/"), &format!("/{parked}/"))
+    );
+    let promotion = json!({"pin": theirs, "stages": [parent]});
+
     let mut keyed = spec("verb.compute", json!({}));
     keyed["idempotency_key"] = json!("shared-key");
     let (get, post, put) = (Method::GET, Method::POST, Method::PUT);
@@ -1609,11 +1662,24 @@ async fn seams_between_features_allow_exactly_what_was_issued() {
         seam("hidden = missing", "requester", get.clone(), &format!("/v1/tasks/{their_task}"), None, 404),
         seam("hidden = missing", "worker", post.clone(), "/v1/queues/work.server/claim", Some(json!({})), 404),
         seam("hidden = missing", "requester", post.clone(), "/v1/tasks", Some(keyed), 201),
+        seam("worker routes", "claim_only_handle", get.clone(), "/v1/worker/prompt", None, 200),
+        raw_seam("worker routes", "claim_only_handle", "/v1/worker/artifact?name=a.md", "part", 200),
+        raw_seam("worker routes", "claim_only_handle", "/v1/worker/submit", "done", 403),
+        seam("guessing", "guessed_handle", get.clone(), "/v1/worker/prompt", None, 401),
+        seam("guessing", "forged_token", get.clone(), "/v1/worker/prompt", None, 401),
+        raw_seam("cross-task files", "file_handle", "/v1/worker/artifact?name=x", &other_ctx, 422),
+        raw_seam("cross-task files", "file_handle", "/v1/worker/artifact?name=x", &other_work, 422),
+        raw_seam("cross-task files", "file_handle", "/v1/worker/artifact?name=x", "@file:/etc/passwd", 422),
+        seam("promotion", "requester", post.clone(), "/v1/promotions", Some(promotion.clone()), 403),
+        seam("promotion", "admin", post.clone(), "/v1/promotions", Some(promotion), 422),
         seam("split grants", "claimer", post.clone(), &split, Some(child(json!({"priority": -1}))), 200),
         seam("resume grants", "resumer", post.clone(), &resume, Some(json!({"input_ref": input})), 200),
     ];
     for r in &rows {
-        let bytes = r.body.as_ref().map(|b| bytes::Bytes::from(b.to_string()));
+        let bytes = r.body.as_ref().map(|b| match b["raw"].as_str() {
+            Some(raw) => bytes::Bytes::from(raw.to_string()),
+            None => bytes::Bytes::from(b.to_string()),
+        });
         let reply = clients[r.key]
             .send(r.method.clone(), &r.path, bytes, &[])
             .await

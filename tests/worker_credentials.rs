@@ -107,7 +107,11 @@ async fn submit_body(c: &Client, bytes: &[u8]) -> Reply {
 }
 
 fn ctx_dir(root: &Path, id: &str) -> PathBuf {
-    root.join("workspace").join(NS).join("tasks").join(id).join("ctx")
+    root.join("workspace")
+        .join(NS)
+        .join("tasks")
+        .join(id)
+        .join("ctx")
 }
 
 /// The ctx-dir's files and their bytes.

@@ -33,7 +33,7 @@ pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: Socket
     }
 }
 
-async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let segments = req.segments()?;
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();

@@ -1,6 +1,8 @@
 //! `/v1/worker/*` (authenticated by a worker handle or token, not a key)
 //! and the final pull `GET /v1/tasks/{id}/output` (authenticated by a key).
 
+use std::sync::Arc;
+
 use http::StatusCode;
 use serde_json::json;
 use tokio::sync::MutexGuard;
@@ -43,6 +45,19 @@ async fn turn<'a>(
     Ok((guard, s))
 }
 
+/// Runs the part of a worker call that writes files and the journal on its
+/// own task, so that it finishes even when the client goes away mid-call:
+/// a projected ctx-dir is always followed by its receipt (or swapped back).
+async fn to_the_end<T, F>(ctx: &Arc<Ctx>, work: impl FnOnce(Arc<Ctx>) -> F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, ApiError>> + Send + 'static,
+{
+    tokio::spawn(work(ctx.clone()))
+        .await
+        .map_err(|e| ApiError::internal(&format!("a worker call stopped: {e}")))?
+}
+
 /// Reads a worker body and resolves an `@file:` reference in it.
 async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError> {
     let limit = ctx.limits.worker_body_bytes;
@@ -66,15 +81,21 @@ pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 }
 
 /// `POST /v1/worker/artifact?name=N`: stages one part (last write wins).
-pub async fn stage(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+pub async fn stage(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Artifact)?;
     let name = req.query("name").unwrap_or_default().to_string();
     let step = s.task.spec.step_name();
     artifact::check_name(&name, step.as_str())?;
     let bytes = body(ctx, &mut req, &s).await?;
     let size = bytes.len();
-    let (_turn, s) = turn(ctx, &s, Route::Artifact).await?;
-    let sha = artifact::stage(&ctx.store, &ctx.queue, &s, name.clone(), bytes).await?;
+    let part = name.clone();
+    let (s, sha) = to_the_end(ctx, move |ctx| async move {
+        let ctx = &*ctx;
+        let (_turn, s) = turn(ctx, &s, Route::Artifact).await?;
+        let sha = artifact::stage(&ctx.store, &ctx.queue, &s, part, bytes).await?;
+        Ok((s, sha))
+    })
+    .await?;
     tracing::debug!(task = %s.task.id, part = %name, "part staged");
     Ok(json_response(
         StatusCode::OK,
@@ -83,7 +104,7 @@ pub async fn stage(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 }
 
 /// `POST /v1/worker/submit[?ok=false]`: the final body; completes the attempt.
-pub async fn submit(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
+pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Submit)?;
     let ok = match req.query("ok") {
         None | Some("true") => true,
@@ -96,24 +117,29 @@ pub async fn submit(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         }
     };
     let bytes = body(ctx, &mut req, &s).await?;
-    let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
-    let queue_placement = ctx.queue.peek(|st| {
-        st.queues
-            .get(&s.task.spec.queue)
-            .and_then(|q| q.placement.clone())
-    });
-    let requester = ctx.keyring.principal(&s.task.requester).ok();
-    let done = submit::submit_body(
-        &ctx.store,
-        &ctx.queue,
-        &s,
-        requester,
-        queue_placement,
-        ok,
-        bytes,
-    )
+    let (id, done) = to_the_end(ctx, move |ctx| async move {
+        let ctx = &*ctx;
+        let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
+        let queue_placement = ctx.queue.peek(|st| {
+            st.queues
+                .get(&s.task.spec.queue)
+                .and_then(|q| q.placement.clone())
+        });
+        let requester = ctx.keyring.principal(&s.task.requester).ok();
+        let done = submit::submit_body(
+            &ctx.store,
+            &ctx.queue,
+            &s,
+            requester,
+            queue_placement,
+            ok,
+            bytes,
+        )
+        .await?;
+        Ok((s.task.id, done))
+    })
     .await?;
-    Ok(submitted(s.task.id, &done))
+    Ok(submitted(id, &done))
 }
 
 /// `GET /v1/tasks/{id}/output`: `{"out": final, "parts": {name: value}}`.
