@@ -13,8 +13,7 @@ use super::wire::{
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::access;
-use crate::queue::{LeaseId, Park, SubmitInput, Task, TaskId};
-use crate::store::{Sha256, canonical_json};
+use crate::queue::{LeaseId, Park, Task, TaskId};
 use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
@@ -66,28 +65,8 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
     let task = check(ctx, id, &p, access::may_submit)?;
-    let raw = req.bytes(ctx.limits.max_body_bytes).await?;
-    let body: SubmitBody = super::request::parse_json(&raw)?;
-    if body.note.as_ref().is_some_and(|n| n.len() > 4096) {
-        return Err(ApiError::bad_request(
-            "invalid_field",
-            "note is at most 4096 bytes",
-        ));
-    }
-    let request = Sha256::of(&canonical_json(
-        &serde_json::to_value(&body).expect("bodies serialize"),
-    ));
-    let input = SubmitInput {
-        ok: body.ok,
-        outputs: body.outputs,
-        evidence: body.evidence,
-        note: body.note,
-        worker: None,
-        checks: None,
-        failure: None,
-        request,
-    };
-    let lease = LeaseId(body.lease_id);
+    let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
+    let (lease, input) = body.input()?;
     let requester = ctx.keyring.principal(&task.requester).ok();
     let done = submit::complete(
         &ctx.store, &ctx.queue, &p, requester, &task, &lease, input, None,

@@ -4,6 +4,7 @@
 //! machine). [`submit_body`] is the worker route's part: store the final
 //! body and parts as objects, project them into the ctx-dir, then complete.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::projection::{self, Projection};
@@ -13,6 +14,55 @@ use crate::queue::placement::DEFAULT_PLACEMENT;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
 use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState};
 use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
+
+/// `POST /v1/tasks/{id}/submit`: the key route's submit request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBody {
+    /// The live lease.
+    pub lease_id: String,
+    /// Success as the worker sees it.
+    pub ok: bool,
+    /// Output noun pins.
+    #[serde(default)]
+    pub outputs: Vec<Pin>,
+    /// Evidence noun pins.
+    #[serde(default)]
+    pub evidence: Vec<Pin>,
+    /// A short note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Longest note a submit may carry, in bytes.
+pub const MAX_NOTE: usize = 4096;
+
+impl SubmitBody {
+    /// The lease it names and the submit it asks for (its request hash is
+    /// over the canonical body, so a resend is recognised).
+    pub fn input(self) -> Result<(LeaseId, SubmitInput), Error> {
+        if self.note.as_ref().is_some_and(|n| n.len() > MAX_NOTE) {
+            return Err(Error::Queue(crate::queue::Error::InvalidSpec {
+                field: "note",
+                message: format!("at most {MAX_NOTE} bytes"),
+            }));
+        }
+        let request = Sha256::of(&canonical_json(
+            &serde_json::to_value(&self).expect("bodies serialize"),
+        ));
+        let input = SubmitInput {
+            ok: self.ok,
+            outputs: self.outputs,
+            evidence: self.evidence,
+            note: self.note,
+            worker: None,
+            checks: None,
+            failure: None,
+            request,
+        };
+        Ok((LeaseId(self.lease_id), input))
+    }
+}
 
 /// What a completed submit returns.
 #[derive(Clone, Debug)]

@@ -181,24 +181,8 @@ pub struct Heartbeat {
     pub expires_at: Timestamp,
 }
 
-/// `POST /v1/tasks/{id}/submit`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubmitBody {
-    /// The live lease.
-    pub lease_id: String,
-    /// Success as the worker sees it.
-    pub ok: bool,
-    /// Output noun pins.
-    #[serde(default)]
-    pub outputs: Vec<Pin>,
-    /// Evidence noun pins.
-    #[serde(default)]
-    pub evidence: Vec<Pin>,
-    /// A short note.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
+/// `POST /v1/tasks/{id}/submit` (its rules live with the submit path).
+pub use crate::worker::submit::SubmitBody;
 
 /// The answer to a submit.
 #[derive(Clone, Debug, Serialize, Deserialize)]
