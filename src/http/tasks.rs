@@ -139,14 +139,7 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
         .map_err(|(field, message)| crate::queue::Error::InvalidSpec { field, message })?;
     crate::worker::pins::check(&ctx.store, p, &spec.namespace, spec.brief().pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
-        let queue_placement = ctx
-            .queue
-            .peek(|st| st.queues.get(&spec.queue).and_then(|q| q.placement.clone()));
-        let template = spec
-            .placement
-            .clone()
-            .or(queue_placement)
-            .unwrap_or_else(|| crate::queue::placement::DEFAULT_PLACEMENT.into());
+        let template = ctx.queue.peek(|st| st.template_of(spec));
         if crate::queue::placement::check_template(&template).is_ok() {
             let ns = spec.namespace.clone();
             ctx.blocking(move |store| {

@@ -120,22 +120,10 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let (id, done) = to_the_end(ctx, move |ctx| async move {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
-        let queue_placement = ctx.queue.peek(|st| {
-            st.queues
-                .get(&s.task.spec.queue)
-                .and_then(|q| q.placement.clone())
-        });
+        let template = ctx.queue.peek(|st| st.template_of(&s.task.spec));
         let requester = ctx.keyring.principal(&s.task.requester).ok();
-        let done = submit::submit_body(
-            &ctx.store,
-            &ctx.queue,
-            &s,
-            requester,
-            queue_placement,
-            ok,
-            bytes,
-        )
-        .await?;
+        let done =
+            submit::submit_body(&ctx.store, &ctx.queue, &s, requester, template, ok, bytes).await?;
         Ok((s.task.id, done))
     })
     .await?;

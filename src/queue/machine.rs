@@ -65,6 +65,19 @@ impl State {
             .unwrap_or(1)
     }
 
+    /// The ctx-dir template of a task with this spec: its own placement,
+    /// else its queue's, else the default.
+    pub fn template_of(&self, spec: &super::TaskSpec) -> String {
+        spec.placement
+            .clone()
+            .or_else(|| {
+                self.queues
+                    .get(&spec.queue)
+                    .and_then(|q| q.placement.clone())
+            })
+            .unwrap_or_else(|| super::placement::DEFAULT_PLACEMENT.into())
+    }
+
     /// The effective lease length of a task.
     pub fn lease_ttl(&self, t: &Task) -> SignedDuration {
         let s = t

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use super::projection::{self, Projection};
 use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
-use crate::queue::placement::DEFAULT_PLACEMENT;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
 use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState};
 use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
@@ -193,7 +192,8 @@ pub async fn complete(
 
 /// The worker's final submit: `body` is the final body (already resolved
 /// from `@file:`), `ok` the worker's verdict, `requester` the task's
-/// requester (for the contract checks). The caller holds the task's turn
+/// requester (for the contract checks), `template` its ctx-dir template
+/// (`State::template_of`). The caller holds the task's turn
 /// ([`super::order`]) and re-checked the session under it, so the staged
 /// parts are all this attempt will have.
 pub async fn submit_body(
@@ -201,7 +201,7 @@ pub async fn submit_body(
     queue: &Queue,
     session: &Session,
     requester: Option<Principal>,
-    queue_placement: Option<String>,
+    template: String,
     ok: bool,
     body: Vec<u8>,
 ) -> Result<Completed, Error> {
@@ -211,12 +211,6 @@ pub async fn submit_body(
         attempt: task.attempt,
     })?;
     let step = task.spec.step_name().to_string();
-    let template = task
-        .spec
-        .placement
-        .clone()
-        .or(queue_placement)
-        .unwrap_or_else(|| DEFAULT_PLACEMENT.into());
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
     let namespace = task.spec.namespace.clone();
