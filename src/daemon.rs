@@ -54,6 +54,10 @@ impl Daemon {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "task journal recovered"
         );
+        let unsettled = queue.peek(crate::worker::audit::Unsettled::of);
+        for line in crate::worker::audit::settle(&store, &unsettled) {
+            tracing::warn!("{line}");
+        }
         Ok(Daemon {
             ctx: Arc::new(Ctx {
                 store,

@@ -1698,7 +1698,12 @@ async fn seams_between_features_allow_exactly_what_was_issued() {
             ));
         }
     }
-    assert!(broken.is_empty(), "{} row(s) broken:\n{}", broken.len(), broken.join("\n"));
+    assert!(
+        broken.is_empty(),
+        "{} row(s) broken:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
 
     // Hidden answers exactly as missing.
     let pin_of = |p: &Value| with_pin("input_ref", p);

@@ -256,3 +256,55 @@ fn a_damaged_or_missing_snapshot_refuses_the_start() {
     assert_eq!(n, 10);
     d.kill();
 }
+
+/// A submit projects its ctx-dir and then journals its record; a kill
+/// between the two must not leave a result the journal does not have.
+/// Here the kill comes right after a projection a submit would have made
+/// (its files, with the daemon's owner mark), before any record.
+#[test]
+fn a_result_the_journal_does_not_have_is_removed_at_restart() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let ids = fill(&rt, root.path(), 1);
+    let d = DaemonProcess::spawn(root.path());
+    let claim = rt.block_on(async {
+        let r = d
+            .admin
+            .post_json(&format!("/v1/tasks/{}/claim", ids[0]), &json!({}))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        body(&r)
+    });
+    d.kill();
+    let ctx = root
+        .path()
+        .join("workspace/ns/tasks")
+        .join(&ids[0])
+        .join("ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(ctx.join(".tessera-owner"), format!("{} ctx", ids[0])).unwrap();
+    let header = tessera::worker::front_matter::Header {
+        task_id: ids[0].clone(),
+        step: "k".into(),
+        attempt: claim["lease"]["fence"].as_u64().unwrap() as u32,
+        ok: true,
+        sha256: tessera::store::Sha256::of(b"never recorded").hex(),
+        size: 14,
+    };
+    std::fs::write(
+        ctx.join("k.md"),
+        tessera::worker::front_matter::encode(&header, b"never recorded"),
+    )
+    .unwrap();
+    let d = DaemonProcess::spawn(root.path());
+    d.signal("TERM");
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0));
+    assert!(!ctx.exists(), "the unrecorded result is gone");
+    assert!(
+        log.contains("removed a result the journal does not have"),
+        "{log}"
+    );
+    assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(0));
+}
