@@ -1611,7 +1611,10 @@ async fn seams_between_features_allow_exactly_what_was_issued() {
     );
     let files_handle = t.d.client(c["handle"].as_str().unwrap());
     let prompt = body(&files_handle.get("/v1/worker/prompt").await.unwrap());
-    let work_dir = prompt["context"]["work_dir"].as_str().unwrap().to_string();
+    let work_dir = prompt["context"]["work_dir"]
+        .as_str()
+        .unwrap_or("/no/work/dir")
+        .to_string();
     clients.insert("file_handle", files_handle);
     clients.insert(
         "guessed_handle",
