@@ -56,7 +56,8 @@ impl QueueLimits {
     }
 }
 
-/// Request limits: body sizes and the failed worker credential budgets.
+/// Request limits: connections, body sizes and the failed worker
+/// credential budgets.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -64,6 +65,16 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Largest worker body (final submit, staged part, `@file:` target).
     pub worker_body_bytes: usize,
+    /// Bytes of request bodies all requests together may hold at once;
+    /// past it a request answers `503 busy` with `Retry-After`.
+    pub max_body_bytes_in_flight: usize,
+    /// Open connections at most; lowered at start to fit the process's
+    /// open-file limit.
+    pub max_connections: usize,
+    /// How long a client may take to send a request head, and how long a
+    /// kept-alive connection may wait for its next one, in milliseconds.
+    /// A request body that pauses this long is refused too.
+    pub header_timeout_ms: u64,
     /// Failed worker credentials one peer (IPv4 address, IPv6 /64) may
     /// send before its worker calls are refused with `429`.
     pub worker_failures_per_peer: Budget,
@@ -87,6 +98,9 @@ impl Default for Limits {
         Limits {
             max_body_bytes: 8 * 1024 * 1024,
             worker_body_bytes: 2 * 1024 * 1024,
+            max_body_bytes_in_flight: 256 * 1024 * 1024,
+            max_connections: 10_000,
+            header_timeout_ms: 10_000,
             worker_failures_per_peer: Budget {
                 burst: 20,
                 per_second: 5,
@@ -166,5 +180,31 @@ mod tests {
             Limits::default().worker_body_bytes
         );
         assert!(toml::from_str::<Config>("[limits.worker_failures_overall]\nburst = 1\n").is_err());
+    }
+
+    #[test]
+    fn connection_bounds_are_set_in_the_limits_table() {
+        let d = Limits::default();
+        assert_eq!(
+            (
+                d.max_connections,
+                d.header_timeout_ms,
+                d.max_body_bytes_in_flight
+            ),
+            (10_000, 10_000, 256 * 1024 * 1024)
+        );
+        let c: Config = toml::from_str(
+            "[limits]\nmax_connections = 500\nheader_timeout_ms = 300\n\
+             max_body_bytes_in_flight = 1048576\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.limits.max_connections,
+                c.limits.header_timeout_ms,
+                c.limits.max_body_bytes_in_flight
+            ),
+            (500, 300, 1_048_576)
+        );
     }
 }

@@ -11,6 +11,8 @@ use crate::auth::Keyring;
 use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
 use crate::config::Config;
+use crate::http::budget::BodyBudget;
+use crate::http::conns::{self, Connections};
 use crate::http::{self, Ctx};
 use crate::queue::{self, Queue};
 use crate::store::{self, Access, Store};
@@ -65,6 +67,13 @@ impl Daemon {
                 queue,
                 tokens,
                 limits: config.limits.clone(),
+                bodies: BodyBudget::new(
+                    config.limits.max_body_bytes_in_flight,
+                    std::time::Duration::from_millis(config.limits.header_timeout_ms),
+                ),
+                connections: Connections::new(conns::fit_to_open_files(
+                    config.limits.max_connections,
+                )),
                 throttle: Throttle::new(
                     config.limits.worker_failures_per_peer,
                     config.limits.worker_failures_overall,

@@ -623,7 +623,7 @@ fn sigterm_lets_an_in_flight_request_finish() {
         .expect("the in-flight long poll gets its answer");
     assert_eq!(
         answer.status, 204,
-        "the long poll ran to its end, not cut off"
+        "the long poll is answered as having found nothing, not cut off"
     );
     let (status, log) = d.wait();
     assert_eq!(status.code(), Some(0), "{log}");

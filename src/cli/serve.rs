@@ -1,9 +1,12 @@
 //! `tessera serve`: open the root, bind, print the bound address, serve
-//! until SIGINT or SIGTERM, drain, exit 0.
+//! until SIGINT or SIGTERM, drain, exit 0, within 5 s of the signal: the
+//! drain is bounded (`http::DRAIN_TIMEOUT`) and so is the wait for
+//! leftover blocking work (`BLOCKING_GRACE`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -12,6 +15,12 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::Config;
 use crate::daemon::Daemon;
+
+/// How long the runtime waits at exit for blocking work that requests
+/// left behind (their connections already closed). Durable writes are
+/// atomic, so one cut short leaves the root consistent; the journal is
+/// flushed before.
+const BLOCKING_GRACE: Duration = Duration::from_secs(1);
 
 /// Arguments of `serve`; flags override the config file.
 #[derive(Debug, Args)]
@@ -40,7 +49,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         config.listen = listen;
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let daemon = Daemon::open(&config)?;
         let listener = TcpListener::bind(config.listen)
             .await
@@ -57,5 +66,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         daemon.serve(listener, shutdown).await;
         Ok(ExitCode::SUCCESS)
-    })
+    });
+    runtime.shutdown_timeout(BLOCKING_GRACE);
+    served
 }

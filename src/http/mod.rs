@@ -1,8 +1,23 @@
 //! The hyper 1 server: accept loop, one connection task per client,
 //! graceful shutdown. This layer only parses, authenticates and maps
 //! errors; the rules live in `auth`, `store` and the other domain modules.
+//!
+//! Bounds on what clients can hold: a request head must arrive, and a
+//! kept-alive connection must send its next one, within
+//! `[limits] header_timeout_ms` (hyper's header read timeout, which also
+//! runs between requests); the number of open connections is capped
+//! (`conns.rs`); request bodies in flight share one memory budget
+//! (`budget.rs`).
+//!
+//! Stopping: when the shutdown future resolves, the listener is closed,
+//! long-poll claims answer `204` at once, connections with no request in
+//! flight (idle, or halfway through sending a head) are closed, and the
+//! requests in flight get [`DRAIN_TIMEOUT`] to finish before their
+//! connections are closed too.
 
 mod batch;
+pub mod budget;
+pub mod conns;
 pub mod error;
 mod keys;
 mod lifecycle;
@@ -26,7 +41,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -38,14 +53,18 @@ use crate::config::Limits;
 use crate::queue::Queue;
 use crate::store::Store;
 use crate::worker::order::TaskLocks;
+use budget::BodyBudget;
+use conns::{Admission, Connections};
 use error::ApiError;
 use request::Req;
 
 /// A response with a fully buffered body.
 pub type Resp = Response<Full<Bytes>>;
 
-/// How long shutdown waits for in-flight requests before giving up on them.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for in-flight requests before closing their
+/// connections. With the journal flush after it, the daemon is gone
+/// within 5 s of the signal.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What every handler can reach: the domain handles and the limits.
 #[derive(Debug)]
@@ -60,6 +79,10 @@ pub struct Ctx {
     pub tokens: Minter,
     /// Body size limits and failure budgets.
     pub limits: Limits,
+    /// The memory budget request bodies in flight share.
+    pub bodies: BodyBudget,
+    /// The open connections, their cap and the refused and evicted counts.
+    pub connections: Arc<Connections>,
     /// The failed worker credential throttle.
     pub throttle: Throttle,
     /// Worker calls on one task take turns.
@@ -107,8 +130,13 @@ pub fn empty(status: StatusCode) -> Resp {
 }
 
 /// Serves connections from `listener` until `shutdown` resolves, then stops
-/// accepting and waits for in-flight requests to finish.
+/// accepting, ends long polls, closes idle connections and gives the
+/// requests in flight [`DRAIN_TIMEOUT`] to finish.
 pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
+    let conns = ctx.connections.clone();
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(ctx.limits.header_timeout_ms));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -122,28 +150,51 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<O
                         continue;
                     }
                 };
+                let slot = match conns.admit() {
+                    Admission::Admitted(slot) => slot,
+                    Admission::Full => {
+                        conns::refuse(stream);
+                        continue;
+                    }
+                };
                 let _ = stream.set_nodelay(true);
                 let ctx = ctx.clone();
+                let activity = slot.activity();
                 let service = service_fn(move |req| {
                     let ctx = ctx.clone();
-                    async move { Ok::<_, Infallible>(routes::dispatch(ctx, req, peer).await) }
+                    let in_flight = activity.begin();
+                    async move {
+                        let resp = routes::dispatch(ctx, req, peer).await;
+                        drop(in_flight);
+                        Ok::<_, Infallible>(resp)
+                    }
                 });
-                let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
+                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                let id = slot.id();
+                let task = tokio::spawn(async move {
+                    let _slot = slot;
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                 });
+                conns.watch(id, task.abort_handle());
             }
             () = &mut shutdown => break,
         }
     }
     drop(listener);
+    ctx.queue.end_long_polls();
+    let closed = conns.close_idle();
+    tracing::info!(
+        closed_idle = closed,
+        in_flight = conns.open(),
+        "stopped accepting; draining requests in flight"
+    );
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(DRAIN_TIMEOUT) => {
-            tracing::warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}; closing them");
+            let cut = conns.close_all();
+            tracing::warn!(cut, "requests in flight did not finish within {DRAIN_TIMEOUT:?}; closed their connections");
         }
     }
 }

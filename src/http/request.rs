@@ -1,17 +1,19 @@
 //! Reading requests: path segments, query parameters, bearer credentials,
 //! size-limited bodies and strict JSON. Every failure here is a client
-//! mistake with a 400 or 413 that says what to fix.
+//! mistake with a 400, 408 or 413 that says what to fix, or a `503 busy`
+//! when the body budget (`budget.rs`) cannot hold one more body right now.
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::request::Parts;
 use http::{HeaderMap, Method, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::budget::{BodyBudget, Reservation};
 use super::error::ApiError;
 use crate::store::canonical::{MAX_JSON_DEPTH, json_depth};
 
@@ -22,11 +24,16 @@ pub struct Req {
     body: Option<Incoming>,
     query: Vec<(String, String)>,
     peer: SocketAddr,
+    budget: BodyBudget,
+    /// The body's bytes in `budget`, held until the request is dropped,
+    /// that is until its handler has answered.
+    reservation: Reservation,
 }
 
 impl Req {
-    /// Splits a hyper request from `peer` and parses its query string.
-    pub fn new(req: hyper::Request<Incoming>, peer: SocketAddr) -> Req {
+    /// Splits a hyper request from `peer` and parses its query string;
+    /// its body will be read within `budget`.
+    pub fn new(req: hyper::Request<Incoming>, peer: SocketAddr, budget: BodyBudget) -> Req {
         let (parts, body) = req.into_parts();
         let query = parts
             .uri
@@ -38,6 +45,8 @@ impl Req {
             body: Some(body),
             query,
             peer,
+            budget,
+            reservation: Reservation::default(),
         }
     }
 
@@ -116,8 +125,12 @@ impl Req {
             })
     }
 
-    /// Reads the whole body, refusing more than `limit` bytes with 413.
+    /// Reads the whole body, refusing more than `limit` bytes (or the whole
+    /// body budget, when smaller) with 413, a body that pauses longer than
+    /// the budget's stall time with 408, and one the budget cannot hold
+    /// now with `503 busy`.
     pub async fn bytes(&mut self, limit: usize) -> Result<Bytes, ApiError> {
+        let limit = (limit as u64).min(self.budget.total_bytes());
         let too_large = || {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -126,26 +139,72 @@ impl Req {
             )
             .with(json!({"limit": limit}))
         };
-        if let Some(len) = self.parts.headers.get(header::CONTENT_LENGTH)
-            && len
-                .to_str()
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .is_some_and(|n| n > limit as u64)
-        {
+        let declared = self
+            .parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|len| len.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit) {
             return Err(too_large());
         }
-        let Some(body) = self.body.take() else {
+        let Some(mut body) = self.body.take() else {
             return Ok(Bytes::new());
         };
-        match Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(e) => Err(ApiError::bad_request(
-                "body_unreadable",
-                format!("could not read the request body: {e}"),
-            )),
+        let declared = declared.unwrap_or(0);
+        self.reserve(declared)?;
+        let stall = self.budget.stall();
+        let mut buf = BytesMut::with_capacity(declared as usize);
+        loop {
+            let frame = match tokio::time::timeout(stall, body.frame()).await {
+                Err(_) => {
+                    return Err(ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "body_timeout",
+                        format!(
+                            "the request body paused for over {} ms; send it without pauses",
+                            stall.as_millis()
+                        ),
+                    ));
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(ApiError::bad_request(
+                        "body_unreadable",
+                        format!("could not read the request body: {e}"),
+                    ));
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let total = buf.len() as u64 + data.len() as u64;
+            if total > limit {
+                return Err(too_large());
+            }
+            if total > declared {
+                self.reserve(total)?;
+            }
+            buf.extend_from_slice(&data);
         }
+        Ok(buf.freeze())
+    }
+
+    /// Grows this request's share of the body budget to `bytes`.
+    fn reserve(&mut self, bytes: u64) -> Result<(), ApiError> {
+        self.budget
+            .cover(&mut self.reservation, bytes)
+            .map_err(|_| {
+                let mut e = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    "the daemon holds as many request bodies as its memory budget allows; retry in a moment",
+                )
+                .with(json!({"retry_after_s": 1}));
+                e.retry_after_s = Some(1);
+                e
+            })
     }
 
     /// Reads the body as strict JSON of type `T`.

@@ -18,7 +18,7 @@ use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, t
 /// queue checks every change before applying it and its lock shrugs off
 /// poisoning, so one request never takes the others down.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
-    let req = Req::new(req, peer);
+    let req = Req::new(req, peer, ctx.bodies.clone());
     match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),

@@ -33,8 +33,9 @@ impl Queue {
     }
 
     /// Claims the next task on `queue` that `can` allows, waiting up to
-    /// `wait` for one to become ready; `None` when none did. `render` reads
-    /// what the caller shows of the claim, under the claim's own lock.
+    /// `wait` for one to become ready; `None` when none did, or once long
+    /// polls have ended (shutdown). `render` reads what the caller shows of
+    /// the claim, under the claim's own lock.
     #[allow(clippy::too_many_arguments)]
     pub async fn claim_next<R>(
         &self,
@@ -52,6 +53,11 @@ impl Queue {
             let notified = self.inner.ready.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            // Checked after `enable`, so `end_long_polls` either is seen
+            // here or wakes this waiter.
+            if self.long_polls_ended() {
+                return Ok(None);
+            }
             let found = {
                 let mut st = self.lock();
                 let at = Timestamp::now();

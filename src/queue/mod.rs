@@ -42,6 +42,7 @@ pub mod spec;
 pub mod table;
 pub mod task;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
@@ -175,7 +176,10 @@ struct Inner {
     state: Mutex<State>,
     committer: commit::Committer,
     store: Store,
+    /// Wakes long-poll claims when a task may have become claimable.
     ready: Notify,
+    /// Set at shutdown: long-poll claims answer "none" at once.
+    polls_ended: AtomicBool,
 }
 
 impl Queue {
@@ -189,6 +193,7 @@ impl Queue {
                     committer,
                     store: store.clone(),
                     ready: Notify::new(),
+                    polls_ended: AtomicBool::new(false),
                 }),
             },
             recovery,
@@ -330,8 +335,21 @@ impl Queue {
         self.lock().index.handles.get(handle).copied()
     }
 
-    /// Flushes the journal and stops its thread (graceful shutdown).
+    /// Ends long polls for good (shutdown): every waiting `claim_next`
+    /// and every later one answers `None` at once.
+    pub fn end_long_polls(&self) {
+        self.inner.polls_ended.store(true, Ordering::SeqCst);
+        self.inner.ready.notify_waiters();
+    }
+
+    fn long_polls_ended(&self) -> bool {
+        self.inner.polls_ended.load(Ordering::SeqCst)
+    }
+
+    /// Ends long polls, flushes the journal and stops its thread
+    /// (graceful shutdown).
     pub fn close(&self) {
+        self.end_long_polls();
         self.inner.committer.shutdown();
     }
 }

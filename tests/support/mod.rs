@@ -164,15 +164,27 @@ pub struct DaemonProcess {
     pub base: String,
     /// What the daemon wrote to stderr, once it has exited.
     stderr_path: PathBuf,
+    /// Its config file, removed with the stderr file.
+    config_path: PathBuf,
 }
 
 impl DaemonProcess {
     /// Spawns `tessera serve --root ROOT --listen 127.0.0.1:0` and waits for its address.
     pub fn spawn(root: &Path) -> DaemonProcess {
+        Self::spawn_with_config(root, "")
+    }
+
+    /// Spawns with `config` (TOML) as its `--config` file, written beside
+    /// the root.
+    pub fn spawn_with_config(root: &Path, config: &str) -> DaemonProcess {
         let stderr_path = root.with_extension(format!("stderr.{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let config_path = root.with_extension(format!("config.{}.toml", std::process::id()));
+        std::fs::write(&config_path, config).expect("config file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config_path)
+            .arg("--root")
             .arg(root)
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -198,6 +210,7 @@ impl DaemonProcess {
             admin: Client::new(&base).with_bearer(key.trim()),
             base,
             stderr_path,
+            config_path,
         }
     }
 
@@ -205,6 +218,7 @@ impl DaemonProcess {
     pub fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().expect("reap");
+        let _ = std::fs::remove_file(&self.config_path);
     }
 
     /// Sends a signal by name (TERM, INT) with the `kill` command.
@@ -217,11 +231,38 @@ impl DaemonProcess {
         assert!(status.success());
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits at most `limit` for exit; returns the status (`None`: still
+    /// running after `limit`, then SIGKILLed) and what it logged.
+    pub fn wait_within(mut self, limit: Duration) -> (Option<std::process::ExitStatus>, String) {
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let log = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.stderr_path);
+        let _ = std::fs::remove_file(&self.config_path);
+        (status, log)
+    }
+
     /// Waits for exit and returns the status and what it logged.
     pub fn wait(mut self) -> (std::process::ExitStatus, String) {
         let status = self.child.wait().expect("wait");
         let log = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
         let _ = std::fs::remove_file(&self.stderr_path);
+        let _ = std::fs::remove_file(&self.config_path);
         (status, log)
     }
 }
