@@ -89,7 +89,9 @@ async fn client_loop(c: Client, w: u64, round: u64, stop: Arc<AtomicBool>) -> Ac
         if r.status != 201 {
             break;
         }
-        acked.tasks.push(body(&r)["task_id"].as_str().unwrap_or_default().to_string());
+        acked
+            .tasks
+            .push(body(&r)["task_id"].as_str().unwrap_or_default().to_string());
         acked.ops += 1;
         let Ok(claim) = c.post_json("/v1/queues/q/claim", &json!({})).await else {
             break;
@@ -98,7 +100,10 @@ async fn client_loop(c: Client, w: u64, round: u64, stop: Arc<AtomicBool>) -> Ac
             continue;
         }
         let claim = body(&claim);
-        let id = claim["task"]["task_id"].as_str().unwrap_or_default().to_string();
+        let id = claim["task"]["task_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         acked.ops += 1;
         let submitted = if i % 2 == 0 {
             let worker = c.with_bearer(claim["handle"].as_str().unwrap_or_default());
@@ -117,7 +122,10 @@ async fn client_loop(c: Client, w: u64, round: u64, stop: Arc<AtomicBool>) -> Ac
         };
         match submitted {
             Ok(r) if r.status == 201 => {
-                let sha = body(&r)["receipt_sha256"].as_str().unwrap_or_default().to_string();
+                let sha = body(&r)["receipt_sha256"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 acked.receipts.push((id, sha));
                 acked.ops += 1;
             }
@@ -130,7 +138,10 @@ async fn client_loop(c: Client, w: u64, round: u64, stop: Arc<AtomicBool>) -> Ac
 async fn violations(c: &Client, acked: &Acked) -> Vec<String> {
     let mut out = Vec::new();
     for (url, version, sha) in &acked.versions {
-        match c.get(&format!("{url}?version={version}&sha256={sha}")).await {
+        match c
+            .get(&format!("{url}?version={version}&sha256={sha}"))
+            .await
+        {
             Ok(r) if r.status == 200 => {}
             Ok(r) => out.push(format!("{url} v{version}: {}", r.status)),
             Err(e) => out.push(format!("{url} v{version}: {e}")),
@@ -146,7 +157,10 @@ async fn violations(c: &Client, acked: &Acked) -> Vec<String> {
     for (id, sha) in &acked.receipts {
         match c.get(&format!("/v1/tasks/{id}/receipts")).await {
             Ok(r) if body(&r)["receipts"][0]["sha256"] == json!(sha) => {}
-            Ok(r) => out.push(format!("receipt of {id}: {}", String::from_utf8_lossy(&r.body))),
+            Ok(r) => out.push(format!(
+                "receipt of {id}: {}",
+                String::from_utf8_lossy(&r.body)
+            )),
             Err(e) => out.push(format!("receipt of {id}: {e}")),
         }
     }

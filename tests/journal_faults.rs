@@ -308,3 +308,81 @@ fn a_result_the_journal_does_not_have_is_removed_at_restart() {
     );
     assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(0));
 }
+
+/// Nesting: every JSON body past the depth limit is refused with 400
+/// `too_deep` (enqueue, split child, noun put), and the deepest brief that
+/// is accepted goes through claim, split, park, resume and a restart.
+#[test]
+fn a_deep_brief_is_refused_and_the_deepest_accepted_one_survives_park_resume_and_restart() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    fill(&rt, root.path(), 0);
+    let nest = |levels: usize| {
+        let mut v = json!("leaf");
+        for _ in 0..levels {
+            v = json!([v]);
+        }
+        v
+    };
+    let spec = |brief: serde_json::Value| json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read", "producer_surface": "s", "brief": {"deep": brief}});
+    let d = DaemonProcess::spawn(root.path());
+    let parent = rt.block_on(async {
+        for deep in [nest(200), nest(63)] {
+            let r = d.admin.post_json("/v1/tasks", &spec(deep)).await.unwrap();
+            assert_eq!((r.status.as_u16(), r.error_code().as_deref()), (400, Some("too_deep")));
+        }
+        let r = d.admin.put_json("/v1/nouns/ns/s/deep", &json!({"expected_version": 0, "body": nest(100)})).await.unwrap();
+        assert_eq!((r.status.as_u16(), r.error_code().as_deref()), (400, Some("too_deep")));
+        let r = d.admin.post_json("/v1/tasks", &spec(nest(60))).await.unwrap();
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let id = body(&r)["task_id"].as_str().unwrap().to_string();
+        let c = body(&d.admin.post_json(&format!("/v1/tasks/{id}/claim"), &json!({})).await.unwrap());
+        let lease = c["lease"]["id"].clone();
+        let child = json!({"queue": "q", "kind": "verb.k", "effect_class": "read", "brief": {"deep": nest(70)}});
+        let r = d.admin.post_json(&format!("/v1/tasks/{id}/split"), &json!({"lease_id": lease, "children": [child]})).await.unwrap();
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+        let park = json!({"lease_id": lease, "reason": "input", "needs": nest(40)});
+        assert_eq!(d.admin.post_json(&format!("/v1/tasks/{id}/park"), &park).await.unwrap().status, 200);
+        id
+    });
+    d.kill();
+    let d = DaemonProcess::spawn(root.path());
+    rt.block_on(async {
+        let input = d
+            .admin
+            .put_json(
+                "/v1/nouns/ns/s/input",
+                &json!({"expected_version": 0, "producer_surface": "s", "body": {"n": 1}}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            input.status,
+            201,
+            "{}",
+            String::from_utf8_lossy(&input.body)
+        );
+        let pin =
+            json!({"store": "s", "key": "input", "version": 1, "sha256": body(&input)["sha256"]});
+        let key = json!({"label": "resumer", "grants": {"queues": ["q"], "kinds": ["verb.k"], "effect_classes": ["read"], "scopes": ["namespace:ns", "surface:s", "nouns:read", "verbs:enqueue"]}});
+        let issued = body(&d.admin.post_json("/v1/keys", &key).await.unwrap());
+        let resumer = d.admin.with_bearer(issued["secret"].as_str().unwrap());
+        let r = resumer
+            .post_json(
+                &format!("/v1/tasks/{parent}/resume"),
+                &json!({"input_ref": pin}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    });
+    d.kill();
+    let d = DaemonProcess::spawn(root.path());
+    rt.block_on(async {
+        let t = body(&d.admin.get(&format!("/v1/tasks/{parent}")).await.unwrap());
+        assert_eq!(t["state"], json!("queued"));
+        assert_eq!(d.admin.get("/healthz").await.unwrap().status, 200);
+    });
+    d.kill();
+    assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(0));
+}
