@@ -105,7 +105,7 @@ async fn client_loop(c: Client, w: u64, round: u64, stop: Arc<AtomicBool>) -> Ac
             .unwrap_or_default()
             .to_string();
         acked.ops += 1;
-        let submitted = if i % 2 == 0 {
+        let submitted = if i.is_multiple_of(2) {
             let worker = c.with_bearer(claim["handle"].as_str().unwrap_or_default());
             let _ = worker
                 .post_bytes("/v1/worker/artifact?name=part.md", b"part".to_vec())
