@@ -155,10 +155,19 @@ impl From<store::Error> for ApiError {
                 "a stored object failed its hash check; the operator should run `tessera fsck`",
             )
             .because(format!("{path} does not hash to its name; not served")),
-            E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_poisoned", msg),
-            E::ObjectMissing { .. } | E::CorruptRef { .. } | E::Locked { .. } | E::Io { .. } => {
-                ApiError::internal(&msg)
+            E::OutOfSpace { .. } => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", msg)
             }
+            E::StorageFailed(incident) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_failed", msg).with(
+                    json!({"writer": incident.writer, "cause": incident.cause, "since": incident.since}),
+                )
+            }
+            E::ObjectMissing { .. }
+            | E::CorruptRef { .. }
+            | E::Locked { .. }
+            | E::TaskFailed(_)
+            | E::Io { .. } => ApiError::internal(&msg),
         }
     }
 }
@@ -354,7 +363,13 @@ mod tests {
                 500,
                 "internal",
             ),
-            (store::Error::Poisoned, 503, "store_poisoned"),
+            (
+                store::Error::OutOfSpace {
+                    context: "c".into(),
+                },
+                507,
+                "insufficient_storage",
+            ),
             (
                 store::Error::Io {
                     context: "c".into(),
@@ -504,9 +519,11 @@ mod tests {
             ),
             (worker::Error::Auth(auth::Error::Hidden), 404, "not_found"),
             (
-                worker::Error::Store(store::Error::Poisoned),
-                503,
-                "store_poisoned",
+                worker::Error::Store(store::Error::OutOfSpace {
+                    context: "c".into(),
+                }),
+                507,
+                "insufficient_storage",
             ),
         ];
         for (err, status, code) in cases {
