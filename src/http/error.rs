@@ -228,7 +228,11 @@ impl From<queue::Error> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "split_widens", msg)
                     .with(json!({"field": field}))
             }
-            E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_poisoned", msg),
+            E::JournalFailed(incident) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_failed", msg).with(
+                    json!({"writer": incident.writer, "cause": incident.cause, "since": incident.since}),
+                )
+            }
             E::CorruptJournal { .. } | E::Inapplicable(_) => ApiError::internal(&msg),
             E::Store(s) => s.into(),
         }
@@ -440,7 +444,15 @@ mod tests {
                 500,
                 "internal",
             ),
-            (queue::Error::Poisoned, 503, "journal_poisoned"),
+            (
+                queue::Error::JournalFailed(store::Incident {
+                    writer: store::Writer::Journal,
+                    cause: "c".into(),
+                    since: jiff::Timestamp::UNIX_EPOCH,
+                }),
+                503,
+                "journal_failed",
+            ),
             (
                 queue::Error::Store(store::Error::NounNotFound),
                 404,
