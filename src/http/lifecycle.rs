@@ -4,7 +4,7 @@
 
 use http::StatusCode;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id};
 use super::wire::{
@@ -69,8 +69,8 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     let raw = req.bytes(ctx.limits.max_body_bytes).await?;
     let body: SubmitBody = super::request::parse_json(&raw)?;
     if body.note.as_ref().is_some_and(|n| n.len() > 4096) {
-        return Err(ApiError::bad_request(
-            "invalid_field",
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
             "note is at most 4096 bytes",
         ));
     }

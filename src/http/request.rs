@@ -6,13 +6,13 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{HeaderMap, Method, header};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use crate::store::canonical::{MAX_JSON_DEPTH, json_depth};
 
 /// A request split into its head and its (not yet read) body.
@@ -68,7 +68,7 @@ impl Req {
                     .decode_utf8()
                     .map(|s| s.into_owned())
                     .map_err(|_| {
-                        ApiError::bad_request("invalid_path", "path segments must be UTF-8")
+                        ApiError::new(ErrorCode::InvalidPath, "path segments must be UTF-8")
                     })
             })
             .collect()
@@ -87,8 +87,11 @@ impl Req {
         self.query(name)
             .map(|v| {
                 v.parse().map_err(|_| {
-                    ApiError::bad_request("invalid_query", format!("{name} must be a whole number"))
-                        .with(json!({"field": name, "value": v}))
+                    ApiError::new(
+                        ErrorCode::InvalidQuery,
+                        format!("{name} must be a whole number"),
+                    )
+                    .with(json!({"field": name, "value": v}))
                 })
             })
             .transpose()
@@ -109,8 +112,7 @@ impl Req {
             .map(Some)
             .ok_or_else(|| {
                 ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthenticated",
+                    ErrorCode::Unauthenticated,
                     "malformed Authorization header; send `Authorization: Bearer <key>`",
                 )
             })
@@ -120,8 +122,7 @@ impl Req {
     pub async fn bytes(&mut self, limit: usize) -> Result<Bytes, ApiError> {
         let too_large = || {
             ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ErrorCode::BodyTooLarge,
                 format!("request body is over the {limit}-byte limit"),
             )
             .with(json!({"limit": limit}))
@@ -141,8 +142,8 @@ impl Req {
         match Limited::new(body, limit).collect().await {
             Ok(collected) => Ok(collected.to_bytes()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(e) => Err(ApiError::bad_request(
-                "body_unreadable",
+            Err(e) => Err(ApiError::new(
+                ErrorCode::BodyUnreadable,
                 format!("could not read the request body: {e}"),
             )),
         }
@@ -160,8 +161,7 @@ impl Req {
 /// field or the position.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if json_depth(bytes) > MAX_JSON_DEPTH {
-        return Err(ApiError::bad_request(
-            "too_deep",
+        return Err(ApiError::new(ErrorCode::TooDeep,
             format!(
                 "the JSON body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels; flatten it"
             ),
@@ -177,14 +177,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     .strip_prefix("unknown field `")
                     .and_then(|rest| rest.split('`').next())
                 {
-                    ApiError::bad_request("unknown_field", format!("unknown field `{field}`"))
+                    ApiError::new(ErrorCode::UnknownField, format!("unknown field `{field}`"))
                         .with(json!({"field": field, "line": e.line(), "column": e.column()}))
                 } else {
-                    ApiError::bad_request("invalid_body", msg).with(pos)
+                    ApiError::new(ErrorCode::InvalidBody, msg).with(pos)
                 }
             }
             _ => {
-                ApiError::bad_request("malformed_json", format!("malformed JSON: {msg}")).with(pos)
+                ApiError::new(ErrorCode::MalformedJson, format!("malformed JSON: {msg}")).with(pos)
             }
         }
     })
