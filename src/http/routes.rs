@@ -38,7 +38,7 @@ async fn route(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
     match (method, segs.as_slice()) {
-        (Method::GET, ["healthz"]) => ops::healthz(),
+        (Method::GET, ["healthz"]) => ops::healthz(ctx),
 
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,
