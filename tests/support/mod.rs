@@ -169,10 +169,17 @@ pub struct DaemonProcess {
 impl DaemonProcess {
     /// Spawns `tessera serve --root ROOT --listen 127.0.0.1:0` and waits for its address.
     pub fn spawn(root: &Path) -> DaemonProcess {
+        Self::spawn_with(root, &[])
+    }
+
+    /// Spawns `serve` with extra arguments (such as `--config FILE`).
+    pub fn spawn_with(root: &Path, extra: &[&std::ffi::OsStr]) -> DaemonProcess {
         let stderr_path = root.with_extension(format!("stderr.{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .arg("--root")
             .arg(root)
             .stdout(Stdio::piped())
             .stderr(stderr)
