@@ -35,7 +35,8 @@ fn fill(root: &std::path::Path, n: usize) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let store = Store::open(root, Access::Exclusive).expect("store");
-        let (queue, _) = Queue::open(&store, QueueLimits::default().split_limits()).expect("queue");
+        let limits = QueueLimits::default();
+        let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes()).expect("queue");
         let config: QueueConfig = serde_json::from_value(serde_json::json!({"name": "bench.q"})).expect("config");
         queue.provision(config).await.expect("provision");
         let requester = Name::parse("key", "kbench").expect("name");

@@ -27,7 +27,7 @@ pub struct Config {
     pub queue: QueueLimits,
 }
 
-/// Bounds on splits.
+/// Bounds on splits, and the journal's segment size.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueLimits {
@@ -35,6 +35,10 @@ pub struct QueueLimits {
     pub max_split_depth: u32,
     /// Most children one task may have.
     pub max_children: usize,
+    /// Space preallocated for each journal segment, in MiB (at least 1):
+    /// task changes are refused (`507`) only when a new segment cannot be
+    /// preallocated.
+    pub journal_segment_mib: u64,
 }
 
 impl Default for QueueLimits {
@@ -42,11 +46,17 @@ impl Default for QueueLimits {
         QueueLimits {
             max_split_depth: 4,
             max_children: 64,
+            journal_segment_mib: crate::queue::journal::SEGMENT_BYTES >> 20,
         }
     }
 }
 
 impl QueueLimits {
+    /// The journal's segment size in bytes.
+    pub fn segment_bytes(&self) -> u64 {
+        self.journal_segment_mib.max(1) << 20
+    }
+
     /// As the queue's split limits.
     pub fn split_limits(&self) -> crate::queue::SplitLimits {
         crate::queue::SplitLimits {

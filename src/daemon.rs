@@ -45,7 +45,11 @@ impl Daemon {
             tracing::info!(path = %path, "created the admin key; its secret is in this file (mode 0600)");
         }
         let tokens = Minter::open(&store)?;
-        let (queue, rec) = Queue::open(&store, config.queue.split_limits())?;
+        let (queue, rec) = Queue::open(
+            &store,
+            config.queue.split_limits(),
+            config.queue.segment_bytes(),
+        )?;
         tracing::info!(
             snapshot_tasks = rec.snapshot_tasks,
             replayed = rec.records,

@@ -25,10 +25,7 @@ fn fill(rt: &tokio::runtime::Runtime, root: &Path, n: usize) -> Vec<String> {
         assert!(r.status == 200 || r.status == 201);
         let mut ids = Vec::new();
         for i in 0..n {
-            let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read", "producer_surface": "s", "brief": {"i": i}});
-            let r = admin.post_json("/v1/tasks", &spec).await.unwrap();
-            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-            ids.push(body(&r)["task_id"].as_str().unwrap().to_string());
+            ids.push(enqueue(&admin, i).await);
         }
         ids
     });
@@ -71,6 +68,13 @@ fn refused_start(root: &Path) -> String {
 
 fn text(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn enqueue(c: &tessera::client::Client, i: usize) -> String {
+    let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read", "producer_surface": "s", "brief": {"i": i}});
+    let r = c.post_json("/v1/tasks", &spec).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    body(&r)["task_id"].as_str().unwrap().to_string()
 }
 
 fn flip(path: &Path, at: usize) {
@@ -385,4 +389,60 @@ fn a_deep_brief_is_refused_and_the_deepest_accepted_one_survives_park_resume_and
     });
     d.kill();
     assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(0));
+}
+
+#[test]
+fn a_killed_daemons_preallocated_segment_is_trimmed_and_a_torn_record_in_its_zeros_is_cut() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let d = DaemonProcess::spawn(root.path());
+    let mut ids = rt.block_on(async {
+        let r = d
+            .admin
+            .post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 201);
+        let mut ids = Vec::new();
+        for i in 0..5 {
+            ids.push(enqueue(&d.admin, i).await);
+        }
+        ids
+    });
+    d.kill();
+
+    let seg = root.path().join(SEGMENT0);
+    let bytes = std::fs::read(&seg).unwrap();
+    assert_eq!(bytes.len(), 64 << 20, "a segment is preallocated");
+    let valid = bytes.iter().rposition(|b| *b != 0).unwrap() + 1;
+    let mut torn = Vec::new();
+    torn.extend_from_slice(&200u32.to_le_bytes());
+    torn.extend_from_slice(&0xdead_beefu32.to_le_bytes());
+    torn.extend_from_slice(b"{\"event\":\"enq");
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &torn, valid as u64).unwrap();
+    drop(f);
+    let fsck = tessera(&["fsck"], root.path());
+    assert_eq!(fsck.status.code(), Some(0), "a torn tail: {}", text(&fsck));
+
+    let d = DaemonProcess::spawn(root.path());
+    assert_eq!(
+        std::fs::metadata(&seg).unwrap().len(),
+        valid as u64,
+        "the start cut the torn record and the zeros after it"
+    );
+    rt.block_on(async {
+        ids.push(enqueue(&d.admin, 5).await);
+        for id in &ids {
+            let r = d.admin.get(&format!("/v1/tasks/{id}")).await.unwrap();
+            assert_eq!(r.status, 200, "{id}");
+        }
+    });
+    d.signal("TERM");
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let next = std::fs::read(root.path().join("journal/00000000000000000001.log")).unwrap();
+    assert_eq!(next.last(), Some(&b'}'), "a graceful stop trims the zeros");
+    let fsck = tessera(&["fsck"], root.path());
+    assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
 }

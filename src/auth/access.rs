@@ -121,10 +121,7 @@ pub fn write_noun(
                 ));
             }
             if wanted.producer_surface.is_some() && wanted.producer_surface != e.producer_surface {
-                return Err(Error::BadRequest(
-                    "producer_surface_fixed",
-                    "a noun's producer surface is fixed when it is created".into(),
-                ));
+                return Err(Error::ProducerSurfaceFixed);
             }
             e.producer_surface.clone()
         }
@@ -159,10 +156,7 @@ pub fn new_producer_surface(p: &Principal, wanted: Option<&Name>) -> Result<Opti
         ))),
         None if p.grants.surfaces.len() == 1 => Ok(p.grants.surfaces.iter().next().cloned()),
         None if p.is_admin() && p.grants.surfaces.is_empty() => Ok(None),
-        None => Err(Error::BadRequest(
-            "producer_surface_required",
-            "name producer_surface: this key holds no single surface to default to".into(),
-        )),
+        None => Err(Error::ProducerSurfaceRequired),
     }
 }
 

@@ -115,9 +115,13 @@ pub enum Error {
     /// was never provisioned.
     #[error("queue {0:?} is not provisioned; an admin provisions it with POST /v1/queues")]
     HiddenQueue(String),
-    /// A request the rules refuse as malformed (400 with this code).
-    #[error("{1}")]
-    BadRequest(&'static str, String),
+    /// A new record names no producer surface and the key holds no
+    /// single surface to default to.
+    #[error("name producer_surface: this key holds no single surface to default to")]
+    ProducerSurfaceRequired,
+    /// A new version names a producer surface other than the noun's.
+    #[error("a noun's producer surface is fixed when it is created")]
+    ProducerSurfaceFixed,
     /// A grant request that cannot be issued.
     #[error("{0}")]
     InvalidGrant(String),

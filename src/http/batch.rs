@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::nouns::Prepared;
 use super::request::{Req, parse_json};
 use super::tasks::{authorize_spec, enqueue_outcome};
@@ -156,8 +156,7 @@ fn item_json<T: serde::de::DeserializeOwned>(ctx: &Ctx, raw: &RawValue) -> Resul
     let limit = ctx.limits.max_body_bytes;
     if raw.get().len() > limit {
         return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             format!("this item is over the {limit}-byte limit of a single request"),
         )
         .with(json!({"limit": limit})));
@@ -167,8 +166,8 @@ fn item_json<T: serde::de::DeserializeOwned>(ctx: &Ctx, raw: &RawValue) -> Resul
 
 fn check_count(n: usize) -> Result<(), ApiError> {
     if n > MAX_BATCH_ITEMS {
-        return Err(ApiError::bad_request(
-            "too_many_items",
+        return Err(ApiError::new(
+            ErrorCode::TooManyItems,
             format!(
                 "a batch holds at most {MAX_BATCH_ITEMS} items; split it into several requests"
             ),
@@ -188,10 +187,10 @@ fn succeeded<T: Serialize>(status: StatusCode, result: T) -> ItemReply<T> {
 
 fn failed<T>(e: ApiError) -> ItemReply<T> {
     ItemReply {
-        status: e.status.as_u16(),
+        status: e.status().as_u16(),
         result: None,
         error: Some(ItemError {
-            code: e.code.into(),
+            code: e.code.as_str().into(),
             message: e.message,
             details: e.details,
         }),

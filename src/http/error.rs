@@ -1,7 +1,9 @@
 //! The only module that knows HTTP statuses: every domain error becomes a
 //! status and a `{"error": {"code", "message", "details"}}` body here.
-//! Internal failures become a bare 500 (logged with their cause); "may not
-//! see" becomes the very same 404 as "missing".
+//! [`ErrorCode`] is the closed list of codes, each with its one status (the
+//! README's error table lists them all). A bug becomes a bare 500
+//! `internal` (logged with its cause); storage conditions have their own
+//! codes; "may not see" becomes the very same 404 as "missing".
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -11,13 +13,153 @@ use serde_json::{Value, json};
 use crate::auth::throttle::TooManyFailures;
 use crate::{auth, promotion, queue, store, worker};
 
+/// Declares [`ErrorCode`] from one table: variant, code, status.
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])+ $variant:ident = $name:literal, $status:ident;)+) => {
+        /// Every error code the API answers. A code always comes with the
+        /// same status, so clients may match on either.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])+ $variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in the README table's order.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant,)+];
+
+            /// The snake_case name sent as `error.code`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $name,)+
+                }
+            }
+
+            /// The status this code is always sent with.
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(ErrorCode::$variant => StatusCode::$status,)+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// A namespace, store, key or other name breaks the name rule.
+    InvalidName = "invalid_name", BAD_REQUEST;
+    /// A field's value breaks a rule (`details.field`).
+    InvalidField = "invalid_field", BAD_REQUEST;
+    /// A required field is absent (`details.field`).
+    MissingField = "missing_field", BAD_REQUEST;
+    /// A field the body type does not have.
+    UnknownField = "unknown_field", BAD_REQUEST;
+    /// A body of the wrong shape.
+    InvalidBody = "invalid_body", BAD_REQUEST;
+    /// A body that is not JSON.
+    MalformedJson = "malformed_json", BAD_REQUEST;
+    /// JSON nested deeper than the limit.
+    TooDeep = "too_deep", BAD_REQUEST;
+    /// The body could not be read off the connection.
+    BodyUnreadable = "body_unreadable", BAD_REQUEST;
+    /// A media type that is not a header-safe string.
+    InvalidMediaType = "invalid_media_type", BAD_REQUEST;
+    /// A path segment that is not UTF-8.
+    InvalidPath = "invalid_path", BAD_REQUEST;
+    /// A query parameter that cannot be parsed.
+    InvalidQuery = "invalid_query", BAD_REQUEST;
+    /// A task id that is not `t<number>`.
+    InvalidTaskId = "invalid_task_id", BAD_REQUEST;
+    /// A key's grants that cannot be issued.
+    InvalidGrant = "invalid_grant", BAD_REQUEST;
+    /// A part name that breaks the part-name rule.
+    InvalidPartName = "invalid_part_name", BAD_REQUEST;
+    /// A new record needs a producer surface and the key holds no single one.
+    ProducerSurfaceRequired = "producer_surface_required", BAD_REQUEST;
+    /// A noun's producer surface cannot change after it is created.
+    ProducerSurfaceFixed = "producer_surface_fixed", BAD_REQUEST;
+    /// A batch over the item limit.
+    TooManyItems = "too_many_items", BAD_REQUEST;
+    /// No usable credential.
+    Unauthenticated = "unauthenticated", UNAUTHORIZED;
+    /// The credential may see this but not do it.
+    Forbidden = "forbidden", FORBIDDEN;
+    /// A worker credential used on another task.
+    WrongTask = "wrong_task", FORBIDDEN;
+    /// Missing, or hidden from this key (the same answer).
+    NotFound = "not_found", NOT_FOUND;
+    /// The noun exists but not this version.
+    VersionNotFound = "version_not_found", NOT_FOUND;
+    /// A queue that is not provisioned, or not issued to this key.
+    UnknownQueue = "unknown_queue", NOT_FOUND;
+    /// An `@file:` body naming a file that does not exist.
+    FileNotFound = "file_not_found", NOT_FOUND;
+    /// No route for this method and path.
+    NoRoute = "no_route", NOT_FOUND;
+    /// Compare-and-swap lost: `details.current` is the current version.
+    VersionConflict = "version_conflict", CONFLICT;
+    /// A pin's sha256 differs from the version's.
+    PinMismatch = "pin_mismatch", CONFLICT;
+    /// The idempotency key was used with a different spec.
+    IdempotencyConflict = "idempotency_conflict", CONFLICT;
+    /// The task's state does not allow this.
+    InvalidState = "invalid_state", CONFLICT;
+    /// The lease named no longer holds the task.
+    StaleLease = "stale_lease", CONFLICT;
+    /// A different submit for an attempt that already has a receipt.
+    SubmitConflict = "submit_conflict", CONFLICT;
+    /// A worker submit for an attempt that already submitted.
+    AlreadySubmitted = "already_submitted", CONFLICT;
+    /// Revoking the last usable admin key.
+    LastAdminKey = "last_admin_key", CONFLICT;
+    /// A body over the size limit.
+    BodyTooLarge = "body_too_large", PAYLOAD_TOO_LARGE;
+    /// A request body that paused longer than the header timeout.
+    BodyTimeout = "body_timeout", REQUEST_TIMEOUT;
+    /// The bodies in flight fill the memory budget (`Retry-After`).
+    Busy = "busy", SERVICE_UNAVAILABLE;
+    /// A `depends_on` task that does not exist for this key.
+    UnknownUpstream = "unknown_upstream", UNPROCESSABLE_ENTITY;
+    /// A split past the depth or fan-out bounds.
+    SplitLimit = "split_limit", UNPROCESSABLE_ENTITY;
+    /// A split child widening its parent's envelope.
+    SplitWidens = "split_widens", UNPROCESSABLE_ENTITY;
+    /// An `@file:` body outside the work dir or not a plain file.
+    InvalidFileRef = "invalid_file_ref", UNPROCESSABLE_ENTITY;
+    /// A pin that names no readable version with that hash.
+    InvalidPin = "invalid_pin", UNPROCESSABLE_ENTITY;
+    /// A strict task whose placement is already blocked.
+    PlacementUnresolvable = "placement_unresolvable", UNPROCESSABLE_ENTITY;
+    /// The promotion gate refused (`details.problems`).
+    PromotionRefused = "promotion_refused", UNPROCESSABLE_ENTITY;
+    /// Too many failed worker credentials from this address.
+    TooManyFailures = "too_many_failures", TOO_MANY_REQUESTS;
+    /// A bug; the daemon log has the cause.
+    Internal = "internal", INTERNAL_SERVER_ERROR;
+    /// A stored object failed its hash check.
+    CorruptObject = "corrupt_object", INTERNAL_SERVER_ERROR;
+    /// An object a noun or receipt names is missing.
+    ObjectMissing = "object_missing", INTERNAL_SERVER_ERROR;
+    /// A noun's ref file cannot be parsed.
+    CorruptRef = "corrupt_ref", INTERNAL_SERVER_ERROR;
+    /// Reading or writing under the root failed (not a full disk).
+    StorageIo = "storage_io", INTERNAL_SERVER_ERROR;
+    /// A strict task's ctx-dir could not be written.
+    ProjectionFailed = "projection_failed", INTERNAL_SERVER_ERROR;
+    /// The task's work dir cannot be made ready.
+    WorkDirUnavailable = "work_dir_unavailable", INTERNAL_SERVER_ERROR;
+    /// An fsync failed earlier: writes are refused until restart.
+    StorageFailed = "storage_failed", SERVICE_UNAVAILABLE;
+    /// The task journal failed: task changes are refused until restart.
+    JournalFailed = "journal_failed", SERVICE_UNAVAILABLE;
+    /// The disk is full: nothing was written; retry after freeing space.
+    InsufficientStorage = "insufficient_storage", INSUFFICIENT_STORAGE;
+}
+
 /// An error on its way to the client.
 #[derive(Debug)]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Stable snake_case code.
-    pub code: &'static str,
+    /// The code, which decides the status.
+    pub code: ErrorCode,
     /// What happened and what to do next.
     pub message: String,
     /// Structured details (an object).
@@ -31,15 +173,19 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error with empty details.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
             code,
             message: message.into(),
             details: json!({}),
             cause: None,
             retry_after_s: None,
         }
+    }
+
+    /// The HTTP status (the code's).
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
     }
 
     /// Adds details.
@@ -58,17 +204,11 @@ impl ApiError {
         self
     }
 
-    /// `400` with `code`.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
     /// The one "not found" answer, shared by missing and hidden records so
     /// that neither body nor headers tell them apart.
     pub fn not_found() -> ApiError {
         ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             "no such record, or this key may not see it",
         )
     }
@@ -82,26 +222,36 @@ impl ApiError {
     /// A 500 that hides its cause from the client; the log line names it.
     pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
         ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "internal error; the daemon log has the cause",
         )
         .because(cause.to_string())
     }
 
+    /// A refusal after a failed durable write: which writer, what, since when.
+    fn failed(code: ErrorCode, message: String, incident: &store::Incident) -> ApiError {
+        ApiError::new(code, message).with(json!({
+            "writer": incident.writer,
+            "cause": incident.cause,
+            "since": incident.since,
+        }))
+    }
+
     /// The response carrying this error. A server error is logged here,
     /// once, with its cause.
     pub fn into_response(self) -> Response<Full<Bytes>> {
-        if self.status.is_server_error() {
+        let status = self.status();
+        let code = self.code.as_str();
+        if status.is_server_error() {
             let cause = self.cause.as_deref().unwrap_or("");
-            tracing::error!(status = self.status.as_u16(), code = self.code, message = %self.message, cause, "request failed");
+            tracing::error!(status = status.as_u16(), code, message = %self.message, cause, "request failed");
         } else {
-            tracing::debug!(status = self.status.as_u16(), code = self.code, message = %self.message, "request refused");
+            tracing::debug!(status = status.as_u16(), code, message = %self.message, "request refused");
         }
         let body =
-            json!({"error": {"code": self.code, "message": self.message, "details": self.details}});
+            json!({"error": {"code": code, "message": self.message, "details": self.details}});
         let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
-        *resp.status_mut() = self.status;
+        *resp.status_mut() = status;
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -116,12 +266,8 @@ impl ApiError {
 
 impl From<TooManyFailures> for ApiError {
     fn from(e: TooManyFailures) -> ApiError {
-        let mut api = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_failures",
-            e.to_string(),
-        )
-        .with(json!({"retry_after_s": e.retry_after_s}));
+        let mut api = ApiError::new(ErrorCode::TooManyFailures, e.to_string())
+            .with(json!({"retry_after_s": e.retry_after_s}));
         api.retry_after_s = Some(e.retry_after_s);
         api
     }
@@ -129,57 +275,68 @@ impl From<TooManyFailures> for ApiError {
 
 impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> ApiError {
+        use ErrorCode as C;
         use store::Error as E;
         let msg = e.to_string();
         match e {
-            E::InvalidName { field, value } => ApiError::bad_request("invalid_name", msg)
+            E::InvalidName { field, value } => ApiError::new(C::InvalidName, msg)
                 .with(json!({"field": field, "value": value})),
             E::NounNotFound => ApiError::not_found(),
-            E::VersionNotFound { version, latest } => {
-                ApiError::new(StatusCode::NOT_FOUND, "version_not_found", msg)
-                    .with(json!({"version": version, "latest": latest}))
-            }
-            E::VersionConflict { expected, current } => {
-                ApiError::new(StatusCode::CONFLICT, "version_conflict", msg)
-                    .with(json!({"expected": expected, "current": current}))
-            }
+            E::VersionNotFound { version, latest } => ApiError::new(C::VersionNotFound, msg)
+                .with(json!({"version": version, "latest": latest})),
+            E::VersionConflict { expected, current } => ApiError::new(C::VersionConflict, msg)
+                .with(json!({"expected": expected, "current": current})),
             E::PinMismatch {
                 version,
                 expected,
                 actual,
-            } => ApiError::new(StatusCode::CONFLICT, "pin_mismatch", msg)
+            } => ApiError::new(C::PinMismatch, msg)
                 .with(json!({"version": version, "expected": expected, "actual": actual})),
             E::CorruptObject { path } => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "corrupt_object",
+                C::CorruptObject,
                 "a stored object failed its hash check; the operator should run `tessera fsck`",
             )
             .because(format!("{path} does not hash to its name; not served")),
-            E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_poisoned", msg),
-            E::ObjectMissing { .. } | E::CorruptRef { .. } | E::Locked { .. } | E::Io { .. } => {
-                ApiError::internal(&msg)
-            }
+            E::ObjectMissing { .. } => ApiError::new(
+                C::ObjectMissing,
+                "a stored object is missing; the operator should run `tessera fsck`",
+            )
+            .because(msg),
+            E::CorruptRef { .. } => ApiError::new(
+                C::CorruptRef,
+                "a noun's ref file cannot be read; the operator should run `tessera fsck`",
+            )
+            .because(msg),
+            E::OutOfSpace { .. } => ApiError::new(C::InsufficientStorage, msg),
+            E::StorageFailed(incident) => ApiError::failed(C::StorageFailed, msg, &incident),
+            E::Io { error, .. } => ApiError::new(
+                C::StorageIo,
+                format!(
+                    "a file under the root could not be read or written ({}); the daemon log names it",
+                    error.kind()
+                ),
+            )
+            .because(msg),
+            E::Locked { .. } | E::TaskFailed(_) => ApiError::internal(&msg),
         }
     }
 }
 
 impl From<auth::Error> for ApiError {
     fn from(e: auth::Error) -> ApiError {
+        use ErrorCode as C;
         use auth::Error as E;
         let msg = e.to_string();
         match e {
-            E::Unauthenticated(_) => {
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", msg)
-            }
-            E::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),
+            E::Unauthenticated(_) => ApiError::new(C::Unauthenticated, msg),
+            E::Forbidden(_) => ApiError::new(C::Forbidden, msg),
             E::Hidden => ApiError::not_found(),
-            E::HiddenQueue(q) => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_queue", msg).with(json!({"queue": q}))
-            }
-            E::BadRequest(code, _) => ApiError::bad_request(code, msg),
-            E::InvalidGrant(_) => ApiError::bad_request("invalid_grant", msg),
+            E::HiddenQueue(q) => ApiError::new(C::UnknownQueue, msg).with(json!({"queue": q})),
+            E::ProducerSurfaceRequired => ApiError::new(C::ProducerSurfaceRequired, msg),
+            E::ProducerSurfaceFixed => ApiError::new(C::ProducerSurfaceFixed, msg),
+            E::InvalidGrant(_) => ApiError::new(C::InvalidGrant, msg),
             E::UnknownKey => ApiError::not_found(),
-            E::LastAdminKey => ApiError::new(StatusCode::CONFLICT, "last_admin_key", msg),
+            E::LastAdminKey => ApiError::new(C::LastAdminKey, msg),
             E::Store(s) => s.into(),
         }
     }
@@ -187,39 +344,33 @@ impl From<auth::Error> for ApiError {
 
 impl From<queue::Error> for ApiError {
     fn from(e: queue::Error) -> ApiError {
+        use ErrorCode as C;
         use queue::Error as E;
         let msg = e.to_string();
         match e {
-            E::UnknownQueue(q) => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_queue", msg).with(json!({"queue": q}))
-            }
+            E::UnknownQueue(q) => ApiError::new(C::UnknownQueue, msg).with(json!({"queue": q})),
             E::NotFound => ApiError::not_found(),
             E::InvalidSpec { field, .. } => {
-                ApiError::bad_request("invalid_field", msg).with(json!({"field": field}))
+                ApiError::new(C::InvalidField, msg).with(json!({"field": field}))
             }
             E::UnknownUpstream(id) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unknown_upstream", msg)
-                    .with(json!({"task_id": id}))
+                ApiError::new(C::UnknownUpstream, msg).with(json!({"task_id": id}))
             }
             E::IdempotencyConflict(id) => {
-                ApiError::new(StatusCode::CONFLICT, "idempotency_conflict", msg)
-                    .with(json!({"task_id": id}))
+                ApiError::new(C::IdempotencyConflict, msg).with(json!({"task_id": id}))
             }
             E::InvalidState { state, action } => {
-                ApiError::new(StatusCode::CONFLICT, "invalid_state", msg)
-                    .with(json!({"state": state, "action": action}))
+                ApiError::new(C::InvalidState, msg).with(json!({"state": state, "action": action}))
             }
             E::StaleLease { state, attempt } => {
-                ApiError::new(StatusCode::CONFLICT, "stale_lease", msg)
-                    .with(json!({"state": state, "attempt": attempt}))
+                ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
             }
-            E::SubmitConflict => ApiError::new(StatusCode::CONFLICT, "submit_conflict", msg),
-            E::SplitLimit(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "split_limit", msg),
+            E::SubmitConflict => ApiError::new(C::SubmitConflict, msg),
+            E::SplitLimit(_) => ApiError::new(C::SplitLimit, msg),
             E::SplitWidens { field } => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "split_widens", msg)
-                    .with(json!({"field": field}))
+                ApiError::new(C::SplitWidens, msg).with(json!({"field": field}))
             }
-            E::Poisoned => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "journal_poisoned", msg),
+            E::JournalFailed(incident) => ApiError::failed(C::JournalFailed, msg, &incident),
             E::CorruptJournal { .. } | E::Inapplicable(_) => ApiError::internal(&msg),
             E::Store(s) => s.into(),
         }
@@ -228,42 +379,30 @@ impl From<queue::Error> for ApiError {
 
 impl From<worker::Error> for ApiError {
     fn from(e: worker::Error) -> ApiError {
+        use ErrorCode as C;
         use worker::Error as E;
         let msg = e.to_string();
         match e {
-            E::Unauthenticated(_) => {
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", msg)
-            }
-            E::WrongTask => ApiError::new(StatusCode::FORBIDDEN, "wrong_task", msg),
+            E::Unauthenticated(_) => ApiError::new(C::Unauthenticated, msg),
+            E::WrongTask => ApiError::new(C::WrongTask, msg),
             E::StaleLease { state, attempt } => {
-                ApiError::new(StatusCode::CONFLICT, "stale_lease", msg)
-                    .with(json!({"state": state, "attempt": attempt}))
+                ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
             }
-            E::AlreadySubmitted => ApiError::new(StatusCode::CONFLICT, "already_submitted", msg),
+            E::AlreadySubmitted => ApiError::new(C::AlreadySubmitted, msg),
             E::InvalidPartName { name, .. } => {
-                ApiError::bad_request("invalid_part_name", msg).with(json!({"name": name}))
+                ApiError::new(C::InvalidPartName, msg).with(json!({"name": name}))
             }
-            E::FileRef(_) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_file_ref", msg)
-            }
-            E::FileRefMissing(_) => ApiError::new(StatusCode::NOT_FOUND, "file_not_found", msg),
+            E::FileRef(_) => ApiError::new(C::InvalidFileRef, msg),
+            E::FileRefMissing(_) => ApiError::new(C::FileNotFound, msg),
             E::TooLarge { limit } => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", msg)
-                    .with(json!({"limit": limit}))
+                ApiError::new(C::BodyTooLarge, msg).with(json!({"limit": limit}))
             }
-            E::ProjectionFailed { path, reason } => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "projection_failed", msg)
-                    .with(json!({"path": path, "reason": reason}))
-            }
-            E::WorkDirUnavailable { path, reason } => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "work_dir_unavailable",
-                msg,
-            )
-            .with(json!({"path": path, "reason": reason})),
+            E::ProjectionFailed { path, reason } => ApiError::new(C::ProjectionFailed, msg)
+                .with(json!({"path": path, "reason": reason})),
+            E::WorkDirUnavailable { path, reason } => ApiError::new(C::WorkDirUnavailable, msg)
+                .with(json!({"path": path, "reason": reason})),
             E::InvalidPin { field, pin, .. } => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_pin", msg)
-                    .with(json!({"field": field, "pin": pin}))
+                ApiError::new(C::InvalidPin, msg).with(json!({"field": field, "pin": pin}))
             }
             E::Queue(q) => q.into(),
             E::Auth(a) => a.into(),
@@ -277,8 +416,7 @@ impl From<promotion::Error> for ApiError {
         let msg = e.to_string();
         match e {
             promotion::Error::Refused(problems) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "promotion_refused", msg)
-                    .with(json!({"problems": problems}))
+                ApiError::new(ErrorCode::PromotionRefused, msg).with(json!({"problems": problems}))
             }
             promotion::Error::Store(s) => s.into(),
         }
@@ -286,299 +424,4 @@ impl From<promotion::Error> for ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::Sha256;
-
-    fn io() -> std::io::Error {
-        std::io::Error::other("disk")
-    }
-
-    #[test]
-    fn every_store_error_maps_to_its_status_and_code() {
-        let sha = Sha256::of(b"x");
-        let cases: Vec<(store::Error, u16, &str)> = vec![
-            (
-                store::Error::InvalidName {
-                    field: "key",
-                    value: "..".into(),
-                },
-                400,
-                "invalid_name",
-            ),
-            (store::Error::NounNotFound, 404, "not_found"),
-            (
-                store::Error::VersionNotFound {
-                    version: 3,
-                    latest: 2,
-                },
-                404,
-                "version_not_found",
-            ),
-            (
-                store::Error::VersionConflict {
-                    expected: 1,
-                    current: 2,
-                },
-                409,
-                "version_conflict",
-            ),
-            (
-                store::Error::PinMismatch {
-                    version: 1,
-                    expected: sha,
-                    actual: sha,
-                },
-                409,
-                "pin_mismatch",
-            ),
-            (
-                store::Error::CorruptObject { path: "p".into() },
-                500,
-                "corrupt_object",
-            ),
-            (store::Error::ObjectMissing { sha256: sha }, 500, "internal"),
-            (
-                store::Error::CorruptRef {
-                    path: "p".into(),
-                    message: "m".into(),
-                },
-                500,
-                "internal",
-            ),
-            (
-                store::Error::Locked {
-                    path: "p".into(),
-                    pid: Some(1),
-                },
-                500,
-                "internal",
-            ),
-            (store::Error::Poisoned, 503, "store_poisoned"),
-            (
-                store::Error::Io {
-                    context: "c".into(),
-                    error: io(),
-                },
-                500,
-                "internal",
-            ),
-        ];
-        for (err, status, code) in cases {
-            let api = ApiError::from(err);
-            assert_eq!((api.status.as_u16(), api.code), (status, code));
-        }
-    }
-
-    #[test]
-    fn every_queue_error_maps_to_its_status_and_code() {
-        use crate::queue::{Attempt, TaskId, TaskState};
-        let cases: Vec<(queue::Error, u16, &str)> = vec![
-            (queue::Error::UnknownQueue("q".into()), 404, "unknown_queue"),
-            (queue::Error::NotFound, 404, "not_found"),
-            (
-                queue::Error::InvalidSpec {
-                    field: "brief",
-                    message: "m".into(),
-                },
-                400,
-                "invalid_field",
-            ),
-            (
-                queue::Error::UnknownUpstream(TaskId(1)),
-                422,
-                "unknown_upstream",
-            ),
-            (
-                queue::Error::IdempotencyConflict(TaskId(1)),
-                409,
-                "idempotency_conflict",
-            ),
-            (
-                queue::Error::InvalidState {
-                    state: TaskState::Queued,
-                    action: "resume",
-                },
-                409,
-                "invalid_state",
-            ),
-            (
-                queue::Error::StaleLease {
-                    state: TaskState::Queued,
-                    attempt: Attempt(2),
-                },
-                409,
-                "stale_lease",
-            ),
-            (queue::Error::SubmitConflict, 409, "submit_conflict"),
-            (queue::Error::SplitLimit("x".into()), 422, "split_limit"),
-            (
-                queue::Error::SplitWidens { field: "namespace" },
-                422,
-                "split_widens",
-            ),
-            (
-                queue::Error::CorruptJournal {
-                    path: "p".into(),
-                    message: "m".into(),
-                },
-                500,
-                "internal",
-            ),
-            (queue::Error::Poisoned, 503, "journal_poisoned"),
-            (
-                queue::Error::Store(store::Error::NounNotFound),
-                404,
-                "not_found",
-            ),
-        ];
-        for (err, status, code) in cases {
-            let api = ApiError::from(err);
-            assert_eq!((api.status.as_u16(), api.code), (status, code));
-        }
-    }
-
-    #[test]
-    fn every_worker_error_maps_to_its_status_and_code() {
-        use crate::queue::{Attempt, TaskState};
-        let pin: store::Pin = serde_json::from_value(
-            json!({"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)}),
-        )
-        .unwrap();
-        let cases: Vec<(worker::Error, u16, &str)> = vec![
-            (worker::Error::Unauthenticated("x"), 401, "unauthenticated"),
-            (worker::Error::WrongTask, 403, "wrong_task"),
-            (
-                worker::Error::StaleLease {
-                    state: TaskState::Queued,
-                    attempt: Attempt(2),
-                },
-                409,
-                "stale_lease",
-            ),
-            (worker::Error::AlreadySubmitted, 409, "already_submitted"),
-            (
-                worker::Error::InvalidPartName {
-                    name: "..".into(),
-                    why: "x",
-                },
-                400,
-                "invalid_part_name",
-            ),
-            (worker::Error::FileRef("x".into()), 422, "invalid_file_ref"),
-            (
-                worker::Error::FileRefMissing("x".into()),
-                404,
-                "file_not_found",
-            ),
-            (worker::Error::TooLarge { limit: 1 }, 413, "body_too_large"),
-            (
-                worker::Error::ProjectionFailed {
-                    path: "p".into(),
-                    reason: "r".into(),
-                },
-                500,
-                "projection_failed",
-            ),
-            (
-                worker::Error::WorkDirUnavailable {
-                    path: "p".into(),
-                    reason: "r".into(),
-                },
-                500,
-                "work_dir_unavailable",
-            ),
-            (
-                worker::Error::InvalidPin {
-                    field: "outputs[0]".into(),
-                    reason: "r".into(),
-                    pin: Box::new(pin),
-                },
-                422,
-                "invalid_pin",
-            ),
-            (
-                worker::Error::Queue(queue::Error::NotFound),
-                404,
-                "not_found",
-            ),
-            (worker::Error::Auth(auth::Error::Hidden), 404, "not_found"),
-            (
-                worker::Error::Store(store::Error::Poisoned),
-                503,
-                "store_poisoned",
-            ),
-        ];
-        for (err, status, code) in cases {
-            let api = ApiError::from(err);
-            assert_eq!((api.status.as_u16(), api.code), (status, code));
-        }
-    }
-
-    #[test]
-    fn too_many_failures_is_429_with_retry_after() {
-        let resp = ApiError::from(TooManyFailures { retry_after_s: 3 }).into_response();
-        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(resp.headers()[header::RETRY_AFTER], "3");
-    }
-
-    #[test]
-    fn every_promotion_error_maps_to_its_status_and_code() {
-        let refused = ApiError::from(promotion::Error::Refused(vec!["no stage".into()]));
-        assert_eq!(
-            (refused.status.as_u16(), refused.code),
-            (422, "promotion_refused")
-        );
-        assert_eq!(refused.details["problems"], json!(["no stage"]));
-        let conflict = ApiError::from(promotion::Error::Store(store::Error::VersionConflict {
-            expected: 1,
-            current: 2,
-        }));
-        assert_eq!(
-            (conflict.status.as_u16(), conflict.code),
-            (409, "version_conflict")
-        );
-    }
-
-    #[test]
-    fn every_auth_error_maps_and_hidden_equals_missing() {
-        let cases: Vec<(auth::Error, u16, &str)> = vec![
-            (auth::Error::Unauthenticated("x"), 401, "unauthenticated"),
-            (auth::Error::Forbidden("x".into()), 403, "forbidden"),
-            (auth::Error::Hidden, 404, "not_found"),
-            (
-                auth::Error::BadRequest("producer_surface_required", "x".into()),
-                400,
-                "producer_surface_required",
-            ),
-            (auth::Error::InvalidGrant("x".into()), 400, "invalid_grant"),
-            (auth::Error::UnknownKey, 404, "not_found"),
-            (auth::Error::LastAdminKey, 409, "last_admin_key"),
-            (
-                auth::Error::Store(store::Error::NounNotFound),
-                404,
-                "not_found",
-            ),
-        ];
-        for (err, status, code) in cases {
-            let api = ApiError::from(err);
-            assert_eq!((api.status.as_u16(), api.code), (status, code));
-        }
-        let hidden = ApiError::from(auth::Error::Hidden);
-        let no_task = ApiError::from(queue::Error::NotFound);
-        assert_eq!(
-            (no_task.status, no_task.code, &no_task.message),
-            (hidden.status, hidden.code, &hidden.message)
-        );
-        let missing = ApiError::from(store::Error::NounNotFound);
-        assert_eq!(
-            (hidden.status, hidden.code, hidden.message, hidden.details),
-            (
-                missing.status,
-                missing.code,
-                missing.message,
-                missing.details
-            )
-        );
-    }
-}
+mod tests;

@@ -3,7 +3,7 @@
 use http::StatusCode;
 use jiff::Timestamp;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 use super::{Ctx, Resp, json_response};
@@ -23,15 +23,15 @@ pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         ("owner", body.owner.as_ref()),
     ] {
         if value.is_some_and(|v| v.len() > MAX_TEXT) {
-            return Err(ApiError::bad_request(
-                "invalid_field",
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
                 format!("{field} is longer than {MAX_TEXT} bytes"),
             ));
         }
     }
     if body.expires_at.is_some_and(|t| t <= Timestamp::now()) {
-        return Err(ApiError::bad_request(
-            "invalid_field",
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
             "expires_at is in the past",
         ));
     }

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::wire::{PutNoun, PutNounReply};
 use super::{Ctx, Resp, json_response};
@@ -41,8 +41,7 @@ impl Prepared {
     pub fn new(principal: Principal, path: NounPath, env: &PutNoun) -> Result<Prepared, ApiError> {
         let (bytes, media_type) = body_bytes(env)?;
         if env.expected_version.is_none() && !env.skip_unchanged {
-            return Err(ApiError::bad_request(
-                "missing_field",
+            return Err(ApiError::new(ErrorCode::MissingField,
                 "expected_version is required (0 to create); it may be omitted only with skip_unchanged",
             )
             .with(json!({"field": "expected_version"})));
@@ -166,7 +165,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
         .query("sha256")
         .map(|s| {
             s.parse::<Sha256>()
-                .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))
+                .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
         })
         .transpose()?;
     let (entry, bytes) = ctx
@@ -222,14 +221,17 @@ fn body_bytes(env: &PutNoun) -> Result<(Vec<u8>, String), ApiError> {
             base64::engine::general_purpose::STANDARD
                 .decode(b64)
                 .map_err(|e| {
-                    ApiError::bad_request("invalid_body", format!("body_base64 is not base64: {e}"))
-                        .with(json!({"field": "body_base64"}))
+                    ApiError::new(
+                        ErrorCode::InvalidBody,
+                        format!("body_base64 is not base64: {e}"),
+                    )
+                    .with(json!({"field": "body_base64"}))
                 })?,
             "application/octet-stream",
         ),
         _ => {
-            return Err(ApiError::bad_request(
-                "invalid_body",
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 "send exactly one of `body` (JSON) and `body_base64` (bytes)",
             ));
         }
@@ -239,8 +241,8 @@ fn body_bytes(env: &PutNoun) -> Result<(Vec<u8>, String), ApiError> {
         .clone()
         .unwrap_or_else(|| default_type.into());
     if media_type.len() > 255 || HeaderValue::from_str(&media_type).is_err() {
-        return Err(ApiError::bad_request(
-            "invalid_media_type",
+        return Err(ApiError::new(
+            ErrorCode::InvalidMediaType,
             "media_type must be a header-safe string of at most 255 bytes",
         ));
     }

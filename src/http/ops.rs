@@ -1,16 +1,79 @@
-//! Operational routes: `/healthz` (no authentication).
+//! Operational routes: `/healthz` (no authentication), which reports the
+//! root's one health state (`store::health`).
+
+use http::StatusCode;
 
 use super::error::ApiError;
-use super::{Resp, json_response};
-use crate::http::wire::Health;
+use super::{Ctx, Resp, json_response};
+use crate::http::wire::{Health, HealthIncident};
+use crate::store::Condition;
 
 /// `GET /healthz`.
-pub fn healthz() -> Result<Resp, ApiError> {
-    Ok(json_response(
-        http::StatusCode::OK,
-        &Health {
-            status: "ok".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-    ))
+pub fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
+    let (status, body) = report(ctx.store.health().condition());
+    Ok(json_response(status, &body))
+}
+
+/// The answer for a condition: `200` when ok or out of space (reads are
+/// served and writes resume by themselves once space is freed), `503`
+/// after a failed fsync (only a restart clears it).
+fn report(condition: Condition) -> (StatusCode, Health) {
+    let (status, name, incident) = match condition {
+        Condition::Ok => (StatusCode::OK, "ok", None),
+        Condition::OutOfSpace(i) => (StatusCode::OK, "out_of_space", Some(i)),
+        Condition::Failed(i) => (StatusCode::SERVICE_UNAVAILABLE, "storage_failed", Some(i)),
+    };
+    let health = Health {
+        status: name.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        storage: incident.map(|i| HealthIncident {
+            writer: i.writer.as_str().into(),
+            cause: i.cause,
+            since: i.since,
+        }),
+    };
+    (status, health)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Incident, Writer};
+
+    #[test]
+    fn healthz_is_503_only_after_a_failed_fsync_and_names_the_cause() {
+        let incident = |writer| Incident {
+            writer,
+            cause: "fsync failed: EIO".into(),
+            since: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let cases = [
+            (Condition::Ok, 200, "ok", None),
+            (
+                Condition::OutOfSpace(incident(Writer::Journal)),
+                200,
+                "out_of_space",
+                Some("journal"),
+            ),
+            (
+                Condition::Failed(incident(Writer::Files)),
+                503,
+                "storage_failed",
+                Some("files"),
+            ),
+        ];
+        for (condition, status, name, writer) in cases {
+            let (got, health) = report(condition);
+            assert_eq!(got.as_u16(), status, "{name}");
+            assert_eq!(health.status, name);
+            assert_eq!(
+                health.storage.as_ref().map(|s| s.writer.as_str()),
+                writer,
+                "{name}"
+            );
+            if let Some(s) = &health.storage {
+                assert_eq!(s.cause, "fsync failed: EIO");
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id, view};
 use super::wire::{ClaimNext, Claimed, LeaseView, QueueList, QueueView};
@@ -94,8 +94,8 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     access::require(&p, auth::Scope::VerbsClaim)?;
     let body: ClaimNext = req.json(ctx.limits.max_body_bytes).await?;
     if body.wait_ms > MAX_WAIT_MS {
-        return Err(ApiError::bad_request(
-            "invalid_field",
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
             format!("wait_ms is at most {MAX_WAIT_MS}"),
         ));
     }

@@ -7,14 +7,14 @@ use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
 use http::request::Parts;
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{HeaderMap, Method, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::budget::{BodyBudget, Reservation};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use crate::store::canonical::{MAX_JSON_DEPTH, json_depth};
 
 /// A request split into its head and its (not yet read) body.
@@ -77,7 +77,7 @@ impl Req {
                     .decode_utf8()
                     .map(|s| s.into_owned())
                     .map_err(|_| {
-                        ApiError::bad_request("invalid_path", "path segments must be UTF-8")
+                        ApiError::new(ErrorCode::InvalidPath, "path segments must be UTF-8")
                     })
             })
             .collect()
@@ -96,8 +96,11 @@ impl Req {
         self.query(name)
             .map(|v| {
                 v.parse().map_err(|_| {
-                    ApiError::bad_request("invalid_query", format!("{name} must be a whole number"))
-                        .with(json!({"field": name, "value": v}))
+                    ApiError::new(
+                        ErrorCode::InvalidQuery,
+                        format!("{name} must be a whole number"),
+                    )
+                    .with(json!({"field": name, "value": v}))
                 })
             })
             .transpose()
@@ -118,8 +121,7 @@ impl Req {
             .map(Some)
             .ok_or_else(|| {
                 ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthenticated",
+                    ErrorCode::Unauthenticated,
                     "malformed Authorization header; send `Authorization: Bearer <key>`",
                 )
             })
@@ -133,8 +135,7 @@ impl Req {
         let limit = (limit as u64).min(self.budget.total_bytes());
         let too_large = || {
             ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ErrorCode::BodyTooLarge,
                 format!("request body is over the {limit}-byte limit"),
             )
             .with(json!({"limit": limit}))
@@ -159,8 +160,7 @@ impl Req {
             let frame = match tokio::time::timeout(stall, body.frame()).await {
                 Err(_) => {
                     return Err(ApiError::new(
-                        StatusCode::REQUEST_TIMEOUT,
-                        "body_timeout",
+                        ErrorCode::BodyTimeout,
                         format!(
                             "the request body paused for over {} ms; send it without pauses",
                             stall.as_millis()
@@ -169,8 +169,8 @@ impl Req {
                 }
                 Ok(None) => break,
                 Ok(Some(Err(e))) => {
-                    return Err(ApiError::bad_request(
-                        "body_unreadable",
+                    return Err(ApiError::new(
+                        ErrorCode::BodyUnreadable,
                         format!("could not read the request body: {e}"),
                     ));
                 }
@@ -197,8 +197,7 @@ impl Req {
             .cover(&mut self.reservation, bytes)
             .map_err(|_| {
                 let mut e = ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
+                    ErrorCode::Busy,
                     "the daemon holds as many request bodies as its memory budget allows; retry in a moment",
                 )
                 .with(json!({"retry_after_s": 1}));
@@ -219,8 +218,7 @@ impl Req {
 /// field or the position.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if json_depth(bytes) > MAX_JSON_DEPTH {
-        return Err(ApiError::bad_request(
-            "too_deep",
+        return Err(ApiError::new(ErrorCode::TooDeep,
             format!(
                 "the JSON body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels; flatten it"
             ),
@@ -236,14 +234,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     .strip_prefix("unknown field `")
                     .and_then(|rest| rest.split('`').next())
                 {
-                    ApiError::bad_request("unknown_field", format!("unknown field `{field}`"))
+                    ApiError::new(ErrorCode::UnknownField, format!("unknown field `{field}`"))
                         .with(json!({"field": field, "line": e.line(), "column": e.column()}))
                 } else {
-                    ApiError::bad_request("invalid_body", msg).with(pos)
+                    ApiError::new(ErrorCode::InvalidBody, msg).with(pos)
                 }
             }
             _ => {
-                ApiError::bad_request("malformed_json", format!("malformed JSON: {msg}")).with(pos)
+                ApiError::new(ErrorCode::MalformedJson, format!("malformed JSON: {msg}")).with(pos)
             }
         }
     })

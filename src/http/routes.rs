@@ -9,7 +9,7 @@ use futures_util::FutureExt;
 use http::Method;
 use hyper::body::Incoming;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, tasks, worker};
 
@@ -38,7 +38,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
     match (method, segs.as_slice()) {
-        (Method::GET, ["healthz"]) => ops::healthz(),
+        (Method::GET, ["healthz"]) => ops::healthz(ctx),
 
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,
@@ -88,8 +88,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::POST, ["v1", "worker", "submit"]) => worker::submit(ctx, req).await,
 
         _ => Err(ApiError::new(
-            http::StatusCode::NOT_FOUND,
-            "no_route",
+            ErrorCode::NoRoute,
             "no such route; see the README for the API",
         )),
     }

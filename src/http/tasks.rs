@@ -4,7 +4,7 @@
 use http::StatusCode;
 use serde_json::json;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::wire::{Enqueued as EnqueuedReply, LeaseView, Related, TaskList, TaskOutcome, TaskView};
 use super::{Ctx, Resp, json_response};
@@ -18,7 +18,7 @@ const MAX_PAGE: usize = 1000;
 /// Parses a task id path segment.
 pub fn task_id(s: &str) -> Result<TaskId, ApiError> {
     s.parse().map_err(|e: crate::queue::task::BadTaskId| {
-        ApiError::bad_request("invalid_task_id", e.to_string())
+        ApiError::new(ErrorCode::InvalidTaskId, e.to_string())
     })
 }
 
@@ -144,12 +144,8 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
             let ns = spec.namespace.clone();
             ctx.blocking(move |store| {
                 crate::worker::projection::check_placement(store, &ns, &template).map_err(|m| {
-                    ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "placement_unresolvable",
-                        m,
-                    )
-                    .with(json!({"field": "placement"}))
+                    ApiError::new(ErrorCode::PlacementUnresolvable, m)
+                        .with(json!({"field": "placement"}))
                 })
             })
             .await?;
@@ -243,7 +239,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .query("state")
         .map(|s| {
             s.parse()
-                .map_err(|m: String| ApiError::bad_request("invalid_query", m))
+                .map_err(|m: String| ApiError::new(ErrorCode::InvalidQuery, m))
         })
         .transpose()?;
     let cursor = req.query("cursor").map(task_id).transpose()?;

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::json;
 use tokio::sync::MutexGuard;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::lifecycle::submitted;
 use super::request::Req;
 use super::tasks::{task_id, visible};
@@ -110,8 +110,8 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
         None | Some("true") => true,
         Some("false") => false,
         Some(other) => {
-            return Err(ApiError::bad_request(
-                "invalid_query",
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
                 format!("ok must be true or false, not {other:?}"),
             ));
         }

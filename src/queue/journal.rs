@@ -4,11 +4,15 @@
 //! ```text
 //! journal/<20-digit segment number>.log
 //!   record := len: u32 LE | crc32(payload): u32 LE | payload: len bytes (JSON)
+//!   then zeros to the end of the segment's preallocated space
 //! ```
 //!
 //! A record's length is never 0 (an event is a JSON object), so eight zero
-//! bytes mark the end of what was written: a segment may be preallocated
-//! with zeros past its last record.
+//! bytes mark the end of what was written. Segments are preallocated
+//! ([`SegmentDir`], 64 MiB by default) and records are written into that
+//! space, so appending a record never asks the filesystem for new space:
+//! a full disk is met when the next segment is created, before any change
+//! is applied. A graceful stop and every start trim the unused zeros off.
 //!
 //! Recovery: a segment is read record by record until the end, the zero
 //! marker, or a record that is incomplete or fails its checksum. What
@@ -17,9 +21,18 @@
 //! never acknowledged) and is cut; when valid records follow, it is
 //! corruption of acknowledged data, and the daemon refuses to start and
 //! names the file, the offset and the records that follow (see
-//! `tessera recover`). Assumes the disk returns what an fsync acknowledged.
+//! `tessera recover`). Sizes are the valid length, never the file length.
+//!
+//! Assumes the disk returns what an fsync acknowledged, and that space
+//! set aside by `fallocate` is written in place (ext4, xfs, tmpfs); on a
+//! copy-on-write filesystem a record write can still find the disk full,
+//! which is then a journal failure (see `commit.rs`).
 
-use std::io::Read;
+use std::io::{Read, Write};
+
+use cap_std::fs::{Dir, OpenOptions};
+
+use crate::store::atomic::sync_dir;
 
 /// Bytes of a record header.
 pub const HEADER: usize = 8;
@@ -94,13 +107,30 @@ pub fn read<E: From<std::io::Error>>(
                 continue;
             }
         }
-        let mut rest = header[..got].to_vec();
-        rest.extend_from_slice(&payload[..read_len]);
-        r.read_to_end(&mut rest)?;
-        if zero_marker && rest.iter().all(|b| *b == 0) {
-            return Ok(end);
+        let mut rest = Vec::new();
+        // Past the bad record's first byte, to find the valid ones after it.
+        let mut from = 1;
+        if zero_marker {
+            // Preallocated space: zeros to the end are a clean end. They
+            // are skipped a block at a time, not kept.
+            let mut block = vec![0u8; 1 << 16];
+            loop {
+                let n = read_full(&mut r, &mut block)?;
+                if n == 0 {
+                    return Ok(end);
+                }
+                if !is_zero(&block[..n]) {
+                    rest.extend_from_slice(&block[..n]);
+                    from = 0;
+                    break;
+                }
+            }
+        } else {
+            rest.extend_from_slice(&header[..got]);
+            rest.extend_from_slice(&payload[..read_len]);
         }
-        let following = count_valid(&rest[1..]);
+        r.read_to_end(&mut rest)?;
+        let following = count_valid(rest.get(from..).unwrap_or_default());
         end.damage = Some(if following == 0 {
             Damage::Torn
         } else {
@@ -114,6 +144,7 @@ pub fn read<E: From<std::io::Error>>(
 /// each offset, a record with a plausible length, a JSON object payload
 /// and a matching checksum counts, and the scan jumps past it.
 pub fn count_valid(bytes: &[u8]) -> u64 {
+    let bytes = &bytes[..written_len(bytes)];
     let (mut at, mut found) = (0usize, 0u64);
     while at + HEADER < bytes.len() {
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
@@ -134,6 +165,31 @@ pub fn count_valid(bytes: &[u8]) -> u64 {
     found
 }
 
+/// The length of `bytes` without its trailing zeros: preallocated space
+/// never written. No record ends in a zero byte (a payload ends in `}`).
+pub fn written_len(bytes: &[u8]) -> usize {
+    let mut end = bytes.len();
+    while end > 0 {
+        let start = end.saturating_sub(ZEROS.len());
+        let block = &bytes[start..end];
+        if !is_zero(block) {
+            return block
+                .iter()
+                .rposition(|b| *b != 0)
+                .map_or(start, |i| start + i + 1);
+        }
+        end = start;
+    }
+    0
+}
+
+/// A block of zeros to compare against (a `memcmp`, not a byte loop).
+const ZEROS: [u8; 4096] = [0; 4096];
+
+fn is_zero(bytes: &[u8]) -> bool {
+    bytes.chunks(ZEROS.len()).all(|c| c == &ZEROS[..c.len()])
+}
+
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
@@ -145,6 +201,74 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
+}
+
+/// Space set aside for a new segment unless configured otherwise
+/// (`[queue] journal_segment_mib`).
+pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Where new segments come from: [`SegmentDir`], or a test's stand-in
+/// that runs out of space on demand.
+pub trait Segments: Send + std::fmt::Debug {
+    /// Creates segment `number` holding `len` zero bytes whose space is
+    /// already allocated, with its name durable. On failure it is removed
+    /// (at worst an empty segment of zeros is left).
+    fn create(&mut self, number: u64, len: u64) -> std::io::Result<std::fs::File>;
+}
+
+/// Preallocated segments in `journal/`.
+#[derive(Debug)]
+pub struct SegmentDir {
+    dir: Dir,
+}
+
+impl SegmentDir {
+    /// Segments in `dir` (the root's `journal/`).
+    pub fn new(dir: Dir) -> SegmentDir {
+        SegmentDir { dir }
+    }
+}
+
+impl Segments for SegmentDir {
+    fn create(&mut self, number: u64, len: u64) -> std::io::Result<std::fs::File> {
+        let name = segment_name(number);
+        let file = self
+            .dir
+            .open_with(&name, OpenOptions::new().write(true).create_new(true))?;
+        let made = preallocate(&file, len)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| sync_dir(&self.dir));
+        match made {
+            Ok(()) => Ok(file.into_std()),
+            Err(e) => {
+                // Not synced: a segment of zeros that a crash brings back
+                // reads as an empty segment.
+                drop(file);
+                let _ = self.dir.remove_file(&name);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Allocates `len` zero bytes: `fallocate`, or writing zeros where the
+/// filesystem does not support it.
+fn preallocate(file: &cap_std::fs::File, len: u64) -> std::io::Result<()> {
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            let zeros = vec![0u8; 1 << 20];
+            let mut w = std::io::BufWriter::new(file);
+            let mut left = len;
+            while left > 0 {
+                let n = left.min(zeros.len() as u64) as usize;
+                w.write_all(&zeros[..n])?;
+                left -= n as u64;
+            }
+            w.flush()
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The file name of segment `n`.
@@ -237,6 +361,47 @@ mod tests {
             Some(Damage::Corrupt { following: 1 }),
             "a record after the zero marker is not a clean end"
         );
+    }
+
+    #[test]
+    fn only_trailing_zeros_are_unwritten_space() {
+        let z = |n: usize| vec![0u8; n];
+        let cases: Vec<(Vec<u8>, usize)> = vec![
+            (vec![], 0),
+            (z(9000), 0),
+            (b"{}".to_vec(), 2),
+            ([&b"{}"[..], &z(9000)].concat(), 2),
+            ([z(5000), b"x".to_vec(), z(3)].concat(), 5001),
+            ([z(4096), b"x".to_vec()].concat(), 4097),
+        ];
+        for (bytes, len) in cases {
+            assert_eq!(written_len(&bytes), len, "{} bytes", bytes.len());
+        }
+    }
+
+    #[test]
+    fn a_torn_record_in_preallocated_space_is_torn_and_records_after_zeros_are_corrupt() {
+        let mut buf = Vec::new();
+        encode(b"{\"n\":1}", &mut buf);
+        let keep = buf.len() as u64;
+        let mut torn = buf.clone();
+        torn.extend_from_slice(&100u32.to_le_bytes());
+        torn.extend_from_slice(&7u32.to_le_bytes());
+        torn.extend_from_slice(b"{\"n\":2,");
+        torn.resize(torn.len() + 200_000, 0);
+        let (records, end) = all(&torn);
+        assert_eq!(
+            (records.len(), end.valid_len, end.damage),
+            (1, keep, Some(Damage::Torn))
+        );
+
+        let mut later = buf.clone();
+        later.resize(later.len() + 70_000, 0);
+        encode(b"{\"n\":3}", &mut later);
+        later.resize(later.len() + 70_000, 0);
+        let (_, end) = all(&later);
+        assert_eq!(end.valid_len, keep);
+        assert_eq!(end.damage, Some(Damage::Corrupt { following: 1 }));
     }
 
     #[test]

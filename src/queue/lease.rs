@@ -42,14 +42,18 @@ impl Queue {
         tokio::pin!(stop);
         loop {
             tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = self.sweep() {
-                        // Only a journal failure stops a sweep, and it is
-                        // final until restart: say so once, then stop.
+                _ = tick.tick() => match self.sweep() {
+                    Ok(_) => {}
+                    // A full disk refuses the expiry before it is applied;
+                    // the next sweep tries again (the store logs the state).
+                    Err(Error::Store(crate::store::Error::OutOfSpace { .. })) => {}
+                    // A journal failure is final until restart: say so
+                    // once, then stop.
+                    Err(e) => {
                         tracing::error!(error = %e, "queue sweeps stopped; leases will not expire until restart");
                         return;
                     }
-                }
+                },
                 () = &mut stop => return,
             }
         }

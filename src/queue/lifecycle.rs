@@ -125,6 +125,12 @@ impl Queue {
 
     /// Submits a result under a live lease: writes the receipt and ends the
     /// task. A resend of the accepted submission returns the same receipt.
+    ///
+    /// The receipt object is written before its event is journaled (and
+    /// outside the state lock), so a full disk refuses the submit before
+    /// anything changes: the decision is made, the object written, then
+    /// the decision is made again at the same instant and committed when
+    /// it names the object written (a change in between decides anew).
     pub async fn submit(
         &self,
         id: TaskId,
@@ -132,43 +138,46 @@ impl Queue {
         input: &SubmitInput,
         by: &Name,
     ) -> Result<(Sha256, bool, TaskState), Error> {
-        let (seq, receipt, created, state) = {
-            let mut st = self.lock();
-            match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
-                Submit::Existing(id) => {
-                    let sha = st.tasks[&id]
-                        .submission
-                        .as_ref()
-                        .expect("submitted")
-                        .receipt;
-                    let state = st.tasks[&id].state;
-                    (self.inner.committer.appended(), (sha, None), false, state)
+        let now = Timestamp::now();
+        let mut written: Option<Sha256> = None;
+        let (seq, receipt, created, state) = loop {
+            let receipt = {
+                let mut st = self.lock();
+                match st.decide_submit(id, lease_id, input, by, now)? {
+                    Submit::Existing(id) => {
+                        let t = &st.tasks[&id];
+                        let sha = t.submission.as_ref().expect("submitted").receipt;
+                        break (self.inner.committer.appended(), sha, false, t.state);
+                    }
+                    Submit::New(ev) => {
+                        let Event::Submitted {
+                            receipt,
+                            receipt_sha256,
+                            ..
+                        } = &ev
+                        else {
+                            unreachable!("submit")
+                        };
+                        if written == Some(*receipt_sha256) {
+                            let sha = *receipt_sha256;
+                            let seq = self.commit(&mut st, &ev)?;
+                            break (seq, sha, true, st.tasks[&id].state);
+                        }
+                        receipt.clone()
+                    }
                 }
-                Submit::New(ev) => {
-                    let Event::Submitted {
-                        receipt,
-                        receipt_sha256,
-                        ..
-                    } = &ev
-                    else {
-                        unreachable!("submit")
-                    };
-                    let out = (*receipt_sha256, Some(receipt.clone()));
-                    let seq = self.commit(&mut st, &ev)?;
-                    (seq, out, true, st.tasks[&id].state)
-                }
-            }
-        };
-        if let (sha, Some(value)) = &receipt {
-            let written = self
+            };
+            let sha = self
                 .inner
                 .store
-                .put_object(&value.bytes(), Durability::Journaled)?;
-            debug_assert_eq!(written, *sha);
+                .put_object(&receipt.bytes(), Durability::Journaled)?;
+            written = Some(sha);
+        };
+        if created {
             self.inner.ready.notify_waiters();
         }
         self.durable(seq).await?;
-        Ok((receipt.0, created, state))
+        Ok((receipt, created, state))
     }
 
     /// Parks a claimed task.

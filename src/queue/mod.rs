@@ -123,9 +123,13 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// The journal could not be written; changes are refused until restart.
-    #[error("the task journal could not be written; check the disk and restart the daemon")]
-    Poisoned,
+    /// A durable write failed (the journal's, or an fsync elsewhere under
+    /// the root): task changes, and reads of state that may not be on
+    /// disk, are refused until restart.
+    #[error(
+        "task changes are refused since a durable write failed: {0}; check the disk and restart the daemon"
+    )]
+    JournalFailed(store::Incident),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] store::Error),
@@ -134,12 +138,6 @@ pub enum Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
         Error::Store(store::io_err("reading the journal", e))
-    }
-}
-
-impl From<commit::Poisoned> for Error {
-    fn from(_: commit::Poisoned) -> Error {
-        Error::Poisoned
     }
 }
 
@@ -183,9 +181,14 @@ struct Inner {
 }
 
 impl Queue {
-    /// Recovers the queue from the root's journal.
-    pub fn open(store: &Store, limits: SplitLimits) -> Result<(Queue, Recovery), Error> {
-        let (state, committer, recovery) = recover::open(store, limits)?;
+    /// Recovers the queue from the root's journal; new journal segments
+    /// get `segment_bytes` of preallocated space.
+    pub fn open(
+        store: &Store,
+        limits: SplitLimits,
+        segment_bytes: u64,
+    ) -> Result<(Queue, Recovery), Error> {
+        let (state, committer, recovery) = recover::open(store, limits, segment_bytes)?;
         Ok((
             Queue {
                 inner: Arc::new(Inner {
@@ -211,7 +214,8 @@ impl Queue {
     }
 
     /// Journals and applies one event; returns its sequence number. An
-    /// event `apply` could not take is refused before it is journaled.
+    /// event `apply` could not take, and one the journal has no room for
+    /// (a full disk), is refused before it is journaled or applied.
     fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, Error> {
         st.applies(ev).map_err(Error::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
@@ -221,7 +225,7 @@ impl Queue {
     }
 
     async fn durable(&self, seq: u64) -> Result<(), Error> {
-        Ok(self.inner.committer.wait(seq).await?)
+        self.inner.committer.wait(seq).await
     }
 
     /// Runs `f` on the state and returns once what it saw is durable.

@@ -1,7 +1,9 @@
 //! Opening the queue: load the snapshot, replay the journal segments after
-//! it (cutting a torn tail off the last one), re-materialize receipt
-//! objects the crash may have lost, compact when the journal has grown,
-//! and start a fresh segment for this run.
+//! it (cutting a torn tail off the last one and the unused preallocated
+//! zeros off any), re-materialize receipt objects the crash may have lost,
+//! compact when the journal has grown, and start a fresh preallocated
+//! segment for this run. A full disk skips the compaction and leaves the
+//! new segment to the first change that can make it.
 //!
 //! Anything else that is wrong is a [`Finding`], and the daemon refuses to
 //! start rather than drop acknowledged records: a bad record with valid
@@ -103,26 +105,42 @@ pub enum OnFinding {
     Salvage,
 }
 
-/// Recovers the state and starts the committer on a new segment.
-pub fn open(store: &Store, limits: SplitLimits) -> Result<(State, Committer, Recovery), Error> {
+/// Recovers the state and starts the committer on a new segment of
+/// `segment_bytes` preallocated bytes.
+pub fn open(
+    store: &Store,
+    limits: SplitLimits,
+    segment_bytes: u64,
+) -> Result<(State, Committer, Recovery), Error> {
     let (state, next, mut rec, finding) = replay(store, limits, OnFinding::Refuse)?;
     debug_assert!(finding.is_none());
     let dir = &store.root().journal;
     let mut next = next;
     let started = std::time::Instant::now();
     if rec.compacted {
-        compact(store, &state, next)?;
-        rec.compact_ms = started.elapsed().as_millis() as u64;
+        match compact(store, &state, next) {
+            Ok(()) => rec.compact_ms = started.elapsed().as_millis() as u64,
+            Err(Error::Store(e @ store::Error::OutOfSpace { .. })) => {
+                tracing::warn!(error = %e, "skipped compacting the journal: the disk is full");
+                rec.compacted = false;
+            }
+            Err(e) => return Err(e),
+        }
     }
     while dir.exists(segment_name(next)) {
         next += 1;
     }
-    let name = segment_name(next);
-    let file = dir
-        .open_with(&name, OpenOptions::new().append(true).create_new(true))
-        .map_err(|e| store::io_err(format!("creating journal/{name}"), e))?;
-    sync_dir(dir).map_err(|e| store::io_err("syncing journal/", e))?;
-    Ok((state, Committer::start(file.into_std()), rec))
+    let segments = journal::SegmentDir::new(
+        dir.try_clone()
+            .map_err(|e| store::io_err("cloning journal/", e))?,
+    );
+    let committer = Committer::start(
+        Box::new(segments),
+        next,
+        segment_bytes,
+        store.health().clone(),
+    )?;
+    Ok((state, committer, rec))
 }
 
 /// Replays the journal: the state, the next segment number, what recovery
@@ -176,6 +194,10 @@ pub fn replay(
         let file = dir
             .open(&name)
             .map_err(|e| store::io_err(format!("opening {path}"), e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| store::io_err(format!("reading {path}'s size"), e))?
+            .len();
         let mut failed: Option<(u64, String)> = None;
         let end = journal::read(
             BufReader::with_capacity(1 << 20, file),
@@ -217,6 +239,10 @@ pub fn replay(
         rec.records += end.records;
         replayed_bytes += end.valid_len;
         let damage = match end.damage {
+            None if end.valid_len < file_len && on != OnFinding::Report => {
+                cut(dir, &name, end.valid_len)?;
+                continue;
+            }
             None => continue,
             Some(Damage::Torn) if later.is_empty() => {
                 if on != OnFinding::Report {
@@ -388,10 +414,11 @@ fn settle_at(
         let from = usize::try_from(finding.offset)
             .unwrap_or(usize::MAX)
             .min(bytes.len());
+        let tail = &bytes[from..];
         store.writer().write(
             &aside,
             &format!("{name}.from-{}", finding.offset),
-            &bytes[from..],
+            &tail[..journal::written_len(tail)],
             Durability::Synced,
         )?;
         cut(dir, name, finding.offset)?;

@@ -3,15 +3,24 @@
 //! new bytes, never a mix, and once `write` returns with `Durability::Synced`
 //! the new bytes survive a crash.
 //!
-//! After any failed fsync the writer is poisoned and refuses all further
-//! writes until the daemon restarts: the kernel may have dropped the dirty
-//! pages, so retrying could acknowledge data that is not on disk.
+//! Every outcome is reported into the root's [`Health`]:
+//! 1. A full disk (ENOSPC, EDQUOT) while creating, writing, syncing or
+//!    renaming the temp file removes the temp file and answers
+//!    [`Error::OutOfSpace`]: nothing was kept and nothing is poisoned, so
+//!    the next write simply tries again, and the first that succeeds ends
+//!    the out-of-space condition.
+//! 2. Any other failed fsync, and any failed fsync of a directory after a
+//!    rename, is a failure: the kernel may have dropped the dirty pages,
+//!    so retrying could acknowledge data that is not on disk. Every later
+//!    write (here and in the task journal) is refused with
+//!    [`Error::StorageFailed`] until the daemon restarts.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
+use super::health::{self, Health, Writer};
 use super::{Error, io_err};
 
 /// How far a write must reach before `write` returns.
@@ -29,32 +38,62 @@ pub enum Durability {
 pub struct AtomicWriter {
     tmp: Dir,
     seq: AtomicU64,
-    poisoned: AtomicBool,
+    health: Health,
 }
 
 impl AtomicWriter {
-    /// A writer staging its temp files in `tmp`.
-    pub fn new(tmp: Dir) -> AtomicWriter {
+    /// A writer staging its temp files in `tmp`, reporting into `health`.
+    pub fn new(tmp: Dir, health: Health) -> AtomicWriter {
         AtomicWriter {
             tmp,
             seq: AtomicU64::new(0),
-            poisoned: AtomicBool::new(false),
+            health,
         }
+    }
+
+    /// The health state this writer reports into.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     /// Replaces `dir/name` with `bytes` (mode 0644).
     pub fn write(&self, dir: &Dir, name: &str, bytes: &[u8], d: Durability) -> Result<(), Error> {
-        self.write_mode(dir, name, bytes, d, 0o644)
+        self.noted(self.write_mode(dir, name, bytes, d, 0o644))
     }
 
     /// Replaces `dir/name` with `bytes`, readable by the owner only (mode 0600).
     pub fn write_private(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.write_mode(dir, name, bytes, Durability::Synced, 0o600)
+        self.noted(self.write_mode(dir, name, bytes, Durability::Synced, 0o600))
     }
 
     /// Replaces `dir/name` with what `fill` writes (buffered, then synced):
     /// for files too large to build in memory first.
     pub fn write_with(
+        &self,
+        dir: &Dir,
+        name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), Error> {
+        self.noted(self.write_filled(dir, name, fill))
+    }
+
+    /// Creates the directory `dir/name` unless it exists, durably (the
+    /// parent is fsynced); true when it was created.
+    pub fn create_dir(&self, dir: &Dir, name: &str) -> Result<bool, Error> {
+        self.check()?;
+        let created = match dir.create_dir(name) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) => return self.noted(Err(io_err(format!("creating {name}"), e))),
+        };
+        if created {
+            self.fsync(|| sync_dir(dir))?;
+            self.health.report_written(Writer::Files);
+        }
+        Ok(created)
+    }
+
+    fn write_filled(
         &self,
         dir: &Dir,
         name: &str,
@@ -78,11 +117,9 @@ impl AtomicWriter {
                 return Err(io_err(format!("writing {name}"), e));
             }
         };
-        self.fsync(|| file.sync_all())?;
+        self.sync_temp(&tmp_name, &file)?;
         drop(file);
-        self.tmp
-            .rename(&tmp_name, dir, name)
-            .map_err(|e| io_err(format!("renaming into place as {name}"), e))?;
+        self.place(&tmp_name, dir, name)?;
         self.fsync(|| sync_dir(dir))
     }
 
@@ -113,38 +150,73 @@ impl AtomicWriter {
             .map_err(|e| io_err("creating a temp file", e))?;
         if let Err(e) = file.write_all(bytes) {
             let _ = self.tmp.remove_file(&tmp_name);
-            return Err(io_err("writing a temp file", e));
+            return Err(io_err(format!("writing {name}"), e));
         }
         if d == Durability::Synced {
-            self.fsync(|| file.sync_all())?;
+            self.sync_temp(&tmp_name, &file)?;
         }
         drop(file);
-        if let Err(e) = self.tmp.rename(&tmp_name, dir, name) {
-            let _ = self.tmp.remove_file(&tmp_name);
-            return Err(io_err(format!("renaming into place as {name}"), e));
-        }
+        self.place(&tmp_name, dir, name)?;
         if d == Durability::Synced {
             self.fsync(|| sync_dir(dir))?;
         }
         Ok(())
     }
 
-    /// Runs an fsync; a failure poisons the writer.
-    pub fn fsync(&self, f: impl FnOnce() -> std::io::Result<()>) -> Result<(), Error> {
-        f().map_err(|e| {
-            self.poisoned.store(true, Ordering::SeqCst);
-            tracing::error!(error = %e, "fsync failed; refusing writes until restart");
-            io_err("fsync", e)
+    /// Renames the temp file into place (removing it when that fails).
+    fn place(&self, tmp_name: &str, dir: &Dir, name: &str) -> Result<(), Error> {
+        self.tmp.rename(tmp_name, dir, name).map_err(|e| {
+            let _ = self.tmp.remove_file(tmp_name);
+            io_err(format!("renaming into place as {name}"), e)
         })
     }
 
-    /// Refuses work once poisoned.
-    pub fn check(&self) -> Result<(), Error> {
-        if self.poisoned.load(Ordering::SeqCst) {
-            Err(Error::Poisoned)
-        } else {
-            Ok(())
+    /// Fsyncs a temp file not yet renamed: a full disk loses only this
+    /// file, which is removed, so it is out of space, not a failure.
+    fn sync_temp(&self, tmp_name: &str, file: &cap_std::fs::File) -> Result<(), Error> {
+        match file.sync_all() {
+            Ok(()) => Ok(()),
+            Err(e) if health::is_out_of_space(&e) => {
+                let _ = self.tmp.remove_file(tmp_name);
+                Err(io_err("syncing a temp file", e))
+            }
+            Err(e) => {
+                let _ = self.tmp.remove_file(tmp_name);
+                Err(self.failed(e))
+            }
         }
+    }
+
+    /// Runs an fsync; any failure refuses every later write until restart.
+    pub fn fsync(&self, f: impl FnOnce() -> std::io::Result<()>) -> Result<(), Error> {
+        f().map_err(|e| self.failed(e))
+    }
+
+    fn failed(&self, e: std::io::Error) -> Error {
+        Error::StorageFailed(
+            self.health
+                .report_failed(Writer::Files, format!("fsync failed: {e}")),
+        )
+    }
+
+    /// Refuses work once a durable write has failed.
+    pub fn check(&self) -> Result<(), Error> {
+        match self.health.failure() {
+            Some(incident) => Err(Error::StorageFailed(incident)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reports a write's outcome: out of space, or written.
+    fn noted<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
+        match &r {
+            Ok(_) => self.health.report_written(Writer::Files),
+            Err(Error::OutOfSpace { context }) => {
+                self.health.report_full(Writer::Files, context.clone());
+            }
+            Err(_) => {}
+        }
+        r
     }
 }
 
@@ -152,4 +224,35 @@ impl AtomicWriter {
 /// reopened for reading first (a sync on the handle itself fails with EBADF).
 pub fn sync_dir(dir: &Dir) -> std::io::Result<()> {
     dir.open(".")?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Condition;
+
+    #[test]
+    fn a_failed_fsync_refuses_every_later_write_until_restart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let writer = AtomicWriter::new(root.try_clone().unwrap(), Health::new());
+        writer
+            .write(&root, "before", b"x", Durability::Synced)
+            .unwrap();
+        let failed = writer.fsync(|| Err(std::io::Error::from_raw_os_error(5)));
+        assert!(matches!(failed, Err(Error::StorageFailed(_))), "{failed:?}");
+        for _ in 0..2 {
+            let refused = writer.write(&root, "after", b"y", Durability::Synced);
+            assert!(
+                matches!(&refused, Err(Error::StorageFailed(i)) if i.cause.contains("os error 5")),
+                "{refused:?}"
+            );
+        }
+        assert!(matches!(
+            writer.create_dir(&root, "d"),
+            Err(Error::StorageFailed(_))
+        ));
+        assert!(!root.exists("after") && !root.exists("d"));
+        assert!(matches!(writer.health().condition(), Condition::Failed(_)));
+    }
 }

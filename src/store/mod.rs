@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Write rules: every durable file write goes through [`atomic::AtomicWriter`]
-//! (temp, fsync, rename, directory fsync); objects are written before the
+//! (temp, fsync, rename, directory fsync), which with the task journal
+//! reports into the one [`Health`] state; objects are written before the
 //! ref entry that names them; every object read re-hashes the bytes.
 //! All access goes through `cap_std::fs::Dir` handles opened by
 //! [`root::Root`], the one place that opens an ambient path, so a name or a
@@ -22,6 +23,7 @@ pub mod atomic;
 pub mod canonical;
 pub mod envelope;
 pub mod fsck;
+pub mod health;
 pub mod name;
 pub mod noun;
 pub mod object;
@@ -37,6 +39,7 @@ use cap_std::fs::Dir;
 pub use atomic::Durability;
 pub use canonical::{canonical_json, canonical_record};
 pub use envelope::{EffectClass, Visibility};
+pub use health::{Condition, Health, Incident, Writer};
 pub use name::{Name, NounPath};
 pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta};
 pub use pin::Pin;
@@ -114,11 +117,23 @@ pub enum Error {
         /// The holder's pid, when readable.
         pid: Option<u32>,
     },
-    /// An earlier fsync failed; writes are refused until restart.
+    /// The disk holding the root (or its quota) is full: nothing of this
+    /// write was kept, and the next write tries again.
     #[error(
-        "writes are refused after an earlier fsync failure; check the disk and restart the daemon"
+        "{context}: the disk holding the root is full (or its quota is reached); nothing was written; free space and retry (reads keep working)"
     )]
-    Poisoned,
+    OutOfSpace {
+        /// What was being written.
+        context: String,
+    },
+    /// An earlier fsync failed; every write is refused until restart.
+    #[error(
+        "writes are refused since a durable write failed: {0}; its data may be lost, so check the disk and restart the daemon"
+    )]
+    StorageFailed(Incident),
+    /// Blocking work failed without an answer (it panicked: a bug).
+    #[error("a blocking task failed: {0}")]
+    TaskFailed(String),
     /// Any other I/O failure.
     #[error("{context}: {error}")]
     Io {
@@ -129,7 +144,14 @@ pub enum Error {
     },
 }
 
+/// An I/O error with what was being done; a full disk becomes
+/// [`Error::OutOfSpace`].
 pub(crate) fn io_err(context: impl Into<String>, error: std::io::Error) -> Error {
+    if health::is_out_of_space(&error) {
+        return Error::OutOfSpace {
+            context: format!("{}: {error}", context.into()),
+        };
+    }
     Error::Io {
         context: context.into(),
         error,
@@ -165,7 +187,7 @@ impl Store {
             .map_err(|e| io_err("cloning objects/", e))?;
         Ok(Store {
             inner: Arc::new(Inner {
-                writer: atomic::AtomicWriter::new(tmp),
+                writer: atomic::AtomicWriter::new(tmp, Health::new()),
                 objects: object::Objects::new(objects),
                 locks: noun::KeyLocks::new(),
                 root,
@@ -181,6 +203,11 @@ impl Store {
     /// The durable writer, for modules that keep their own files under the root.
     pub fn writer(&self) -> &atomic::AtomicWriter {
         &self.inner.writer
+    }
+
+    /// The health state every durable writer under this root reports into.
+    pub fn health(&self) -> &Health {
+        self.inner.writer.health()
     }
 
     /// The object area.
@@ -208,12 +235,7 @@ impl Store {
         let store = self.clone();
         tokio::task::spawn_blocking(move || f(&store))
             .await
-            .map_err(|e| {
-                E::from(io_err(
-                    "a blocking task failed",
-                    std::io::Error::other(e.to_string()),
-                ))
-            })?
+            .map_err(|e| E::from(Error::TaskFailed(e.to_string())))?
     }
 
     /// Reads and verifies an object.

@@ -17,7 +17,6 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::atomic::Durability;
-use super::root::create_dir_if_missing;
 use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err};
 
 /// One version of a noun, as listed in its ref file.
@@ -310,7 +309,7 @@ impl Store {
             .map_err(|e| io_err("cloning nouns/", e))?;
         for seg in [&path.namespace, &path.store] {
             if create {
-                create_dir_if_missing(&dir, seg.as_str())?;
+                self.writer().create_dir(&dir, seg.as_str())?;
             }
             dir = match dir.open_dir(seg.as_str()) {
                 Ok(d) => d,

@@ -8,7 +8,6 @@ use std::sync::OnceLock;
 use cap_std::fs::Dir;
 
 use super::atomic::{AtomicWriter, Durability, sync_dir};
-use super::root::create_dir_if_missing;
 use super::{Error, Sha256, io_err};
 
 /// The object area, with its 256 fan-out directories opened lazily and kept.
@@ -33,18 +32,23 @@ impl Objects {
         }
     }
 
-    fn fanout_dir(&self, sha: &Sha256, create: bool) -> Result<Option<&Dir>, Error> {
+    /// The fan-out directory of `sha`, created through `writer` when given.
+    fn fanout_dir(
+        &self,
+        sha: &Sha256,
+        writer: Option<&AtomicWriter>,
+    ) -> Result<Option<&Dir>, Error> {
         let slot = &self.fanout[sha.as_bytes()[0] as usize];
         if let Some(dir) = slot.get() {
             return Ok(Some(dir));
         }
         let name = &sha.hex()[..2];
-        if create {
-            create_dir_if_missing(&self.dir, name)?;
+        if let Some(writer) = writer {
+            writer.create_dir(&self.dir, name)?;
         }
         match self.dir.open_dir(name) {
             Ok(dir) => Ok(Some(slot.get_or_init(|| dir))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && writer.is_none() => Ok(None),
             Err(e) => Err(io_err(format!("opening objects/sha256/{name}"), e)),
         }
     }
@@ -59,7 +63,7 @@ impl Objects {
         durability: Durability,
     ) -> Result<Sha256, Error> {
         let sha = Sha256::of(bytes);
-        let dir = self.fanout_dir(&sha, true)?.expect("created above");
+        let dir = self.fanout_dir(&sha, Some(writer))?.expect("created above");
         let name = &sha.hex()[2..];
         match dir.open(name) {
             Ok(existing) => {
@@ -85,7 +89,7 @@ impl Objects {
     /// Reads an object and verifies its hash.
     pub fn get(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
         let missing = || Error::ObjectMissing { sha256: *sha };
-        let dir = self.fanout_dir(sha, false)?.ok_or_else(missing)?;
+        let dir = self.fanout_dir(sha, None)?.ok_or_else(missing)?;
         let mut file = match dir.open(&sha.hex()[2..]) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),

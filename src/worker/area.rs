@@ -75,16 +75,13 @@ impl Mark {
     }
 
     /// Writes the mark into `dir` (durably, through the store's writer).
-    pub fn write(&self, store: &Store, dir: &Dir) -> Result<(), String> {
-        store
-            .writer()
-            .write(
-                dir,
-                OWNER_MARK,
-                self.encode().as_bytes(),
-                Durability::Synced,
-            )
-            .map_err(|e| format!("writing the owner mark: {e}"))
+    pub fn write(&self, store: &Store, dir: &Dir) -> Result<(), crate::store::Error> {
+        store.writer().write(
+            dir,
+            OWNER_MARK,
+            self.encode().as_bytes(),
+            Durability::Synced,
+        )
     }
 }
 
@@ -245,7 +242,8 @@ pub fn make_work_dir(store: &Store, ns: &Name, id: TaskId) -> Result<PathBuf, St
                 Err(e) => return Err(format!("creating {at}: {e}")),
             }
             let dir = open_child(&parent, name).map_err(|e| format!("opening {at}: {e}"))?;
-            mine.write(store, &dir)?;
+            mine.write(store, &dir)
+                .map_err(|e| format!("writing the owner mark: {e}"))?;
         }
     }
     Ok(absolute(store, ns, &rel))

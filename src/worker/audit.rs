@@ -166,6 +166,11 @@ fn reproject(store: &Store, t: &Unsettled, r: &Receipt) -> Result<(), String> {
         body: &body,
         parts: &parts,
     };
-    projection::project(store, &p)?.finish();
+    projection::project(store, &p)
+        .map_err(|e| match e {
+            projection::Unplaced::Blocked(why) => why,
+            projection::Unplaced::Storage(e) => e.to_string(),
+        })?
+        .finish();
     Ok(())
 }

@@ -15,6 +15,8 @@
 //! projection failure and is left untouched (the rules are `area`'s).
 //! The old directory is kept in `tmp/` until the submit commits, so a
 //! submit that fails after projecting swaps it back ([`Swap::undo`]).
+//! A full disk or a failed fsync is not a placement problem: it is
+//! [`Unplaced::Storage`], which no check policy skips.
 
 use cap_std::fs::Dir;
 use rustix::fs::RenameFlags;
@@ -24,7 +26,7 @@ use super::front_matter::{self, Header};
 use crate::auth::keyring::random_hex;
 use crate::queue::placement;
 use crate::store::atomic::{Durability, sync_dir};
-use crate::store::{Name, Sha256, Store};
+use crate::store::{self, Name, Sha256, Store};
 
 /// What to project.
 pub struct Projection<'a> {
@@ -67,12 +69,46 @@ pub struct Swap {
     pub path: String,
 }
 
+/// Why a ctx-dir was not written.
+#[derive(Debug)]
+pub enum Unplaced {
+    /// The placement is in the way or cannot be written: the task's check
+    /// policy decides whether the attempt completes without it.
+    Blocked(String),
+    /// The store refused the write (a full disk, a failed fsync): the
+    /// submit is refused and the attempt stays open.
+    Storage(store::Error),
+}
+
+impl From<String> for Unplaced {
+    fn from(why: String) -> Unplaced {
+        Unplaced::Blocked(why)
+    }
+}
+
 fn err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
 }
 
-/// Writes the ctx-dir; `Err` says why the placement cannot be written.
-pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, String> {
+/// A store error while building the ctx-dir: a storage condition stays
+/// typed, anything else blocks the placement.
+fn written(what: &str, e: store::Error) -> Unplaced {
+    match e {
+        store::Error::OutOfSpace { .. } | store::Error::StorageFailed(_) => Unplaced::Storage(e),
+        other => Unplaced::Blocked(err(what, other)),
+    }
+}
+
+/// An I/O error while building or placing the ctx-dir.
+fn io_failed(what: &str, e: std::io::Error) -> Unplaced {
+    match store::io_err(what, e) {
+        e @ store::Error::OutOfSpace { .. } => Unplaced::Storage(e),
+        other => Unplaced::Blocked(other.to_string()),
+    }
+}
+
+/// Writes the ctx-dir; `Err` says why it was not written.
+pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, Unplaced> {
     let rel = placement::resolve(p.template, p.task_id);
     let (parent_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
     let segs: Vec<&str> = parent_rel.split('/').filter(|s| !s.is_empty()).collect();
@@ -90,12 +126,15 @@ pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, String> {
     let exists = match area::entry(&parent, name, &path)? {
         Entry::Absent => false,
         Entry::Owned(mark) if mark == mine => true,
-        Entry::Owned(mark) => return Err(format!("{path} is {mark}; it is left as it is")),
+        Entry::Owned(mark) => {
+            return Err(format!("{path} is {mark}; it is left as it is").into());
+        }
         Entry::Unowned => {
             return Err(format!(
                 "{path} is a directory no task owns (it holds no {}); it is left as it is",
                 placement::OWNER_MARK
-            ));
+            )
+            .into());
         }
     };
     let tmp = &store.root().tmp;
@@ -112,12 +151,12 @@ pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, String> {
     };
     if let Err(e) = rustix::fs::renameat_with(tmp, &staged, &parent, name, flags) {
         let _ = tmp.remove_dir_all(&staged);
-        return Err(err(&format!("placing {path}"), e));
+        return Err(io_failed(&format!("placing {path}"), e.into()));
     }
     store
         .writer()
         .fsync(|| sync_dir(&parent).and_then(|()| sync_dir(tmp)))
-        .map_err(|e| err("syncing the ctx-dir", e))?;
+        .map_err(Unplaced::Storage)?;
     Ok(Swap {
         tmp: tmp.try_clone().map_err(|e| err("opening tmp/", e))?,
         parent,
@@ -133,13 +172,14 @@ fn build(
     staged: &str,
     p: &Projection<'_>,
     mark: Mark,
-) -> Result<(), String> {
+) -> Result<(), Unplaced> {
     tmp.create_dir(staged)
-        .map_err(|e| err("creating a staging dir", e))?;
+        .map_err(|e| io_failed("creating a staging dir", e))?;
     let dir = tmp
         .open_dir(staged)
         .map_err(|e| err("opening a staging dir", e))?;
-    mark.write(store, &dir)?;
+    mark.write(store, &dir)
+        .map_err(|e| written("writing the owner mark", e))?;
     let header = Header {
         task_id: p.task_id.to_string(),
         step: p.step.to_string(),
@@ -156,11 +196,11 @@ fn build(
             &front_matter::encode(&header, p.body),
             Durability::Synced,
         )
-        .map_err(|e| err("writing the step file", e))?;
+        .map_err(|e| written("writing the step file", e))?;
     for (name, bytes) in p.parts {
         writer
             .write(&dir, name, bytes, Durability::Synced)
-            .map_err(|e| err(&format!("writing part {name}"), e))?;
+            .map_err(|e| written(&format!("writing part {name}"), e))?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::projection::{self, Projection};
+use super::projection::{self, Projection, Unplaced};
 use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
@@ -237,7 +237,11 @@ pub async fn submit_body(
                 body: &body,
                 parts: &parts,
             };
-            Ok::<_, Error>(projection::project(store, &p).map_err(|reason| (p.path(), reason)))
+            match projection::project(store, &p) {
+                Ok(swap) => Ok(Ok(swap)),
+                Err(Unplaced::Blocked(reason)) => Ok(Err((p.path(), reason))),
+                Err(Unplaced::Storage(e)) => Err(Error::Store(e)),
+            }
         })
         .await?;
     let (swap, projection) = match projected {

@@ -92,13 +92,30 @@ pub struct PutNounReply {
     pub dry_run: bool,
 }
 
-/// `GET /healthz`.
+/// `GET /healthz`: `200` while writes are accepted or only out of space,
+/// `503` after a failed fsync.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Health {
-    /// Always `ok` when the daemon answers.
+    /// `ok`; `out_of_space` (reads work; writes answer `507` until space
+    /// is freed, then resume by themselves); or `storage_failed` (reads
+    /// work; writes answer `503` until the daemon restarts).
     pub status: String,
     /// The daemon's version.
     pub version: String,
+    /// What the storage reported, unless `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<HealthIncident>,
+}
+
+/// The storage condition behind a `/healthz` status.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthIncident {
+    /// The writer that reported it: `files` or `journal`.
+    pub writer: String,
+    /// What failed, with the OS error.
+    pub cause: String,
+    /// When it was first reported.
+    pub since: Timestamp,
 }
 
 /// `POST /v1/keys`.

@@ -1,0 +1,277 @@
+//! A full disk is a state, not an outage. A fault campaign found that one
+//! failed journal write (disk full) made every task call, reads included,
+//! answer 503 until a restart, even after space was freed, while
+//! `/healthz` said 200. Here the root lives on a 16 MiB tmpfs that a
+//! ballast file fills: writes answer 507, reads 200, `/healthz` says out
+//! of space; freeing the ballast lets writes through again without a
+//! restart, and after SIGKILL every acknowledged write is there.
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use support::{DaemonProcess, body};
+use tessera::client::{Client, Reply};
+
+/// A tmpfs mounted for one test, unmounted (lazily) on drop.
+struct Tmpfs {
+    /// Holds the mount point and the files beside it.
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` at `<tempdir>/root`, or says why it cannot.
+    fn mount(size: &str) -> Result<Tmpfs, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        std::fs::create_dir(dir.path().join("root")).map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path().join("root"))
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        Ok(Tmpfs { dir })
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path().join("root"))
+            .status();
+    }
+}
+
+/// Appends to `path` until the filesystem is full.
+fn fill(path: &Path) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    let chunk = vec![0xa5u8; 64 * 1024];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(28) => break,
+            Err(e) => panic!("filling the disk: {e}"),
+        }
+    }
+    // The last bytes of space, below a whole chunk.
+    while f.write(&[0xa5]).is_ok_and(|n| n == 1) {}
+}
+
+fn code(r: &Reply) -> String {
+    r.error_code().unwrap_or_default()
+}
+
+async fn put(c: &Client, key: &str, expected: u64, n: u64) -> Reply {
+    let env = json!({"expected_version": expected, "body": {"n": n, "pad": "y".repeat(8192)}});
+    c.put_json(&format!("/v1/nouns/ns/disk/{key}"), &env)
+        .await
+        .unwrap()
+}
+
+async fn enqueue(c: &Client, i: usize) -> Reply {
+    let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read", "producer_surface": "s", "brief": {"i": i, "pad": "z".repeat(32 * 1024)}});
+    c.post_json("/v1/tasks", &spec).await.unwrap()
+}
+
+async fn health(c: &Client) -> (u16, Value) {
+    let r = c.get("/healthz").await.unwrap();
+    (r.status.as_u16(), body(&r))
+}
+
+/// The ids of every task on queue `q`, in id order.
+async fn task_ids(c: &Client) -> Vec<String> {
+    let r = c.get("/v1/tasks?queue=q&limit=1000").await.unwrap();
+    assert_status!(r, 200);
+    body(&r)["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_full_disk_refuses_writes_with_507_keeps_reads_and_recovers_without_restart() {
+    let fs = match Tmpfs::mount("16m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipping: cannot mount a tmpfs here ({why})");
+            return;
+        }
+    };
+    let root = fs.root();
+    let config = "[queue]\njournal_segment_mib = 1\n";
+    let ballast = root.join("ballast");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+
+    let d = DaemonProcess::spawn_with_config(&root, config);
+    let admin = d.admin.clone();
+    // (key, version, sha256) of every acknowledged noun write, and the
+    // ids of every acknowledged enqueue.
+    let (nouns, tasks) = rt.block_on(async {
+        let r = admin
+            .post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap();
+        assert_status!(r, 201);
+        let mut nouns = Vec::new();
+        let mut tasks = Vec::new();
+        let r = put(&admin, "a", 0, 1).await;
+        assert_status!(r, 201);
+        nouns.push((
+            "a".to_string(),
+            1,
+            body(&r)["sha256"].as_str().unwrap().to_string(),
+        ));
+        let r = enqueue(&admin, 0).await;
+        assert_status!(r, 201);
+        tasks.push(body(&r)["task_id"].as_str().unwrap().to_string());
+
+        fill(&ballast);
+
+        // Noun writes: 507, nothing written, and they stay refused.
+        for (key, expected) in [("a", 1), ("b", 0), ("a", 1)] {
+            let r = put(&admin, key, expected, 2).await;
+            assert_status!(r, 507, "insufficient_storage");
+            assert!(
+                body(&r)["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("free space")
+            );
+        }
+        let (status, h) = health(&admin).await;
+        assert_eq!(
+            (status, h["status"].as_str()),
+            (200, Some("out_of_space")),
+            "{h}"
+        );
+        assert_eq!(h["storage"]["writer"], "files", "{h}");
+
+        // Enqueues go into the journal's preallocated segment until it is
+        // full; then they are refused before anything is applied.
+        let mut refused = 0;
+        for i in 1..200 {
+            let r = enqueue(&admin, i).await;
+            match r.status.as_u16() {
+                201 if refused == 0 => {
+                    tasks.push(body(&r)["task_id"].as_str().unwrap().to_string())
+                }
+                507 => {
+                    assert_eq!(code(&r), "insufficient_storage");
+                    refused += 1;
+                    if refused == 3 {
+                        break;
+                    }
+                }
+                s => panic!(
+                    "enqueue {i} answered {s}: {}",
+                    String::from_utf8_lossy(&r.body)
+                ),
+            }
+        }
+        assert_eq!(refused, 3, "the journal's segment never filled up");
+
+        // Reads keep working, and show exactly what was acknowledged.
+        let r = admin.get("/v1/nouns/ns/disk/a").await.unwrap();
+        assert_status!(r, 200);
+        assert_eq!(r.header("x-tessera-version"), Some("1"));
+        assert_status!(
+            admin.get("/v1/nouns/ns/disk/a/versions").await.unwrap(),
+            200
+        );
+        assert_status!(
+            admin.get("/v1/nouns/ns/disk/b").await.unwrap(),
+            404,
+            "not_found"
+        );
+        for id in [&tasks[0], tasks.last().unwrap()] {
+            let r = admin.get(&format!("/v1/tasks/{id}")).await.unwrap();
+            assert_status!(r, 200);
+        }
+        assert_eq!(
+            task_ids(&admin).await,
+            tasks,
+            "a refused enqueue left no task behind"
+        );
+        assert_status!(admin.get("/v1/queues").await.unwrap(), 200);
+        let (status, h) = health(&admin).await;
+        assert_eq!(
+            (status, h["status"].as_str()),
+            (200, Some("out_of_space")),
+            "{h}"
+        );
+
+        // Space is freed: writes succeed again, no restart.
+        std::fs::remove_file(&ballast).unwrap();
+        let r = put(&admin, "a", 1, 2).await;
+        assert_status!(r, 201);
+        nouns.push((
+            "a".to_string(),
+            2,
+            body(&r)["sha256"].as_str().unwrap().to_string(),
+        ));
+        let r = put(&admin, "b", 0, 1).await;
+        assert_status!(r, 201);
+        nouns.push((
+            "b".to_string(),
+            1,
+            body(&r)["sha256"].as_str().unwrap().to_string(),
+        ));
+        for i in 200..203 {
+            let r = enqueue(&admin, i).await;
+            assert_status!(r, 201);
+            tasks.push(body(&r)["task_id"].as_str().unwrap().to_string());
+        }
+        let (status, h) = health(&admin).await;
+        assert_eq!((status, h["status"].as_str()), (200, Some("ok")), "{h}");
+        (nouns, tasks)
+    });
+    d.kill();
+
+    let d = DaemonProcess::spawn_with_config(&root, config);
+    let admin = d.admin.clone();
+    rt.block_on(async {
+        for (key, version, sha) in &nouns {
+            let r = admin
+                .get(&format!("/v1/nouns/ns/disk/{key}?version={version}"))
+                .await
+                .unwrap();
+            assert_status!(r, 200);
+            assert_eq!(
+                r.header("x-tessera-sha256"),
+                Some(sha.as_str()),
+                "{key} v{version}"
+            );
+        }
+        assert_eq!(task_ids(&admin).await, tasks);
+    });
+    d.signal("TERM");
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let fsck = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["fsck", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "fsck: {}",
+        String::from_utf8_lossy(&fsck.stdout)
+    );
+}
