@@ -342,14 +342,43 @@ impl From<auth::Error> for ApiError {
     }
 }
 
-impl From<queue::Error> for ApiError {
-    fn from(e: queue::Error) -> ApiError {
+impl From<queue::JournalError> for ApiError {
+    fn from(e: queue::JournalError) -> ApiError {
+        use queue::JournalError as E;
+        let msg = e.to_string();
+        match e {
+            E::Failed(incident) => ApiError::failed(ErrorCode::JournalFailed, msg, &incident),
+            E::Inapplicable(_) => ApiError::internal(&msg),
+            E::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<queue::TaskCallError> for ApiError {
+    fn from(e: queue::TaskCallError) -> ApiError {
         use ErrorCode as C;
-        use queue::Error as E;
+        use queue::TaskCallError as E;
+        let msg = e.to_string();
+        match e {
+            E::NotFound => ApiError::not_found(),
+            E::InvalidState { state, action } => {
+                ApiError::new(C::InvalidState, msg).with(json!({"state": state, "action": action}))
+            }
+            E::StaleLease { state, attempt } => {
+                ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
+            }
+            E::Journal(j) => j.into(),
+        }
+    }
+}
+
+impl From<queue::EnqueueError> for ApiError {
+    fn from(e: queue::EnqueueError) -> ApiError {
+        use ErrorCode as C;
+        use queue::EnqueueError as E;
         let msg = e.to_string();
         match e {
             E::UnknownQueue(q) => ApiError::new(C::UnknownQueue, msg).with(json!({"queue": q})),
-            E::NotFound => ApiError::not_found(),
             E::InvalidSpec { field, .. } => {
                 ApiError::new(C::InvalidField, msg).with(json!({"field": field}))
             }
@@ -359,20 +388,41 @@ impl From<queue::Error> for ApiError {
             E::IdempotencyConflict(id) => {
                 ApiError::new(C::IdempotencyConflict, msg).with(json!({"task_id": id}))
             }
-            E::InvalidState { state, action } => {
-                ApiError::new(C::InvalidState, msg).with(json!({"state": state, "action": action}))
-            }
-            E::StaleLease { state, attempt } => {
-                ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
-            }
-            E::SubmitConflict => ApiError::new(C::SubmitConflict, msg),
-            E::SplitLimit(_) => ApiError::new(C::SplitLimit, msg),
-            E::SplitWidens { field } => {
-                ApiError::new(C::SplitWidens, msg).with(json!({"field": field}))
-            }
-            E::JournalFailed(incident) => ApiError::failed(C::JournalFailed, msg, &incident),
-            E::CorruptJournal { .. } | E::Inapplicable(_) => ApiError::internal(&msg),
-            E::Store(s) => s.into(),
+            E::Journal(j) => j.into(),
+        }
+    }
+}
+
+impl From<queue::SubmitError> for ApiError {
+    fn from(e: queue::SubmitError) -> ApiError {
+        match e {
+            queue::SubmitError::Task(t) => t.into(),
+            queue::SubmitError::Conflict => ApiError::new(ErrorCode::SubmitConflict, e.to_string()),
+        }
+    }
+}
+
+impl From<queue::SplitError> for ApiError {
+    fn from(e: queue::SplitError) -> ApiError {
+        use ErrorCode as C;
+        use queue::SplitError as E;
+        let msg = e.to_string();
+        match e {
+            E::Task(t) => t.into(),
+            E::Limit(_) => ApiError::new(C::SplitLimit, msg),
+            E::Widens { field } => ApiError::new(C::SplitWidens, msg).with(json!({"field": field})),
+            E::Child(c) => c.into(),
+        }
+    }
+}
+
+impl From<queue::Error> for ApiError {
+    fn from(e: queue::Error) -> ApiError {
+        let msg = e.to_string();
+        match e {
+            queue::Error::CorruptJournal { .. } => ApiError::internal(&msg),
+            queue::Error::Journal(j) => j.into(),
+            queue::Error::Store(s) => s.into(),
         }
     }
 }
@@ -404,7 +454,11 @@ impl From<worker::Error> for ApiError {
             E::InvalidPin { field, pin, .. } => {
                 ApiError::new(C::InvalidPin, msg).with(json!({"field": field, "pin": pin}))
             }
-            E::Queue(q) => q.into(),
+            E::InvalidField { field, .. } => {
+                ApiError::new(C::InvalidField, msg).with(json!({"field": field}))
+            }
+            E::Task(t) => t.into(),
+            E::Submit(s) => s.into(),
             E::Auth(a) => a.into(),
             E::Store(s) => s.into(),
         }

@@ -134,7 +134,7 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
     for (i, child) in body.children.into_iter().enumerate() {
         let spec = child
             .under(&parent.spec)
-            .map_err(|field| crate::queue::Error::SplitWidens { field })?;
+            .map_err(|field| crate::queue::SplitError::Widens { field })?;
         let spec = super::tasks::authorize_child(ctx, &within, &parent, spec)
             .await
             .map_err(|e| e.in_item(i))?;

@@ -102,7 +102,7 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     let server = ctx
         .queue
         .peek(|st| st.queues.get(&queue).map(|q| q.server))
-        .ok_or_else(|| crate::queue::Error::UnknownQueue(queue.to_string()))?;
+        .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()))?;
     access::may_claim_from(&p, &queue, server)?;
     let can = |t: &Task| access::may_claim(&p, &t.facts(server)).is_ok();
     let wait = Duration::from_millis(body.wait_ms);

@@ -129,14 +129,14 @@ pub async fn authorize_child(
 fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
     ctx.queue
         .peek(|st| st.queues.get(queue).map(|q| q.server))
-        .ok_or_else(|| crate::queue::Error::UnknownQueue(queue.to_string()).into())
+        .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()).into())
 }
 
 /// The spec's own rules, its brief's pins as `p` reads them, and a strict
 /// placement's reachability.
 async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), ApiError> {
     spec.check()
-        .map_err(|(field, message)| crate::queue::Error::InvalidSpec { field, message })?;
+        .map_err(|(field, message)| crate::queue::EnqueueError::InvalidSpec { field, message })?;
     crate::worker::pins::check(&ctx.store, p, &spec.namespace, spec.brief().pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
         let template = ctx.queue.peek(|st| st.template_of(spec));
@@ -158,7 +158,7 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
 /// item of `POST /v1/batch/tasks` alike: 201 create, 200 unchanged, and
 /// in a dry run 200 create or conflict; other refusals are errors.
 pub fn enqueue_outcome(
-    outcome: Result<Enqueued, crate::queue::Error>,
+    outcome: Result<Enqueued, crate::queue::EnqueueError>,
     dry_run: bool,
     state: Option<TaskState>,
 ) -> Result<(StatusCode, TaskOutcome), ApiError> {
@@ -166,7 +166,7 @@ pub fn enqueue_outcome(
         Ok(Enqueued::Created(id)) => (StatusCode::CREATED, "create", Some(id)),
         Ok(Enqueued::WouldCreate) => (StatusCode::OK, "create", None),
         Ok(Enqueued::Existing(id)) => (StatusCode::OK, "unchanged", Some(id)),
-        Err(crate::queue::Error::IdempotencyConflict(id)) if dry_run => {
+        Err(crate::queue::EnqueueError::IdempotencyConflict(id)) if dry_run => {
             (StatusCode::OK, "conflict", Some(id))
         }
         Err(e) => return Err(e.into()),

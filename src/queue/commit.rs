@@ -32,7 +32,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
-use super::Error;
+use super::JournalError as Error;
 use super::journal::{self, Segments, segment_name};
 use crate::store::{self, Health, Incident, Writer};
 
@@ -177,7 +177,7 @@ impl Committer {
     pub fn append(&self, payload: &[u8]) -> Result<u64, Error> {
         let mut p = self.shared.pending();
         if let Some(incident) = self.shared.health.failure() {
-            return Err(Error::JournalFailed(incident));
+            return Err(Error::Failed(incident));
         }
         let size = (journal::HEADER + payload.len()) as u64;
         if p.open.as_ref().is_none_or(|o| o.used + size > o.len) {
@@ -212,11 +212,11 @@ impl Committer {
         let d = rx
             .wait_for(|d| d.seq >= seq || d.failed.is_some())
             .await
-            .map_err(|_| Error::JournalFailed(self.stopped()))?;
+            .map_err(|_| Error::Failed(self.stopped()))?;
         match &d.failed {
             _ if d.seq >= seq => Ok(()),
-            Some(incident) => Err(Error::JournalFailed(incident.clone())),
-            None => Err(Error::JournalFailed(self.stopped())),
+            Some(incident) => Err(Error::Failed(incident.clone())),
+            None => Err(Error::Failed(self.stopped())),
         }
     }
 
@@ -437,10 +437,10 @@ mod tests {
         let seq = c.append(b"{}").unwrap();
         let failed = c.wait(seq).await.unwrap_err();
         assert!(
-            matches!(&failed, Error::JournalFailed(i) if i.writer == Writer::Journal),
+            matches!(&failed, Error::Failed(i) if i.writer == Writer::Journal),
             "{failed:?}"
         );
-        assert!(matches!(c.append(b"{}"), Err(Error::JournalFailed(_))));
+        assert!(matches!(c.append(b"{}"), Err(Error::Failed(_))));
         assert!(matches!(health.condition(), store::Condition::Failed(_)));
         c.shutdown();
     }
@@ -454,7 +454,7 @@ mod tests {
         health.report_failed(Writer::Files, "fsync failed: EIO");
         assert!(matches!(
             c.append(b"{}").unwrap_err(),
-            Error::JournalFailed(i) if i.writer == Writer::Files
+            Error::Failed(i) if i.writer == Writer::Files
         ));
         c.shutdown();
     }

@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use super::Error;
+use super::errors::{EnqueueError, SplitError, SubmitError, TaskCallError};
 use super::event::{Event, NewTask};
 use super::machine::State;
 use super::receipt::{Receipt, SubmitInput};
@@ -29,8 +29,8 @@ pub enum Submit {
     Existing(TaskId),
 }
 
-fn invalid(field: &'static str, message: impl Into<String>) -> Error {
-    Error::InvalidSpec {
+fn invalid(field: &'static str, message: impl Into<String>) -> EnqueueError {
+    EnqueueError::InvalidSpec {
         field,
         message: message.into(),
     }
@@ -38,12 +38,12 @@ fn invalid(field: &'static str, message: impl Into<String>) -> Error {
 
 impl State {
     /// A task by id, or `NotFound`.
-    pub fn task(&self, id: TaskId) -> Result<&Task, Error> {
-        self.tasks.get(&id).ok_or(Error::NotFound)
+    pub fn task(&self, id: TaskId) -> Result<&Task, TaskCallError> {
+        self.tasks.get(&id).ok_or(TaskCallError::NotFound)
     }
 
     /// Provision or reconfigure a queue.
-    pub fn decide_queue(&self, config: QueueConfig) -> Result<Event, Error> {
+    pub fn decide_queue(&self, config: QueueConfig) -> Result<Event, EnqueueError> {
         config.check().map_err(|(f, m)| invalid(f, m))?;
         if let Some(p) = &config.placement {
             super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
@@ -51,9 +51,9 @@ impl State {
         Ok(Event::QueueSet { config })
     }
 
-    fn check_new(&self, spec: &TaskSpec, sees: &dyn Fn(&Task) -> bool) -> Result<(), Error> {
+    fn check_new(&self, spec: &TaskSpec, sees: &dyn Fn(&Task) -> bool) -> Result<(), EnqueueError> {
         if !self.queues.contains_key(&spec.queue) {
-            return Err(Error::UnknownQueue(spec.queue.to_string()));
+            return Err(EnqueueError::UnknownQueue(spec.queue.to_string()));
         }
         spec.check().map_err(|(f, m)| invalid(f, m))?;
         if let Some(p) = &spec.placement {
@@ -61,7 +61,7 @@ impl State {
         }
         for u in &spec.depends_on {
             if !self.tasks.get(u).is_some_and(sees) {
-                return Err(Error::UnknownUpstream(*u));
+                return Err(EnqueueError::UnknownUpstream(*u));
             }
         }
         Ok(())
@@ -75,7 +75,7 @@ impl State {
         requester: &Name,
         at: Timestamp,
         sees: &dyn Fn(&Task) -> bool,
-    ) -> Result<Enqueue, Error> {
+    ) -> Result<Enqueue, EnqueueError> {
         if let Some(key) = &spec.idempotency_key
             && let Some((id, fp)) = self.index.idempotency.get(&(
                 spec.namespace.clone(),
@@ -86,7 +86,7 @@ impl State {
             return if *fp == spec.fingerprint() {
                 Ok(Enqueue::Existing(*id))
             } else {
-                Err(Error::IdempotencyConflict(*id))
+                Err(EnqueueError::IdempotencyConflict(*id))
             };
         }
         self.check_new(&spec, sees)?;
@@ -137,10 +137,10 @@ impl State {
         lease_id: LeaseId,
         handle: String,
         at: Timestamp,
-    ) -> Result<Event, Error> {
+    ) -> Result<Event, TaskCallError> {
         let t = self.task(id)?;
         if !self.is_ready(t, at) {
-            return Err(Error::InvalidState {
+            return Err(TaskCallError::InvalidState {
                 state: t.state,
                 action: "claim",
             });
@@ -156,11 +156,16 @@ impl State {
     }
 
     /// The task, if `lease_id` is its live lease at `now`; else `StaleLease`.
-    pub fn held(&self, id: TaskId, lease_id: &LeaseId, now: Timestamp) -> Result<&Task, Error> {
+    pub fn held(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        now: Timestamp,
+    ) -> Result<&Task, TaskCallError> {
         let t = self.task(id)?;
         match &t.lease {
             Some(l) if l.id == *lease_id && l.expires_at > now => Ok(t),
-            _ => Err(Error::StaleLease {
+            _ => Err(TaskCallError::StaleLease {
                 state: t.state,
                 attempt: t.attempt,
             }),
@@ -173,7 +178,7 @@ impl State {
         id: TaskId,
         lease_id: &LeaseId,
         now: Timestamp,
-    ) -> Result<Event, Error> {
+    ) -> Result<Event, TaskCallError> {
         let t = self.held(id, lease_id, now)?;
         Ok(Event::Heartbeat {
             id,
@@ -187,7 +192,7 @@ impl State {
         id: TaskId,
         lease_id: &LeaseId,
         now: Timestamp,
-    ) -> Result<Event, Error> {
+    ) -> Result<Event, TaskCallError> {
         let t = self.held(id, lease_id, now)?;
         Ok(Event::Released {
             id,
@@ -221,7 +226,7 @@ impl State {
         input: &SubmitInput,
         by: &Name,
         now: Timestamp,
-    ) -> Result<Submit, Error> {
+    ) -> Result<Submit, SubmitError> {
         let t = self.task(id)?;
         if let Some(s) = &t.submission
             && s.lease_id == *lease_id
@@ -229,7 +234,7 @@ impl State {
             return if s.request == input.request {
                 Ok(Submit::Existing(id))
             } else {
-                Err(Error::SubmitConflict)
+                Err(SubmitError::Conflict)
             };
         }
         let t = self.held(id, lease_id, now)?;
@@ -253,7 +258,7 @@ impl State {
         lease_id: &LeaseId,
         park: Park,
         now: Timestamp,
-    ) -> Result<Event, Error> {
+    ) -> Result<Event, TaskCallError> {
         let t = self.held(id, lease_id, now)?;
         let park = Park {
             by: t.lease.as_ref().map(|l| l.holder.clone()),
@@ -269,10 +274,10 @@ impl State {
         input_ref: Pin,
         by: &Name,
         now: Timestamp,
-    ) -> Result<Event, Error> {
+    ) -> Result<Event, TaskCallError> {
         let t = self.task(id)?;
         if t.state != TaskState::Parked {
-            return Err(Error::InvalidState {
+            return Err(TaskCallError::InvalidState {
                 state: t.state,
                 action: "resume",
             });
@@ -286,7 +291,7 @@ impl State {
     }
 
     /// Split into children (specs already under the parent's envelope,
-    /// from [`ChildSpec::under`]); the parent waits.
+    /// from [`super::ChildSpec::under`]); the parent waits.
     pub fn decide_split(
         &self,
         id: TaskId,
@@ -294,10 +299,10 @@ impl State {
         children: Vec<TaskSpec>,
         sees: &dyn Fn(&Task) -> bool,
         now: Timestamp,
-    ) -> Result<Event, Error> {
+    ) -> Result<Event, SplitError> {
         let t = self.held(id, lease_id, now)?;
         if t.depth + 1 > self.limits.max_depth {
-            return Err(Error::SplitLimit(format!(
+            return Err(SplitError::Limit(format!(
                 "children would be at depth {}; the limit is {}",
                 t.depth + 1,
                 self.limits.max_depth
@@ -305,14 +310,14 @@ impl State {
         }
         let total = t.children.len() + children.len();
         if children.is_empty() || total > self.limits.max_children {
-            return Err(Error::SplitLimit(format!(
+            return Err(SplitError::Limit(format!(
                 "a split names 1 or more children and a task has at most {} ({total} asked)",
                 self.limits.max_children
             )));
         }
         let mut out = Vec::with_capacity(children.len());
         for (i, spec) in children.into_iter().enumerate() {
-            self.check_new(&spec, sees)?;
+            self.check_new(&spec, sees).map_err(SplitError::Child)?;
             out.push(NewTask {
                 id: TaskId(self.next_id + i as u64),
                 spec,
@@ -328,10 +333,15 @@ impl State {
     }
 
     /// Cancel a task that has not ended (and its live descendants).
-    pub fn decide_cancel(&self, id: TaskId, by: &Name, now: Timestamp) -> Result<Event, Error> {
+    pub fn decide_cancel(
+        &self,
+        id: TaskId,
+        by: &Name,
+        now: Timestamp,
+    ) -> Result<Event, TaskCallError> {
         let t = self.task(id)?;
         if t.state.is_terminal() {
-            return Err(Error::InvalidState {
+            return Err(TaskCallError::InvalidState {
                 state: t.state,
                 action: "cancel",
             });

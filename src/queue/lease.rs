@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Error, Event, Queue};
+use super::{Event, JournalError as Error, Queue};
 
 /// How often lapsed leases and due retries are looked for.
 const SWEEP_EVERY: Duration = Duration::from_millis(100);

@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use super::decide::Submit;
 use super::{
-    Attempt, Claim, Error, Event, LeaseId, Park, Queue, State, SubmitInput, Task, TaskId, TaskSpec,
-    TaskState, task,
+    Attempt, Claim, Event, JournalError, LeaseId, Park, Queue, SplitError, State, SubmitError,
+    SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, task,
 };
 use crate::store::{Durability, Name, Pin, Sha256};
 
@@ -22,7 +22,7 @@ impl Queue {
         holder: &Name,
         handle: &(dyn Fn() -> String + Sync),
         at: Timestamp,
-    ) -> Result<(u64, Claim), Error> {
+    ) -> Result<(u64, Claim), TaskCallError> {
         let handle = std::iter::repeat_with(handle)
             .find(|h| !st.index.handles.contains_key(h))
             .expect("an unused handle turns up");
@@ -46,7 +46,7 @@ impl Queue {
         can: &(dyn Fn(&Task) -> bool + Sync),
         wait: Duration,
         render: impl FnOnce(&State, &Claim) -> R,
-    ) -> Result<Option<R>, Error> {
+    ) -> Result<Option<R>, TaskCallError> {
         let mut render = Some(render);
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -89,7 +89,7 @@ impl Queue {
         holder: &Name,
         handle: &(dyn Fn() -> String + Sync),
         render: impl FnOnce(&State, &Claim) -> R,
-    ) -> Result<R, Error> {
+    ) -> Result<R, TaskCallError> {
         let (seq, out) = {
             let mut st = self.lock();
             let at = Timestamp::now();
@@ -102,7 +102,11 @@ impl Queue {
     }
 
     /// Extends a live lease; returns the new expiry.
-    pub async fn heartbeat(&self, id: TaskId, lease_id: &LeaseId) -> Result<Timestamp, Error> {
+    pub async fn heartbeat(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+    ) -> Result<Timestamp, TaskCallError> {
         self.run(|st| {
             let ev = st.decide_heartbeat(id, lease_id, Timestamp::now())?;
             let Event::Heartbeat { expires_at, .. } = &ev else {
@@ -115,7 +119,11 @@ impl Queue {
     }
 
     /// Returns a claimed task to the queue.
-    pub async fn release(&self, id: TaskId, lease_id: &LeaseId) -> Result<TaskState, Error> {
+    pub async fn release(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+    ) -> Result<TaskState, TaskCallError> {
         self.run_then(
             |st| Ok((st.decide_release(id, lease_id, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
@@ -137,7 +145,7 @@ impl Queue {
         lease_id: &LeaseId,
         input: &SubmitInput,
         by: &Name,
-    ) -> Result<(Sha256, bool, TaskState), Error> {
+    ) -> Result<(Sha256, bool, TaskState), SubmitError> {
         let now = Timestamp::now();
         let mut written: Option<Sha256> = None;
         let (seq, receipt, created, state) = loop {
@@ -170,7 +178,8 @@ impl Queue {
             let sha = self
                 .inner
                 .store
-                .put_object(&receipt.bytes(), Durability::Journaled)?;
+                .put_object(&receipt.bytes(), Durability::Journaled)
+                .map_err(JournalError::Store)?;
             written = Some(sha);
         };
         if created {
@@ -186,7 +195,7 @@ impl Queue {
         id: TaskId,
         lease_id: &LeaseId,
         park: Park,
-    ) -> Result<TaskState, Error> {
+    ) -> Result<TaskState, TaskCallError> {
         self.run_then(
             |st| Ok((st.decide_park(id, lease_id, park, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
@@ -195,7 +204,12 @@ impl Queue {
     }
 
     /// Resumes a parked task with a new input pin.
-    pub async fn resume(&self, id: TaskId, input_ref: Pin, by: &Name) -> Result<TaskState, Error> {
+    pub async fn resume(
+        &self,
+        id: TaskId,
+        input_ref: Pin,
+        by: &Name,
+    ) -> Result<TaskState, TaskCallError> {
         self.run_then(
             |st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
@@ -210,7 +224,7 @@ impl Queue {
         lease_id: &LeaseId,
         children: Vec<TaskSpec>,
         sees: &(dyn Fn(&Task) -> bool + Sync),
-    ) -> Result<Vec<TaskId>, Error> {
+    ) -> Result<Vec<TaskId>, SplitError> {
         self.run(|st| {
             let ev = st.decide_split(id, lease_id, children, sees, Timestamp::now())?;
             let Event::Split { children, .. } = &ev else {
@@ -223,7 +237,7 @@ impl Queue {
     }
 
     /// Cancels a task and its live descendants.
-    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<TaskState, Error> {
+    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<TaskState, TaskCallError> {
         self.run_then(
             |st| Ok((st.decide_cancel(id, by, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
@@ -238,11 +252,11 @@ impl Queue {
         attempt: Attempt,
         name: String,
         sha256: Sha256,
-    ) -> Result<(), Error> {
+    ) -> Result<(), TaskCallError> {
         self.run(|st| {
             let t = st.task(id)?;
             if t.state != TaskState::Claimed || t.attempt != attempt {
-                return Err(Error::StaleLease {
+                return Err(TaskCallError::StaleLease {
                     state: t.state,
                     attempt: t.attempt,
                 });

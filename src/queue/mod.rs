@@ -26,6 +26,7 @@ mod applies;
 pub mod brief;
 mod commit;
 mod decide;
+pub mod errors;
 mod event;
 mod index;
 pub mod journal;
@@ -50,6 +51,7 @@ use tokio::sync::Notify;
 
 pub use brief::Brief;
 pub use decide::{Enqueue, Submit};
+pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
 pub use event::Event;
 pub use machine::{SplitLimits, State};
 pub use receipt::{Receipt, SubmitInput};
@@ -59,62 +61,11 @@ pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
 use crate::store::{self, Name, Store};
 
-/// What can fail in the queue.
+/// What can fail opening and recovering the queue (each call has its
+/// own error type: see [`errors`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The queue was never provisioned.
-    #[error("queue {0:?} is not provisioned; an admin provisions it with POST /v1/queues")]
-    UnknownQueue(String),
-    /// No such task (or one the caller may not see).
-    #[error("no such task")]
-    NotFound,
-    /// A spec field that breaks a rule.
-    #[error("{field}: {message}")]
-    InvalidSpec {
-        /// The field.
-        field: &'static str,
-        /// Why.
-        message: String,
-    },
-    /// A `depends_on` task that does not exist for the caller.
-    #[error("depends_on names {0}, which does not exist or is not visible to this key")]
-    UnknownUpstream(TaskId),
-    /// Same idempotency key, different spec.
-    #[error("idempotency key already used by {0} with a different spec")]
-    IdempotencyConflict(TaskId),
-    /// The task is not in a state that allows this.
-    #[error("cannot {action} a task that is {}", state.as_str())]
-    InvalidState {
-        /// Its state.
-        state: TaskState,
-        /// What was asked.
-        action: &'static str,
-    },
-    /// The lease named is not the task's live lease.
-    #[error("stale lease: the task is {} at attempt {}; this lease no longer holds it", state.as_str(), attempt.0)]
-    StaleLease {
-        /// The task's state.
-        state: TaskState,
-        /// Its current attempt.
-        attempt: Attempt,
-    },
-    /// A second, different submit for an attempt that already has a receipt.
-    #[error("this attempt already has a receipt for a different submission")]
-    SubmitConflict,
-    /// A split past the depth or fan-out bounds.
-    #[error("split refused: {0}")]
-    SplitLimit(String),
-    /// A child naming a wider envelope than its parent's.
-    #[error("a child cannot change its parent's {field}")]
-    SplitWidens {
-        /// The field.
-        field: &'static str,
-    },
-    /// A decided event the state cannot take (a bug, refused rather than
-    /// applied).
-    #[error("the queue refused an inconsistent change: {0}")]
-    Inapplicable(String),
     /// The journal or snapshot cannot be read back.
     #[error("{path}: {message}")]
     CorruptJournal {
@@ -123,13 +74,9 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// A durable write failed (the journal's, or an fsync elsewhere under
-    /// the root): task changes, and reads of state that may not be on
-    /// disk, are refused until restart.
-    #[error(
-        "task changes are refused since a durable write failed: {0}; check the disk and restart the daemon"
-    )]
-    JournalFailed(store::Incident),
+    /// The journal refused.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] store::Error),
@@ -216,20 +163,20 @@ impl Queue {
     /// Journals and applies one event; returns its sequence number. An
     /// event `apply` could not take, and one the journal has no room for
     /// (a full disk), is refused before it is journaled or applied.
-    fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, Error> {
-        st.applies(ev).map_err(Error::Inapplicable)?;
+    fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, JournalError> {
+        st.applies(ev).map_err(JournalError::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
         let seq = self.inner.committer.append(&bytes)?;
         st.apply(ev);
         Ok(seq)
     }
 
-    async fn durable(&self, seq: u64) -> Result<(), Error> {
+    async fn durable(&self, seq: u64) -> Result<(), JournalError> {
         self.inner.committer.wait(seq).await
     }
 
     /// Runs `f` on the state and returns once what it saw is durable.
-    pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, Error> {
+    pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
         let (out, seq) = {
             let st = self.lock();
             (f(&st), self.inner.committer.appended())
@@ -246,20 +193,20 @@ impl Queue {
     }
 
     /// Decides and commits one event, then waits for it to be durable.
-    async fn run<T>(
+    async fn run<T, E: From<JournalError>>(
         &self,
-        f: impl FnOnce(&State) -> Result<(Event, T), Error>,
-    ) -> Result<T, Error> {
+        f: impl FnOnce(&State) -> Result<(Event, T), E>,
+    ) -> Result<T, E> {
         self.run_then(f, |_, out| out).await
     }
 
     /// Decides and commits one event, reads what `then` needs from the
     /// state right after it (under the same lock), then waits for it.
-    async fn run_then<T, U>(
+    async fn run_then<T, U, E: From<JournalError>>(
         &self,
-        f: impl FnOnce(&State) -> Result<(Event, T), Error>,
+        f: impl FnOnce(&State) -> Result<(Event, T), E>,
         then: impl FnOnce(&State, T) -> U,
-    ) -> Result<U, Error> {
+    ) -> Result<U, E> {
         let (seq, out) = {
             let mut st = self.lock();
             let (ev, out) = f(&st)?;
@@ -272,10 +219,10 @@ impl Queue {
     }
 
     /// Provisions or reconfigures a queue; true when it is new.
-    pub async fn provision(&self, config: QueueConfig) -> Result<bool, Error> {
+    pub async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
         let unchanged = self.lock().queues.get(&config.name) == Some(&config);
         if unchanged {
-            return self.read(|_| false).await;
+            return Ok(self.read(|_| false).await?);
         }
         self.run(|st| {
             let created = !st.queues.contains_key(&config.name);
@@ -290,7 +237,7 @@ impl Queue {
         spec: TaskSpec,
         requester: &Name,
         sees: &(dyn Fn(&Task) -> bool + Sync),
-    ) -> Result<(TaskId, bool), Error> {
+    ) -> Result<(TaskId, bool), EnqueueError> {
         match self
             .enqueue_many(vec![spec], requester, sees, false)
             .await?
@@ -310,7 +257,7 @@ impl Queue {
         requester: &Name,
         sees: &(dyn Fn(&Task) -> bool + Sync),
         dry_run: bool,
-    ) -> Result<Vec<Result<Enqueued, Error>>, Error> {
+    ) -> Result<Vec<Result<Enqueued, EnqueueError>>, JournalError> {
         let at = Timestamp::now();
         let (seq, out) = {
             let mut st = self.lock();
@@ -319,9 +266,10 @@ impl Queue {
                 out.push(match st.decide_enqueue(spec, requester, at, sees) {
                     Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id)),
                     Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
-                    Ok(Enqueue::New(ev, id)) => {
-                        self.commit(&mut st, &ev).map(|_| Enqueued::Created(id))
-                    }
+                    Ok(Enqueue::New(ev, id)) => self
+                        .commit(&mut st, &ev)
+                        .map(|_| Enqueued::Created(id))
+                        .map_err(EnqueueError::from),
                     Err(e) => Err(e),
                 });
             }

@@ -56,7 +56,9 @@ pub async fn stage(
         .stage(s.task.id, s.attempt, name, sha)
         .await
         .map_err(|e| match e {
-            queue::Error::StaleLease { state, attempt } => Error::StaleLease { state, attempt },
+            queue::TaskCallError::StaleLease { state, attempt } => {
+                Error::StaleLease { state, attempt }
+            }
             other => other.into(),
         })?;
     Ok(sha)

@@ -119,9 +119,20 @@ pub enum Error {
         /// The pin.
         pin: Box<store::Pin>,
     },
-    /// The queue refused.
+    /// A request field that breaks a rule.
+    #[error("{field}: {message}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The task or its lease refused the call.
     #[error(transparent)]
-    Queue(#[from] queue::Error),
+    Task(#[from] queue::TaskCallError),
+    /// The queue refused the submit.
+    #[error(transparent)]
+    Submit(#[from] queue::SubmitError),
     /// Access refused.
     #[error(transparent)]
     Auth(#[from] crate::auth::Error),

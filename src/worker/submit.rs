@@ -41,10 +41,10 @@ impl SubmitBody {
     /// over the canonical body, so a resend is recognised).
     pub fn input(self) -> Result<(LeaseId, SubmitInput), Error> {
         if self.note.as_ref().is_some_and(|n| n.len() > MAX_NOTE) {
-            return Err(Error::Queue(crate::queue::Error::InvalidSpec {
+            return Err(Error::InvalidField {
                 field: "note",
                 message: format!("at most {MAX_NOTE} bytes"),
-            }));
+            });
         }
         let request = Sha256::of(&canonical_json(
             &serde_json::to_value(&self).expect("bodies serialize"),

@@ -182,7 +182,7 @@ fn storage_conditions_say_what_happened() {
     assert_eq!(full.code, ErrorCode::InsufficientStorage);
     assert!(full.message.contains("free space"), "{}", full.message);
 
-    let failed = ApiError::from(queue::Error::JournalFailed(incident(Writer::Journal)));
+    let failed = ApiError::from(queue::JournalError::Failed(incident(Writer::Journal)));
     assert_eq!(failed.code, ErrorCode::JournalFailed);
     assert_eq!(
         failed.details,
@@ -201,11 +201,11 @@ fn storage_conditions_say_what_happened() {
 
 #[test]
 fn every_queue_error_maps_to_its_status_and_code() {
+    use queue::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
     check(vec![
-        (queue::Error::UnknownQueue("q".into()), 404, "unknown_queue"),
-        (queue::Error::NotFound, 404, "not_found"),
+        (EnqueueError::UnknownQueue("q".into()), 404, "unknown_queue"),
         (
-            queue::Error::InvalidSpec {
+            EnqueueError::InvalidSpec {
                 field: "brief",
                 message: "m".into(),
             },
@@ -213,17 +213,20 @@ fn every_queue_error_maps_to_its_status_and_code() {
             "invalid_field",
         ),
         (
-            queue::Error::UnknownUpstream(TaskId(1)),
+            EnqueueError::UnknownUpstream(TaskId(1)),
             422,
             "unknown_upstream",
         ),
         (
-            queue::Error::IdempotencyConflict(TaskId(1)),
+            EnqueueError::IdempotencyConflict(TaskId(1)),
             409,
             "idempotency_conflict",
         ),
+    ]);
+    check(vec![
+        (TaskCallError::NotFound, 404, "not_found"),
         (
-            queue::Error::InvalidState {
+            TaskCallError::InvalidState {
                 state: TaskState::Queued,
                 action: "resume",
             },
@@ -231,40 +234,49 @@ fn every_queue_error_maps_to_its_status_and_code() {
             "invalid_state",
         ),
         (
-            queue::Error::StaleLease {
+            TaskCallError::StaleLease {
                 state: TaskState::Queued,
                 attempt: Attempt(2),
             },
             409,
             "stale_lease",
         ),
-        (queue::Error::SubmitConflict, 409, "submit_conflict"),
-        (queue::Error::SplitLimit("x".into()), 422, "split_limit"),
+    ]);
+    check(vec![(SubmitError::Conflict, 409, "submit_conflict")]);
+    check(vec![
+        (SplitError::Limit("x".into()), 422, "split_limit"),
         (
-            queue::Error::SplitWidens { field: "namespace" },
+            SplitError::Widens { field: "namespace" },
             422,
             "split_widens",
         ),
-        (queue::Error::Inapplicable("x".into()), 500, "internal"),
         (
-            queue::Error::CorruptJournal {
-                path: "p".into(),
-                message: "m".into(),
-            },
-            500,
-            "internal",
+            SplitError::Child(EnqueueError::UnknownQueue("q".into())),
+            404,
+            "unknown_queue",
         ),
+    ]);
+    check(vec![
+        (JournalError::Inapplicable("x".into()), 500, "internal"),
         (
-            queue::Error::JournalFailed(incident(Writer::Journal)),
+            JournalError::Failed(incident(Writer::Journal)),
             503,
             "journal_failed",
         ),
         (
-            queue::Error::Store(store::Error::NounNotFound),
+            JournalError::Store(store::Error::NounNotFound),
             404,
             "not_found",
         ),
     ]);
+    check(vec![(
+        queue::Error::CorruptJournal {
+            path: "p".into(),
+            message: "m".into(),
+        },
+        500,
+        "internal",
+    )]);
 }
 
 #[test]
@@ -326,7 +338,7 @@ fn every_worker_error_maps_to_its_status_and_code() {
             "invalid_pin",
         ),
         (
-            worker::Error::Queue(queue::Error::NotFound),
+            worker::Error::Task(queue::TaskCallError::NotFound),
             404,
             "not_found",
         ),
@@ -396,7 +408,7 @@ fn every_auth_error_maps_and_hidden_equals_missing() {
         ),
     ]);
     let hidden = ApiError::from(auth::Error::Hidden);
-    let no_task = ApiError::from(queue::Error::NotFound);
+    let no_task = ApiError::from(queue::TaskCallError::NotFound);
     assert_eq!(
         (no_task.code, &no_task.message),
         (hidden.code, &hidden.message)

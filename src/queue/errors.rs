@@ -1,0 +1,133 @@
+//! What each queue operation can answer, one type per kind of call (as
+//! redb does), so a caller matches only the outcomes its call can have:
+//! - [`JournalError`]: the journal refused a change or its durability
+//!   (every writing call, and reads that wait for durability);
+//! - [`TaskCallError`]: a call on one task that its state or its lease
+//!   must allow (claim by id, heartbeat, release, park, resume, cancel,
+//!   stage);
+//! - [`EnqueueError`]: an enqueue (or a queue's configuration);
+//! - [`SubmitError`]: a submit;
+//! - [`SplitError`]: a split;
+//! - [`super::Error`]: opening and recovering the queue.
+
+use super::task::{Attempt, TaskId, TaskState};
+use crate::store;
+
+/// The journal refused a change, or cannot say it is durable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// A durable write failed (the journal's, or an fsync elsewhere under
+    /// the root): task changes, and reads of state that may not be on
+    /// disk, are refused until restart.
+    #[error(
+        "task changes are refused since a durable write failed: {0}; check the disk and restart the daemon"
+    )]
+    Failed(store::Incident),
+    /// A decided event the state cannot take (a bug, refused rather than
+    /// applied).
+    #[error("the queue refused an inconsistent change: {0}")]
+    Inapplicable(String),
+    /// The store refused (out of space: nothing was applied).
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+/// A call on one task that its state or its lease must allow.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskCallError {
+    /// No such task (or one the caller may not see).
+    #[error("no such task")]
+    NotFound,
+    /// The task is not in a state that allows this.
+    #[error("cannot {action} a task that is {}", state.as_str())]
+    InvalidState {
+        /// Its state.
+        state: TaskState,
+        /// What was asked.
+        action: &'static str,
+    },
+    /// The lease named is not the task's live lease.
+    #[error("stale lease: the task is {} at attempt {}; this lease no longer holds it", state.as_str(), attempt.0)]
+    StaleLease {
+        /// The task's state.
+        state: TaskState,
+        /// Its current attempt.
+        attempt: Attempt,
+    },
+    /// The journal refused.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// An enqueue (or a queue configuration) refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnqueueError {
+    /// The queue was never provisioned.
+    #[error("queue {0:?} is not provisioned; an admin provisions it with POST /v1/queues")]
+    UnknownQueue(String),
+    /// A spec field that breaks a rule.
+    #[error("{field}: {message}")]
+    InvalidSpec {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// A `depends_on` task that does not exist for the caller.
+    #[error("depends_on names {0}, which does not exist or is not visible to this key")]
+    UnknownUpstream(TaskId),
+    /// Same idempotency key, different spec.
+    #[error("idempotency key already used by {0} with a different spec")]
+    IdempotencyConflict(TaskId),
+    /// The journal refused.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// A submit refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The task or its lease does not allow it.
+    #[error(transparent)]
+    Task(#[from] TaskCallError),
+    /// A second, different submit for an attempt that already has a receipt.
+    #[error("this attempt already has a receipt for a different submission")]
+    Conflict,
+}
+
+impl From<JournalError> for SubmitError {
+    fn from(e: JournalError) -> SubmitError {
+        SubmitError::Task(e.into())
+    }
+}
+
+/// A split refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SplitError {
+    /// The task or its lease does not allow it.
+    #[error(transparent)]
+    Task(#[from] TaskCallError),
+    /// Past the depth or fan-out bounds.
+    #[error("split refused: {0}")]
+    Limit(String),
+    /// A child naming a wider envelope than its parent's.
+    #[error("a child cannot change its parent's {field}")]
+    Widens {
+        /// The field.
+        field: &'static str,
+    },
+    /// A child that is not a valid enqueue.
+    #[error(transparent)]
+    Child(EnqueueError),
+}
+
+impl From<JournalError> for SplitError {
+    fn from(e: JournalError) -> SplitError {
+        SplitError::Task(e.into())
+    }
+}
