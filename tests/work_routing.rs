@@ -1325,3 +1325,79 @@ async fn promotion_stages_come_from_admin_policy_and_exact_pins() {
         json!(["verb.solve_draft"])
     );
 }
+
+/// One request per job: a submit with `claim_next` answers the next claim
+/// (or `null` when none is ready), a resend of the submit (whose answer
+/// was lost) claims afresh, and every task is claimed once; `max` claims
+/// several.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_submit_claims_the_next_task_and_a_claim_takes_several() {
+    let t = Team::start().await;
+    let ids: Vec<String> = {
+        let mut ids = Vec::new();
+        for i in 0..4 {
+            ids.push(enqueue(&t.requester, &spec("verb.compute", json!({"i": i}))).await);
+        }
+        ids
+    };
+    let first = claim(&t.worker, "work.external").await.unwrap();
+    let id = claimed_id(&first);
+    let body_of = |c: &Value| json!({"lease_id": lease(c), "ok": true, "claim_next": {"queue": "work.external"}});
+    let r = t
+        .worker
+        .post_json(&format!("/v1/tasks/{id}/submit"), &body_of(&first))
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let next = body(&r)["next"].clone();
+    assert_eq!(next["lease"]["fence"], json!(1), "{next}");
+    assert_ne!(claimed_id(&next), id);
+    let again = t
+        .worker
+        .post_json(&format!("/v1/tasks/{id}/submit"), &body_of(&first))
+        .await
+        .unwrap();
+    assert_status!(again, 200);
+    let many = t
+        .worker
+        .post_json("/v1/queues/work.external/claim", &json!({"max": 5}))
+        .await
+        .unwrap();
+    assert_status!(many, 200);
+    let claims = body(&many)["claims"].as_array().unwrap().clone();
+    let resent_claim = body(&again)["next"].clone();
+    let taken: Vec<String> = claims
+        .iter()
+        .map(claimed_id)
+        .chain([claimed_id(&next)])
+        .chain(resent_claim.get("task").map(|_| claimed_id(&resent_claim)))
+        .collect();
+    let mut all: Vec<String> = taken.clone();
+    all.push(id.clone());
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), ids.len(), "every task claimed once: {taken:?}");
+    let last = claimed_id(&next);
+    let r = t
+        .worker
+        .post_json(&format!("/v1/tasks/{last}/submit"), &body_of(&next))
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    assert_eq!(body(&r)["next"], Value::Null, "nothing left: next is null");
+    let r = t
+        .worker
+        .post_json(
+            &format!("/v1/tasks/{last}/submit"),
+            &json!({"lease_id": lease(&next), "ok": true, "claim_next": {"queue": "work.server"}}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 404, "unknown_queue");
+    let r = t
+        .worker
+        .post_json("/v1/queues/work.external/claim", &json!({"max": 101}))
+        .await
+        .unwrap();
+    assert_status!(r, 400, "invalid_field");
+}

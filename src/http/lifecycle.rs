@@ -18,6 +18,15 @@ use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
 pub fn submitted(id: TaskId, done: &submit::Completed) -> Resp {
+    submitted_then(id, done, None)
+}
+
+/// The answer to a completed submit with, for `claim_next`, the next claim.
+fn submitted_then(
+    id: TaskId,
+    done: &submit::Completed,
+    next: Option<Option<super::wire::Claimed>>,
+) -> Resp {
     let status = if done.created {
         StatusCode::CREATED
     } else {
@@ -31,6 +40,7 @@ pub fn submitted(id: TaskId, done: &submit::Completed) -> Resp {
             ok: done.state == crate::queue::TaskState::Succeeded,
             receipt_sha256: done.receipt,
             created: done.created,
+            next,
         },
     )
 }
@@ -66,13 +76,30 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     let id = task_id(id)?;
     let task = check(ctx, id, &p, access::may_submit)?;
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
+    let next = body
+        .claim_next
+        .clone()
+        .map(|n| {
+            let server = super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms)?;
+            Ok::<_, ApiError>((n, server))
+        })
+        .transpose()?;
     let (lease, input) = body.input()?;
     let requester = ctx.keyring.principal(&task.requester).ok();
     let done = submit::complete(
         &ctx.store, &ctx.queue, &p, requester, &task, &lease, input, None,
     )
     .await?;
-    Ok(submitted(task.id, &done))
+    let next = match next {
+        None => None,
+        Some((n, server)) => {
+            let kinds = n.kinds.as_deref();
+            let mut got =
+                super::queues::claim_for(ctx, &p, &n.queue, server, kinds, n.wait_ms, 1).await?;
+            Some(got.pop())
+        }
+    };
+    Ok(submitted_then(task.id, &done, next))
 }
 
 /// `POST /v1/tasks/{id}/park {lease_id, reason, needs}`.

@@ -205,7 +205,7 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let created = status == StatusCode::CREATED;
     let state = ctx.queue.read(|st| st.tasks[&id].state).await?;
     if created {
-        tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task enqueued");
+        tracing::debug!(task = %id, by = %p.key_id, state = state.as_str(), "task enqueued");
     }
     Ok(json_response(
         status,

@@ -9,24 +9,29 @@ use jiff::Timestamp;
 
 use super::decide::Submit;
 use super::{
-    Attempt, Claim, Event, JournalError, LeaseId, Park, Queue, SplitError, State, SubmitError,
-    SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, task,
+    Attempt, Claim, Event, LeaseId, Park, Queue, SplitError, State, SubmitError, SubmitInput, Task,
+    TaskCallError, TaskId, TaskSpec, TaskState, task,
 };
-use crate::store::{Durability, Name, Pin, Sha256};
+use crate::store::{Name, Pin, Sha256};
 
 impl Queue {
+    /// Claims `id` under the state lock with a lease id and handle drawn
+    /// before the lock (the OS RNG is not called under it, but for a
+    /// handle that is already taken, which 130 random bits make moot).
     fn claim_now(
         &self,
         st: &mut State,
         id: TaskId,
         holder: &Name,
-        handle: &(dyn Fn() -> String + Sync),
+        (lease_id, handle): (LeaseId, String),
+        fresh_handle: &(dyn Fn() -> String + Sync),
         at: Timestamp,
     ) -> Result<(u64, Claim), TaskCallError> {
-        let handle = std::iter::repeat_with(handle)
+        let handle = std::iter::once(handle)
+            .chain(std::iter::repeat_with(fresh_handle))
             .find(|h| !st.index.handles.contains_key(h))
             .expect("an unused handle turns up");
-        let ev = st.decide_claim(id, holder, task::new_lease_id(), handle, at)?;
+        let ev = st.decide_claim(id, holder, lease_id, handle, at)?;
         let seq = self.commit(st, &ev)?;
         let lease = st.tasks[&id].lease.clone().expect("just claimed");
         Ok((seq, Claim { id, lease }))
@@ -58,13 +63,15 @@ impl Queue {
             if self.long_polls_ended() {
                 return Ok(None);
             }
+            let fresh = (task::new_lease_id(), handle());
             let found = {
                 let mut st = self.lock();
                 let at = Timestamp::now();
                 st.promote_due(at);
                 match st.find_claimable(queue, kinds, can) {
                     Some(id) => {
-                        let (seq, claim) = self.claim_now(&mut st, id, holder, handle, at)?;
+                        let (seq, claim) =
+                            self.claim_now(&mut st, id, holder, fresh, handle, at)?;
                         let render = render.take().expect("rendered once");
                         Some((seq, render(&st, &claim)))
                     }
@@ -90,11 +97,12 @@ impl Queue {
         handle: &(dyn Fn() -> String + Sync),
         render: impl FnOnce(&State, &Claim) -> R,
     ) -> Result<R, TaskCallError> {
+        let fresh = (task::new_lease_id(), handle());
         let (seq, out) = {
             let mut st = self.lock();
             let at = Timestamp::now();
             st.promote_due(at);
-            let (seq, claim) = self.claim_now(&mut st, id, holder, handle, at)?;
+            let (seq, claim) = self.claim_now(&mut st, id, holder, fresh, handle, at)?;
             (seq, render(&st, &claim))
         };
         self.durable(seq).await?;
@@ -131,14 +139,11 @@ impl Queue {
         .await
     }
 
-    /// Submits a result under a live lease: writes the receipt and ends the
-    /// task. A resend of the accepted submission returns the same receipt.
-    ///
-    /// The receipt object is written before its event is journaled (and
-    /// outside the state lock), so a full disk refuses the submit before
-    /// anything changes: the decision is made, the object written, then
-    /// the decision is made again at the same instant and committed when
-    /// it names the object written (a change in between decides anew).
+    /// Submits a result under a live lease: journals the receipt and ends
+    /// the task. A resend of the accepted submission returns the same
+    /// receipt. The receipt's durable copy is its journal record; its
+    /// object is written in the background (readable at once), so a submit
+    /// creates no file on its path.
     pub async fn submit(
         &self,
         id: TaskId,
@@ -146,47 +151,36 @@ impl Queue {
         input: &SubmitInput,
         by: &Name,
     ) -> Result<(Sha256, bool, TaskState), SubmitError> {
-        let now = Timestamp::now();
-        let mut written: Option<Sha256> = None;
-        let (seq, receipt, created, state) = loop {
-            let receipt = {
-                let mut st = self.lock();
-                match st.decide_submit(id, lease_id, input, by, now)? {
-                    Submit::Existing(id) => {
-                        let t = &st.tasks[&id];
-                        let sha = t.submission.as_ref().expect("submitted").receipt;
-                        break (self.inner.committer.appended(), sha, false, t.state);
-                    }
-                    Submit::New(ev) => {
-                        let Event::Submitted {
-                            receipt,
-                            receipt_sha256,
-                            ..
-                        } = &ev
-                        else {
-                            unreachable!("submit")
-                        };
-                        if written == Some(*receipt_sha256) {
-                            let sha = *receipt_sha256;
-                            let seq = self.commit(&mut st, &ev)?;
-                            break (seq, sha, true, st.tasks[&id].state);
-                        }
-                        receipt.clone()
-                    }
+        let (seq, receipt, created, state) = {
+            let mut st = self.lock();
+            match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
+                Submit::Existing(id) => {
+                    let t = &st.tasks[&id];
+                    let sha = t.submission.as_ref().expect("submitted").receipt;
+                    (self.inner.committer.appended(), (sha, None), false, t.state)
                 }
-            };
-            let sha = self
-                .inner
-                .store
-                .put_object(&receipt.bytes(), Durability::Journaled)
-                .map_err(JournalError::Store)?;
-            written = Some(sha);
+                Submit::New(ev) => {
+                    let Event::Submitted {
+                        receipt,
+                        receipt_sha256,
+                        ..
+                    } = &ev
+                    else {
+                        unreachable!("submit")
+                    };
+                    let out = (*receipt_sha256, Some(receipt.bytes()));
+                    let seq = self.commit(&mut st, &ev)?;
+                    (seq, out, true, st.tasks[&id].state)
+                }
+            }
         };
-        if created {
+        if let (sha, Some(bytes)) = receipt {
+            let written = self.inner.store.put_object_later(bytes);
+            debug_assert_eq!(written, sha);
             self.inner.ready.notify_waiters();
         }
         self.durable(seq).await?;
-        Ok((receipt, created, state))
+        Ok((receipt.0, created, state))
     }
 
     /// Parks a claimed task.

@@ -24,6 +24,7 @@ pub mod canonical;
 pub mod envelope;
 pub mod fsck;
 pub mod health;
+mod later;
 pub mod name;
 pub mod noun;
 pub mod object;
@@ -170,6 +171,7 @@ struct Inner {
     root: Root,
     writer: atomic::AtomicWriter,
     objects: object::Objects,
+    later: later::Later,
     locks: noun::KeyLocks,
 }
 
@@ -189,6 +191,7 @@ impl Store {
             inner: Arc::new(Inner {
                 writer: atomic::AtomicWriter::new(tmp, Health::new()),
                 objects: object::Objects::new(objects),
+                later: later::Later::default(),
                 locks: noun::KeyLocks::new(),
                 root,
             }),
@@ -222,6 +225,16 @@ impl Store {
             .put(&self.inner.writer, bytes, durability)
     }
 
+    /// Stores bytes as an object later, off the caller's path: for bytes
+    /// whose durable copy is elsewhere (a journal record), written by a
+    /// background thread and retried until it lands.
+    /// Readable at once by [`Store::get_object`]; returns the hash.
+    pub fn put_object_later(&self, bytes: Vec<u8>) -> Sha256 {
+        let sha = Sha256::of(&bytes);
+        self.inner.later.put(&self.inner, sha, bytes);
+        sha
+    }
+
     /// Runs blocking store work on the runtime's blocking pool (file I/O
     /// and fsyncs must not hold up the async workers).
     pub async fn blocking<T, E>(
@@ -240,6 +253,9 @@ impl Store {
 
     /// Reads and verifies an object.
     pub fn get_object(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
+        if let Some(bytes) = self.inner.later.get(sha) {
+            return Ok(bytes.to_vec());
+        }
         self.inner.objects.get(sha)
     }
 

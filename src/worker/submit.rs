@@ -31,6 +31,25 @@ pub struct SubmitBody {
     /// A short note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Claim the next task with the acknowledgement (one request per job);
+    /// not part of the submit itself, so not of its request hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_next: Option<NextClaim>,
+}
+
+/// What `claim_next` on a submit asks for: a claim as
+/// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?}` would make it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextClaim {
+    /// The queue.
+    pub queue: crate::store::Name,
+    /// Only these kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<crate::store::Name>>,
+    /// Long-poll up to this long (at most 30000).
+    #[serde(default)]
+    pub wait_ms: u64,
 }
 
 /// Longest note a submit may carry, in bytes.
@@ -39,7 +58,8 @@ pub const MAX_NOTE: usize = 4096;
 impl SubmitBody {
     /// The lease it names and the submit it asks for (its request hash is
     /// over the canonical body, so a resend is recognised).
-    pub fn input(self) -> Result<(LeaseId, SubmitInput), Error> {
+    pub fn input(mut self) -> Result<(LeaseId, SubmitInput), Error> {
+        self.claim_next = None;
         if self.note.as_ref().is_some_and(|n| n.len() > MAX_NOTE) {
             return Err(Error::InvalidField {
                 field: "note",
@@ -181,7 +201,7 @@ pub async fn complete(
     }
     let (receipt, created, state) = queue.submit(task.id, lease_id, &input, &p.key_id).await?;
     if created {
-        tracing::info!(task = %task.id, state = state.as_str(), receipt = %receipt, "task submitted");
+        tracing::debug!(task = %task.id, state = state.as_str(), receipt = %receipt, "task submitted");
     }
     Ok(Completed {
         receipt,

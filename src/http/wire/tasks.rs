@@ -149,6 +149,17 @@ pub struct ClaimNext {
     /// Long-poll up to this long (at most 30000).
     #[serde(default)]
     pub wait_ms: u64,
+    /// Claim up to this many tasks at once (1 to 100); the answer is then
+    /// `{claims: [...]}` (empty when none was ready within `wait_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
+}
+
+/// The answer to a claim with `max`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimedMany {
+    /// The claims, in claim order.
+    pub claims: Vec<Claimed>,
 }
 
 /// A claim: the task and its lease, and the worker's credentials.
@@ -197,6 +208,10 @@ pub struct Submitted {
     pub receipt_sha256: Sha256,
     /// False for an idempotent resend.
     pub created: bool,
+    /// With `claim_next`: the next claim (as the claim route answers it),
+    /// or `null` when none was ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Option<Claimed>>,
 }
 
 /// `POST /v1/tasks/{id}/park`.
