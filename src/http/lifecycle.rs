@@ -87,18 +87,27 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     let (lease, input) = body.input()?;
     let requester = ctx.keyring.principal(&task.requester).ok();
     let done = submit::complete(
-        &ctx.store, &ctx.queue, &p, requester, &task, &lease, input, None,
+        &ctx.store,
+        &ctx.queue,
+        &p,
+        requester,
+        &task,
+        &lease,
+        input,
+        None,
+        next.is_none(),
     )
     .await?;
     let next = match next {
         None => None,
         Some((n, server)) => {
             let kinds = n.kinds.as_deref();
-            let mut got =
-                super::queues::claim_for(ctx, &p, &n.queue, server, kinds, n.wait_ms, 1).await?;
+            let got = super::queues::claim_for(ctx, &p, &n.queue, server, kinds, n.wait_ms, 1);
+            let mut got = got.await?;
             Some(got.pop())
         }
     };
+    ctx.queue.synced(done.unsynced).await?;
     Ok(submitted_then(task.id, &done, next))
 }
 

@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use super::decide::Submit;
 use super::{
-    Attempt, Claim, Event, LeaseId, Park, Queue, SplitError, State, SubmitError, SubmitInput, Task,
-    TaskCallError, TaskId, TaskSpec, TaskState, task,
+    Attempt, Claim, Event, JournalError, LeaseId, Park, Queue, SplitError, State, SubmitError,
+    SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, task,
 };
 use crate::store::{Name, Pin, Sha256};
 
@@ -151,6 +151,22 @@ impl Queue {
         input: &SubmitInput,
         by: &Name,
     ) -> Result<(Sha256, bool, TaskState), SubmitError> {
+        let (out, unsynced) = self.submit_unsynced(id, lease_id, input, by)?;
+        self.synced(unsynced).await?;
+        Ok(out)
+    }
+
+    /// [`Queue::submit`] without the wait: the submit is journaled and
+    /// applied, and durable once [`Queue::synced`] returns for the token.
+    /// A caller with more to journal (a claim of the next task) waits once
+    /// for both.
+    pub fn submit_unsynced(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+    ) -> Result<((Sha256, bool, TaskState), Unsynced), SubmitError> {
         let (seq, receipt, created, state) = {
             let mut st = self.lock();
             match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
@@ -179,8 +195,12 @@ impl Queue {
             debug_assert_eq!(written, sha);
             self.inner.ready.notify_waiters();
         }
-        self.durable(seq).await?;
-        Ok((receipt.0, created, state))
+        Ok(((receipt.0, created, state), Unsynced(seq)))
+    }
+
+    /// Waits until the change behind `unsynced` is durable.
+    pub async fn synced(&self, unsynced: Unsynced) -> Result<(), JournalError> {
+        self.durable(unsynced.0).await
     }
 
     /// Parks a claimed task.

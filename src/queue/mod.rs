@@ -99,6 +99,13 @@ pub enum Enqueued {
     WouldCreate,
 }
 
+/// A change that is journaled and applied but not yet known durable (see
+/// [`Queue::submit_unsynced`]); nothing may be acknowledged before
+/// [`Queue::synced`] returns for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "wait for it with Queue::synced before acknowledging"]
+pub struct Unsynced(u64);
+
 /// A successful claim: the task claimed and its lease.
 #[derive(Clone, Debug)]
 pub struct Claim {

@@ -27,6 +27,9 @@ pub async fn check(
     ns: &Name,
     pins: Vec<(String, Pin)>,
 ) -> Result<Vec<Vec<u8>>, Error> {
+    if pins.is_empty() {
+        return Ok(Vec::new());
+    }
     let (p, ns) = (p.clone(), ns.clone());
     store
         .blocking(move |store| {

@@ -11,7 +11,7 @@ use super::projection::{self, Projection, Unplaced};
 use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
-use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState};
+use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState, Unsynced};
 use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
 
 /// `POST /v1/tasks/{id}/submit`: the key route's submit request.
@@ -92,6 +92,8 @@ pub struct Completed {
     pub created: bool,
     /// The task's state after it.
     pub state: TaskState,
+    /// Wait for this before acknowledging, when `complete` did not.
+    pub unsynced: Unsynced,
 }
 
 /// A stored body as the JSON a contract check reads (text that is not
@@ -157,6 +159,8 @@ async fn contract_checks(
 /// The one submit path: pins checked, contract checks run, receipt
 /// written, task ended. `fallback` is the worker's final body as JSON,
 /// checked against the contract when the submit names no output pins.
+/// With `wait`, it returns once the receipt is durable; without, the
+/// caller waits for `Completed::unsynced` before acknowledging.
 #[allow(clippy::too_many_arguments)]
 pub async fn complete(
     store: &Store,
@@ -167,6 +171,7 @@ pub async fn complete(
     lease_id: &LeaseId,
     mut input: SubmitInput,
     fallback: Option<Value>,
+    wait: bool,
 ) -> Result<Completed, Error> {
     let pins = input
         .outputs
@@ -199,7 +204,14 @@ pub async fn complete(
         }
         input.checks = Some(checks);
     }
-    let (receipt, created, state) = queue.submit(task.id, lease_id, &input, &p.key_id).await?;
+    let ((receipt, created, state), unsynced) =
+        queue.submit_unsynced(task.id, lease_id, &input, &p.key_id)?;
+    if wait {
+        queue
+            .synced(unsynced)
+            .await
+            .map_err(crate::queue::SubmitError::from)?;
+    }
     if created {
         tracing::debug!(task = %task.id, state = state.as_str(), receipt = %receipt, "task submitted");
     }
@@ -207,6 +219,7 @@ pub async fn complete(
         receipt,
         created,
         state,
+        unsynced,
     })
 }
 
@@ -316,6 +329,7 @@ pub async fn submit_body(
         &lease.id,
         input,
         fallback,
+        true,
     )
     .await;
     match (done, swap) {
