@@ -307,9 +307,7 @@ fn apply_record(
     } = &ev
     {
         let sha = if write {
-            store
-                .put_object(&receipt.bytes(), Durability::Journaled)
-                .map_err(|e| Stop::Fail(e.into()))?
+            store.put_object_later(receipt.bytes())
         } else {
             rec.journal_receipts.insert(*receipt_sha256);
             receipt.sha256()
@@ -470,6 +468,7 @@ fn salvage_dir(dir: &Dir) -> Result<Dir, Error> {
 /// their own before the segments that held them go.
 pub fn compact(store: &Store, state: &State, next: u64) -> Result<(), Error> {
     let dir = &store.root().journal;
+    store.flush_later()?;
     let fd = dir
         .open(".")
         .map_err(|e| store::io_err("opening journal/", e))?;

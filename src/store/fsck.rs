@@ -40,6 +40,8 @@ pub struct Report {
 pub fn check(store: &Store) -> Result<Report, Error> {
     let mut report = Report::default();
     check_objects(store, &mut report)?;
+    report.objects += store.packs().len() as u64;
+    report.problems.extend(store.packs().check());
     check_refs(store, &mut report)?;
     Ok(report)
 }

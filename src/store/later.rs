@@ -1,9 +1,9 @@
 //! Objects written later: bytes whose durable copy is elsewhere (a
-//! receipt in a journal record) are written to `objects/` by a background
-//! thread, off the request path, with `Durability::Journaled` (no fsync:
-//! replay writes them again after a crash). Until then readers get them
-//! from memory, so an object is readable by its sha256 the moment it is
-//! handed over. A write that fails (a full disk) is retried until it
+//! receipt in a journal record) are appended to a pack (`pack.rs`) by a
+//! background thread, off the request path and without fsync (replay hands
+//! them over again after a crash), many per write. Until then readers get
+//! them from memory, so an object is readable by its sha256 the moment it
+//! is handed over. A write that fails (a full disk) is retried until it
 //! succeeds; the bytes stay readable meanwhile.
 
 use std::collections::HashMap;
@@ -11,7 +11,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use super::{Durability, Inner, Sha256};
+use super::{Error, Inner, Sha256};
 
 /// The objects still to be written, and the writer thread's inbox.
 #[derive(Debug, Default)]
@@ -51,28 +51,49 @@ impl Later {
     }
 }
 
+impl Later {
+    /// Writes everything still waiting, on the caller's thread.
+    pub(super) fn flush(&self, inner: &Inner) -> Result<(), Error> {
+        let waiting: Vec<(Sha256, Arc<Vec<u8>>)> = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        write(inner, &waiting)
+    }
+}
+
+/// Packs `items` and forgets them once written.
+fn write(inner: &Inner, items: &[(Sha256, Arc<Vec<u8>>)]) -> Result<(), Error> {
+    let refs: Vec<(Sha256, &[u8])> = items.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    inner.packs.append(&refs)?;
+    let mut pending = inner
+        .later
+        .pending
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    for (sha, _) in items {
+        pending.remove(sha);
+    }
+    Ok(())
+}
+
 fn run(store: &Weak<Inner>, rx: &Receiver<Sha256>) {
-    while let Ok(sha) = rx.recv() {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter());
         loop {
             let Some(inner) = store.upgrade() else { return };
-            let Some(bytes) = inner.later.get(&sha) else {
-                break;
-            };
-            match inner
-                .objects
-                .put(&inner.writer, &bytes, Durability::Journaled)
-            {
-                Ok(_) => {
-                    inner
-                        .later
-                        .pending
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&sha);
-                    break;
-                }
+            let items: Vec<(Sha256, Arc<Vec<u8>>)> = batch
+                .iter()
+                .filter_map(|sha| inner.later.get(sha).map(|b| (*sha, b)))
+                .collect();
+            match write(&inner, &items) {
+                Ok(()) => break,
                 Err(e) => {
-                    tracing::warn!(object = %sha, error = %e, "an object could not be written yet; it stays readable from memory and is retried");
+                    tracing::warn!(objects = items.len(), error = %e, "objects could not be packed yet; they stay readable from memory and are retried");
                     drop(inner);
                     std::thread::sleep(Duration::from_secs(1));
                 }

@@ -28,6 +28,7 @@ mod later;
 pub mod name;
 pub mod noun;
 pub mod object;
+pub mod pack;
 mod pin;
 pub mod root;
 mod sha256;
@@ -172,6 +173,7 @@ struct Inner {
     writer: atomic::AtomicWriter,
     objects: object::Objects,
     later: later::Later,
+    packs: pack::Packs,
     locks: noun::KeyLocks,
 }
 
@@ -187,11 +189,19 @@ impl Store {
             .objects
             .try_clone()
             .map_err(|e| io_err("cloning objects/", e))?;
+        let packs = pack::Packs::open(
+            root.packs
+                .as_ref()
+                .map(|d| d.try_clone())
+                .transpose()
+                .map_err(|e| io_err("cloning objects/packs", e))?,
+        )?;
         Ok(Store {
             inner: Arc::new(Inner {
                 writer: atomic::AtomicWriter::new(tmp, Health::new()),
                 objects: object::Objects::new(objects),
                 later: later::Later::default(),
+                packs,
                 locks: noun::KeyLocks::new(),
                 root,
             }),
@@ -231,8 +241,22 @@ impl Store {
     /// Readable at once by [`Store::get_object`]; returns the hash.
     pub fn put_object_later(&self, bytes: Vec<u8>) -> Sha256 {
         let sha = Sha256::of(&bytes);
-        self.inner.later.put(&self.inner, sha, bytes);
+        if !self.inner.packs.contains(&sha) {
+            self.inner.later.put(&self.inner, sha, bytes);
+        }
         sha
+    }
+
+    /// Writes every object handed to [`Store::put_object_later`] that is
+    /// still waiting, now, on this thread (before journal segments that
+    /// hold their durable copies are deleted).
+    pub fn flush_later(&self) -> Result<(), Error> {
+        self.inner.later.flush(&self.inner)
+    }
+
+    /// The packs (objects written later), for fsck.
+    pub fn packs(&self) -> &pack::Packs {
+        &self.inner.packs
     }
 
     /// Runs blocking store work on the runtime's blocking pool (file I/O
@@ -255,6 +279,9 @@ impl Store {
     pub fn get_object(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
         if let Some(bytes) = self.inner.later.get(sha) {
             return Ok(bytes.to_vec());
+        }
+        if let Some(bytes) = self.inner.packs.get(sha)? {
+            return Ok(bytes);
         }
         self.inner.objects.get(sha)
     }

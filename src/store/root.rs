@@ -40,6 +40,8 @@ pub struct Root {
     pub absolute: PathBuf,
     /// `objects/sha256`.
     pub objects: Dir,
+    /// `objects/packs` (absent on a read-only open of a root that has none).
+    pub packs: Option<Dir>,
     /// `nouns/`.
     pub nouns: Dir,
     /// `workspace/`.
@@ -71,6 +73,7 @@ impl Root {
                 create_dir_if_missing(&dir, area)?;
             }
             create_dir_if_missing(&dir, "objects/sha256")?;
+            create_dir_if_missing(&dir, "objects/packs")?;
             if !dir.exists(".gitignore") {
                 dir.write(".gitignore", GITIGNORE)
                     .map_err(|e| io_err("writing .gitignore", e))?;
@@ -86,6 +89,10 @@ impl Root {
             path: path.to_path_buf(),
             absolute,
             objects: open("objects/sha256")?,
+            packs: match access {
+                Access::Exclusive => Some(open("objects/packs")?),
+                Access::ReadOnly => dir.open_dir("objects/packs").ok(),
+            },
             nouns: open("nouns")?,
             workspace: open("workspace")?,
             journal: open("journal")?,

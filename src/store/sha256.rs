@@ -22,6 +22,11 @@ impl Sha256 {
         Sha256(sha2::Sha256::digest(bytes).into())
     }
 
+    /// A hash from its 32 bytes (as stored in a pack record).
+    pub fn from_bytes(bytes: [u8; 32]) -> Sha256 {
+        Sha256(bytes)
+    }
+
     /// The hash a streaming `sha2::Sha256` finished with.
     pub fn from_digest(out: sha2::digest::Output<sha2::Sha256>) -> Sha256 {
         Sha256(out.into())
