@@ -30,7 +30,7 @@ use super::wire::{
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::{Principal, Scope, access};
-use crate::queue::{Enqueued, Task, TaskSpec};
+use crate::queue::{Task, TaskSpec};
 use crate::store::NounPath;
 
 /// A batch body may be this many times the single-request body limit.
@@ -115,23 +115,9 @@ pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         .queue
         .enqueue_many(specs, &p.key_id, &sees, dry_run)
         .await?;
-    let states = ctx
-        .queue
-        .read(|st| {
-            outcomes
-                .iter()
-                .map(|o| match o {
-                    Ok(Enqueued::Created(id) | Enqueued::Existing(id)) if !dry_run => {
-                        st.tasks.get(id).map(|t| t.state)
-                    }
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        })
-        .await?;
     let mut created = 0;
-    for ((slot, outcome), state) in slots.into_iter().zip(outcomes).zip(states) {
-        answers[slot] = Some(match enqueue_outcome(outcome, dry_run, state) {
+    for (slot, outcome) in slots.into_iter().zip(outcomes) {
+        answers[slot] = Some(match enqueue_outcome(outcome, dry_run) {
             Ok((status, answer)) => {
                 created += usize::from(status == StatusCode::CREATED);
                 succeeded(status, answer)

@@ -160,14 +160,14 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
 pub fn enqueue_outcome(
     outcome: Result<Enqueued, crate::queue::EnqueueError>,
     dry_run: bool,
-    state: Option<TaskState>,
 ) -> Result<(StatusCode, TaskOutcome), ApiError> {
-    let (status, name, task_id) = match outcome {
-        Ok(Enqueued::Created(id)) => (StatusCode::CREATED, "create", Some(id)),
-        Ok(Enqueued::WouldCreate) => (StatusCode::OK, "create", None),
-        Ok(Enqueued::Existing(id)) => (StatusCode::OK, "unchanged", Some(id)),
+    let shown = |s: TaskState| (!dry_run).then_some(s);
+    let (status, name, task_id, state) = match outcome {
+        Ok(Enqueued::Created(id, s)) => (StatusCode::CREATED, "create", Some(id), shown(s)),
+        Ok(Enqueued::WouldCreate) => (StatusCode::OK, "create", None, None),
+        Ok(Enqueued::Existing(id, s)) => (StatusCode::OK, "unchanged", Some(id), shown(s)),
         Err(crate::queue::EnqueueError::IdempotencyConflict(id)) if dry_run => {
-            (StatusCode::OK, "conflict", Some(id))
+            (StatusCode::OK, "conflict", Some(id), None)
         }
         Err(e) => return Err(e.into()),
     };
@@ -197,13 +197,11 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         .enqueue_many(vec![spec], &p.key_id, &sees, dry_run)
         .await?
         .remove(0);
-    let (status, answer) = enqueue_outcome(outcome, dry_run, None)?;
-    if dry_run {
+    let (status, answer) = enqueue_outcome(outcome, dry_run)?;
+    let (Some(id), Some(state)) = (answer.task_id, answer.state) else {
         return Ok(json_response(status, &answer));
-    }
-    let id = answer.task_id.expect("an enqueue names its task");
+    };
     let created = status == StatusCode::CREATED;
-    let state = ctx.queue.read(|st| st.tasks[&id].state).await?;
     if created {
         tracing::debug!(task = %id, by = %p.key_id, state = state.as_str(), "task enqueued");
     }

@@ -88,13 +88,14 @@ impl From<std::io::Error> for Error {
     }
 }
 
-/// What an enqueue did.
+/// What an enqueue did, with the task's state as the enqueue saw it
+/// (durable once `enqueue_many` returns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enqueued {
     /// A new task.
-    Created(TaskId),
+    Created(TaskId, TaskState),
     /// The task with the same idempotency key and spec.
-    Existing(TaskId),
+    Existing(TaskId, TaskState),
     /// Dry run: a new task would be created.
     WouldCreate,
 }
@@ -250,8 +251,8 @@ impl Queue {
             .await?
             .remove(0)?
         {
-            Enqueued::Created(id) => Ok((id, true)),
-            Enqueued::Existing(id) => Ok((id, false)),
+            Enqueued::Created(id, _) => Ok((id, true)),
+            Enqueued::Existing(id, _) => Ok((id, false)),
             Enqueued::WouldCreate => unreachable!("not a dry run"),
         }
     }
@@ -271,18 +272,18 @@ impl Queue {
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
                 out.push(match st.decide_enqueue(spec, requester, at, sees) {
-                    Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id)),
+                    Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
                     Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
                     Ok(Enqueue::New(ev, id)) => self
                         .commit(&mut st, &ev)
-                        .map(|_| Enqueued::Created(id))
+                        .map(|_| Enqueued::Created(id, st.tasks[&id].state))
                         .map_err(EnqueueError::from),
                     Err(e) => Err(e),
                 });
             }
             (self.inner.committer.appended(), out)
         };
-        if out.iter().any(|o| matches!(o, Ok(Enqueued::Created(_)))) {
+        if out.iter().any(|o| matches!(o, Ok(Enqueued::Created(..)))) {
             self.inner.ready.notify_waiters();
         }
         self.durable(seq).await?;
