@@ -66,6 +66,22 @@ pub struct IssueRequest {
     pub expires_at: Option<Timestamp>,
 }
 
+impl IssueRequest {
+    /// An admin key with no expiry: the one the first start issues.
+    pub fn admin() -> IssueRequest {
+        IssueRequest {
+            label: "admin".into(),
+            account_id: None,
+            owner: None,
+            grants: Grants {
+                scopes: vec![Scope::Admin],
+                ..Grants::default()
+            },
+            expires_at: None,
+        }
+    }
+}
+
 /// The key index: cheap to clone (an `Arc`). The `RwLock` is held only for
 /// map lookups and inserts, never across I/O or `.await`.
 #[derive(Clone, Debug)]
@@ -125,16 +141,7 @@ impl Keyring {
         {
             return Ok((ring, None));
         }
-        let (_, secret) = ring.issue(IssueRequest {
-            label: "admin".into(),
-            account_id: None,
-            owner: None,
-            grants: Grants {
-                scopes: vec![Scope::Admin],
-                ..Grants::default()
-            },
-            expires_at: None,
-        })?;
+        let (_, secret) = ring.issue(IssueRequest::admin())?;
         store
             .writer()
             .write_private(auth, ADMIN_KEY_FILE, format!("{secret}\n").as_bytes())?;
@@ -358,19 +365,6 @@ mod tests {
     use super::*;
     use crate::store::Access;
 
-    fn admin_request() -> IssueRequest {
-        IssueRequest {
-            label: "admin".into(),
-            account_id: None,
-            owner: None,
-            grants: Grants {
-                scopes: vec![Scope::Admin],
-                ..Grants::default()
-            },
-            expires_at: None,
-        }
-    }
-
     fn open() -> (tempfile::TempDir, Keyring) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), Access::Exclusive).unwrap();
@@ -389,7 +383,7 @@ mod tests {
         let expired = ring
             .issue(IssueRequest {
                 expires_at: Some(Timestamp::now() - jiff::SignedDuration::from_secs(1)),
-                ..admin_request()
+                ..IssueRequest::admin()
             })
             .unwrap()
             .0;
@@ -401,7 +395,7 @@ mod tests {
             ring.revoke(expired.key_id.as_str()).is_ok(),
             "it is not usable anyway"
         );
-        let (second, _) = ring.issue(admin_request()).unwrap();
+        let (second, _) = ring.issue(IssueRequest::admin()).unwrap();
         assert!(ring.revoke(first.as_str()).is_ok());
         assert!(
             ring.revoke(first.as_str()).is_ok(),
@@ -416,7 +410,7 @@ mod tests {
     #[test]
     fn failed_authentications_are_counted() {
         let (_dir, ring) = open();
-        let (_, secret) = ring.issue(admin_request()).unwrap();
+        let (_, secret) = ring.issue(IssueRequest::admin()).unwrap();
         assert!(ring.authenticate(Some(&secret)).is_ok());
         for bad in [None, Some("tsk_nope"), Some("garbage")] {
             assert!(ring.authenticate(bad).is_err());

@@ -44,19 +44,26 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let queues = ctx
         .queue
         .read(|st| {
-            st.queues
+            let mine: Vec<&crate::queue::QueueConfig> = st
+                .queues
                 .values()
                 .filter(|q| p.is_admin() || p.grants.queues.contains(&q.name))
+                .collect();
+            let mut seen = if p.is_admin() {
+                Default::default()
+            } else {
+                let names: Vec<&Name> = mine.iter().map(|q| &q.name).collect();
+                st.counts_where(&names, |t| access::sees_task(&p, &st.facts(t)))
+            };
+            mine.into_iter()
                 .map(|q| QueueView {
                     config: q.clone(),
-                    counts: if p.is_admin() {
-                        st.index_counts(&q.name)
-                    } else {
-                        st.counts_where(&q.name, |t| access::sees_task(&p, &st.facts(t)))
-                    }
-                    .into_iter()
-                    .map(|(s, n)| (s.as_str().to_string(), n))
-                    .collect(),
+                    counts: seen
+                        .remove(&q.name)
+                        .unwrap_or_else(|| st.index_counts(&q.name))
+                        .into_iter()
+                        .map(|(s, n)| (s.as_str().to_string(), n))
+                        .collect(),
                 })
                 .collect()
         })

@@ -55,7 +55,7 @@ impl State {
         if !self.queues.contains_key(&spec.queue) {
             return Err(EnqueueError::UnknownQueue(spec.queue.to_string()));
         }
-        spec.check().map_err(|(f, m)| invalid(f, m))?;
+        spec.check_fields().map_err(|(f, m)| invalid(f, m))?;
         if let Some(p) = &spec.placement {
             super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
         }

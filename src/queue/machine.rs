@@ -436,23 +436,32 @@ impl State {
         self.index.counts_of(queue)
     }
 
-    /// Task counts per state on `queue`, of the tasks `keep` allows (a
-    /// scan: for keys that may see only some of a queue's tasks).
+    /// Task counts per state on each of `queues`, of the tasks `keep`
+    /// allows, in one scan of the table: for keys that may see only some
+    /// of a queue's tasks.
     pub fn counts_where(
         &self,
-        queue: &Name,
+        queues: &[&Name],
         keep: impl Fn(&Task) -> bool,
-    ) -> Vec<(TaskState, u64)> {
-        let mut counts = [0u64; TaskState::ALL.len()];
+    ) -> BTreeMap<Name, Vec<(TaskState, u64)>> {
+        let mut counts: BTreeMap<&Name, [u64; TaskState::ALL.len()]> = queues
+            .iter()
+            .map(|q| (*q, [0; TaskState::ALL.len()]))
+            .collect();
         for t in self.tasks.values() {
-            if t.spec.queue == *queue && keep(t) {
-                counts[TaskState::ALL
+            if let Some(c) = counts.get_mut(&t.spec.queue)
+                && keep(t)
+            {
+                c[TaskState::ALL
                     .iter()
                     .position(|s| *s == t.state)
                     .unwrap_or(0)] += 1;
             }
         }
-        TaskState::ALL.iter().copied().zip(counts).collect()
+        counts
+            .into_iter()
+            .map(|(q, c)| (q.clone(), TaskState::ALL.iter().copied().zip(c).collect()))
+            .collect()
     }
 
     /// What the access rules need to know about a task.

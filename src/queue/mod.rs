@@ -239,26 +239,9 @@ impl Queue {
         .await
     }
 
-    /// Enqueues a spec; returns the task id and whether it is new.
-    pub async fn enqueue(
-        &self,
-        spec: TaskSpec,
-        requester: &Name,
-        sees: &(dyn Fn(&Task) -> bool + Sync),
-    ) -> Result<(TaskId, bool), EnqueueError> {
-        match self
-            .enqueue_many(vec![spec], requester, sees, false)
-            .await?
-            .remove(0)?
-        {
-            Enqueued::Created(id, _) => Ok((id, true)),
-            Enqueued::Existing(id, _) => Ok((id, false)),
-            Enqueued::WouldCreate => unreachable!("not a dry run"),
-        }
-    }
-
-    /// Enqueues several specs under one lock and one durability wait, each
-    /// with its own outcome; with `dry_run`, decides each and writes nothing.
+    /// Enqueues several specs (each passed `TaskSpec::check` on the way
+    /// in) under one lock and one durability wait, each with its own
+    /// outcome; with `dry_run`, decides each and writes nothing.
     pub async fn enqueue_many(
         &self,
         specs: Vec<TaskSpec>,

@@ -123,10 +123,17 @@ fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Name>, D::Error> {
 pub const MAX_LABEL: usize = 256;
 
 impl TaskSpec {
-    /// Checks what serde cannot: the brief is an object, labels are short,
-    /// paths are relative templates. Returns the offending field and why.
+    /// Checks every rule of the spec: its brief ([`super::Brief::parse`])
+    /// and [`TaskSpec::check_fields`]. Run where a spec comes in, before
+    /// the queue's lock. Returns the offending field and why.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         super::brief::Brief::parse(&self.brief)?;
+        self.check_fields()
+    }
+
+    /// Checks the envelope fields serde cannot, cheaply (the queue checks
+    /// them again under its lock): labels are short, numbers in range.
+    pub fn check_fields(&self) -> Result<(), (&'static str, String)> {
         let long = |v: &[String]| v.iter().any(|s| s.len() > MAX_LABEL) || v.len() > 64;
         if long(&self.tags) || long(&self.target_cohorts) {
             return Err((

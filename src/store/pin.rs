@@ -55,6 +55,21 @@ impl super::Store {
         sha256: Option<Sha256>,
         authorize: impl FnOnce(&VersionEntry) -> Result<(), E>,
     ) -> Result<(VersionEntry, Vec<u8>), E> {
+        let entry = self.version_entry(path, version, sha256, authorize)?;
+        let bytes = self.read_body(&entry)?;
+        Ok((entry, bytes))
+    }
+
+    /// The entry [`read_version`](Self::read_version) would read, with the
+    /// same checks and answers, without reading the body: for pins that
+    /// only need to name a readable version (a brief's, a resume's).
+    pub fn version_entry<E: From<Error>>(
+        &self,
+        path: &NounPath,
+        version: Option<u64>,
+        sha256: Option<Sha256>,
+        authorize: impl FnOnce(&VersionEntry) -> Result<(), E>,
+    ) -> Result<VersionEntry, E> {
         let noun = self.read_ref(path)?.ok_or(Error::NounNotFound)?;
         let latest = noun.latest();
         let entry = match version {
@@ -82,8 +97,7 @@ impl super::Store {
             }
             .into());
         }
-        let bytes = self.read_body(entry)?;
-        Ok((entry.clone(), bytes))
+        Ok(entry.clone())
     }
 
     /// Reads the bytes a pin names (see [`read_version`](Self::read_version)).

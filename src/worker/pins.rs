@@ -3,41 +3,86 @@
 //! are read as the principal responsible for them: the requester, the
 //! resumer, the submitter. A pin that principal may not read is refused
 //! exactly as a missing one, so a pin never reveals a hidden noun.
+//! [`check`] only looks at the version lists (a pin that must name a
+//! readable version); [`read`] also reads and re-hashes the bodies.
 
 use super::Error;
 use crate::auth::{Principal, access};
-use crate::store::{self, Name, Pin, Store};
+use crate::store::{self, Name, Pin, Store, VersionEntry};
+
+/// The access rule for a pin read as `p`, with `ns` the namespace of a pin
+/// naming none.
+fn authorize<'a>(
+    p: &'a Principal,
+    pin: &'a Pin,
+    ns: &'a Name,
+) -> impl FnOnce(&VersionEntry) -> Result<(), Error> + 'a {
+    move |entry| {
+        access::may_read_nouns(p, pin.namespace.as_ref().unwrap_or(ns))?;
+        Ok(access::read_noun(p, entry)?)
+    }
+}
 
 /// Reads the bytes `pin` names as `p` would (namespace, `nouns:read`,
 /// visibility, quarantine), with `ns` as the namespace of a pin naming none.
 pub fn read_as(store: &Store, p: &Principal, pin: &Pin, ns: &Name) -> Result<Vec<u8>, Error> {
-    let pin_ns = pin.namespace.as_ref().unwrap_or(ns);
-    store.read_pin::<Error>(pin, ns, |entry| {
-        access::may_read_nouns(p, pin_ns)?;
-        Ok(access::read_noun(p, entry)?)
-    })
+    store.read_pin(pin, ns, authorize(p, pin, ns))
 }
 
 /// Checks that every pin names an existing version with that sha256,
-/// readable by `p`, and returns their bytes in order. A pin `p` may not
-/// read answers exactly as a missing one.
+/// readable by `p`, without reading the bodies. A pin `p` may not read
+/// answers exactly as a missing one.
 pub async fn check(
     store: &Store,
     p: &Principal,
     ns: &Name,
     pins: Vec<(String, Pin)>,
+) -> Result<(), Error> {
+    each(store, p, ns, pins, |store, p, pin, ns| {
+        store.version_entry(
+            &pin.path(ns),
+            Some(pin.version),
+            Some(pin.sha256),
+            authorize(p, pin, ns),
+        )
+    })
+    .await
+    .map(|_| ())
+}
+
+/// [`check`], and the bodies in order.
+pub async fn read(
+    store: &Store,
+    p: &Principal,
+    ns: &Name,
+    pins: Vec<(String, Pin)>,
 ) -> Result<Vec<Vec<u8>>, Error> {
+    each(store, p, ns, pins, |store, p, pin, ns| {
+        read_as(store, p, pin, ns)
+    })
+    .await
+}
+
+/// Runs `one` on each pin on the blocking pool, turning a refusal into
+/// `InvalidPin` for that pin's field.
+async fn each<T: Send + 'static>(
+    store: &Store,
+    p: &Principal,
+    ns: &Name,
+    pins: Vec<(String, Pin)>,
+    one: fn(&Store, &Principal, &Pin, &Name) -> Result<T, Error>,
+) -> Result<Vec<T>, Error> {
     if pins.is_empty() {
         return Ok(Vec::new());
     }
     let (p, ns) = (p.clone(), ns.clone());
     store
         .blocking(move |store| {
-            let mut read_all = Vec::with_capacity(pins.len());
+            let mut out = Vec::with_capacity(pins.len());
             for (field, pin) in pins {
-                let reason = match read_as(store, &p, &pin, &ns) {
-                    Ok(bytes) => {
-                        read_all.push(bytes);
+                let reason = match one(store, &p, &pin, &ns) {
+                    Ok(v) => {
+                        out.push(v);
                         continue;
                     }
                     Err(Error::Store(store::Error::PinMismatch { version, .. })) => {
@@ -58,7 +103,7 @@ pub async fn check(
                     pin: Box::new(pin),
                 });
             }
-            Ok(read_all)
+            Ok(out)
         })
         .await
 }

@@ -173,28 +173,25 @@ pub async fn complete(
     fallback: Option<Value>,
     wait: bool,
 ) -> Result<Completed, Error> {
-    let pins = input
-        .outputs
-        .iter()
-        .enumerate()
-        .map(|(i, pin)| (format!("outputs[{i}]"), pin.clone()))
-        .chain(
-            input
-                .evidence
-                .iter()
-                .enumerate()
-                .map(|(i, pin)| (format!("evidence[{i}]"), pin.clone())),
-        )
-        .collect();
-    let bodies = pins::check(store, p, &task.spec.namespace, pins).await?;
-    let mut outputs: Vec<Value> = bodies[..input.outputs.len()]
-        .iter()
-        .map(|b| as_json(b))
-        .collect();
+    let named = |what: &str, list: &[Pin]| -> Vec<(String, Pin)> {
+        list.iter()
+            .enumerate()
+            .map(|(i, pin)| (format!("{what}[{i}]"), pin.clone()))
+            .collect()
+    };
+    let ns = &task.spec.namespace;
+    let outputs_pinned = named("outputs", &input.outputs);
+    let mut outputs: Vec<Value> = if task.spec.brief().contract_ref.is_some() {
+        let bodies = pins::read(store, p, ns, outputs_pinned).await?;
+        bodies.iter().map(|b| as_json(b)).collect()
+    } else {
+        pins::check(store, p, ns, outputs_pinned).await?;
+        Vec::new()
+    };
+    pins::check(store, p, ns, named("evidence", &input.evidence)).await?;
     if outputs.is_empty() {
         outputs.extend(fallback);
     }
-    let ns = &task.spec.namespace;
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
     if let Some(checks) = contract_checks(store, task, requester, outputs).await? {
