@@ -16,9 +16,20 @@
 //! 3. Records reach the disk in order: a batch that spans two segments
 //!    writes and syncs the older one first.
 //!
-//! Making a segment (`fallocate`, two fsyncs) happens inside `append`,
-//! under the queue's state lock: once per segment (64 MiB by default),
-//! and on every change refused for want of space, which is cheap.
+//! Segments whose space is written with zeros beforehand make the cheapest
+//! syncs (no block to convert, so no filesystem metadata per sync), but
+//! writing 64 MiB of zeros takes a while. So a spare is made in the
+//! background: once the open segment is half used (or, for a segment that
+//! was only reserved, as soon as 1 MiB of records in it shows the journal
+//! is busy), a helper thread takes the next number and writes the spare; a
+//! reserved segment is left for the spare as soon as it is ready, and a
+//! zeroed one when it is full. Numbers stay in record order: while a spare
+//! is being made, a segment change waits for it.
+//!
+//! Without a spare, `append` makes the next segment itself (`fallocate`,
+//! two fsyncs), under the queue's state lock: at the start of a run, on a
+//! filesystem where the spare failed, and on every change refused for want
+//! of space, which is cheap.
 //!
 //! Failure. After a failed write or fsync the committer is finished:
 //! every waiter and every later append is refused until the daemon
@@ -33,7 +44,7 @@ use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 use super::JournalError as Error;
-use super::journal::{self, Segments, segment_name};
+use super::journal::{self, Fill, Segments, segment_name};
 use crate::store::{self, Health, Incident, Writer};
 
 /// How far the journal is durable.
@@ -45,9 +56,16 @@ struct Durable {
     failed: Option<Incident>,
 }
 
+/// Records in a reserved segment after which a zeroed spare is made.
+const BUSY_BYTES: u64 = 1 << 20;
+
 /// The segment records go into.
 #[derive(Debug)]
 struct Open {
+    /// Its number.
+    number: u64,
+    /// Written with zeros beforehand ([`Fill::Zeros`]).
+    zeroed: bool,
     file: Arc<std::fs::File>,
     /// Its preallocated length.
     len: u64,
@@ -70,20 +88,38 @@ struct Pending {
     chunks: Vec<Chunk>,
     appended: u64,
     shutdown: bool,
+    /// The thread waits for records (an append must wake it).
+    idle: bool,
     open: Option<Open>,
+    /// A zeroed segment made ahead, numbered after `open`.
+    spare: Option<Open>,
+    /// A helper thread is making the spare (it holds number `next - 1`).
+    making: bool,
+    /// The open segment for which making a spare failed (not retried).
+    no_spare_for: Option<u64>,
     /// The number the next segment gets.
     next: u64,
-    segments: Box<dyn Segments>,
     segment_len: u64,
 }
 
 impl Pending {
-    /// Creates the next segment, big enough for a `size`-byte record.
-    fn roll(&mut self, size: u64, health: &Health) -> Result<(), Error> {
+    /// Moves to the next segment, big enough for a `size`-byte record:
+    /// the spare when there is one that fits, else a new reserved one.
+    /// The caller has waited for any spare being made.
+    fn roll(&mut self, segments: &dyn Segments, size: u64, health: &Health) -> Result<(), Error> {
+        debug_assert!(!self.making);
+        if let Some(spare) = self.spare.take()
+            && spare.len >= size
+        {
+            self.open = Some(spare);
+            return Ok(());
+        }
         let len = self.segment_len.max(size);
-        match self.segments.create(self.next, len) {
+        match segments.create(self.next, len, Fill::Reserve) {
             Ok(file) => {
                 self.open = Some(Open {
+                    number: self.next,
+                    zeroed: false,
                     file: Arc::new(file),
                     len,
                     used: 0,
@@ -105,12 +141,26 @@ impl Pending {
             }
         }
     }
+
+    /// Whether a spare should be made now (see the module's notes).
+    fn wants_spare(&self) -> bool {
+        let Some(o) = &self.open else { return false };
+        let busy = if o.zeroed {
+            o.used * 2 >= o.len
+        } else {
+            o.used >= BUSY_BYTES
+        };
+        busy && self.spare.is_none() && !self.making && self.no_spare_for != Some(o.number)
+    }
 }
 
 #[derive(Debug)]
 struct Shared {
     pending: Mutex<Pending>,
+    segments: Box<dyn Segments>,
     wake: Condvar,
+    /// Signalled when a spare is made (or could not be).
+    made: Condvar,
     durable: watch::Sender<Durable>,
     health: Health,
 }
@@ -144,18 +194,23 @@ impl Committer {
             chunks: Vec::new(),
             appended: 0,
             shutdown: false,
+            idle: false,
             open: None,
+            spare: None,
+            making: false,
+            no_spare_for: None,
             next,
-            segments,
             segment_len,
         };
-        match pending.roll(0, &health) {
+        match pending.roll(segments.as_ref(), 0, &health) {
             Ok(()) | Err(Error::Store(store::Error::OutOfSpace { .. })) => {}
             Err(e) => return Err(e),
         }
         let shared = Arc::new(Shared {
             pending: Mutex::new(pending),
+            segments,
             wake: Condvar::new(),
+            made: Condvar::new(),
             durable: watch::Sender::new(Durable::default()),
             health,
         });
@@ -181,7 +236,14 @@ impl Committer {
         }
         let size = (journal::HEADER + payload.len()) as u64;
         if p.open.as_ref().is_none_or(|o| o.used + size > o.len) {
-            p.roll(size, &self.shared.health)?;
+            while p.making {
+                p = self
+                    .shared
+                    .made
+                    .wait(p)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+            p.roll(self.shared.segments.as_ref(), size, &self.shared.health)?;
         }
         let open = p.open.as_mut().expect("a segment with room");
         let (file, at) = (open.file.clone(), open.used);
@@ -196,8 +258,11 @@ impl Committer {
         }
         p.appended += 1;
         let seq = p.appended;
+        let wake = std::mem::take(&mut p.idle);
         drop(p);
-        self.shared.wake.notify_one();
+        if wake {
+            self.shared.wake.notify_one();
+        }
         Ok(seq)
     }
 
@@ -243,19 +308,28 @@ impl Committer {
     }
 }
 
-fn run(shared: &Shared) {
+fn run(shared: &Arc<Shared>) {
     loop {
         let (chunks, seq) = {
             let mut p = shared.pending();
             while p.chunks.is_empty() && !p.shutdown {
+                p.idle = true;
                 p = shared
                     .wake
                     .wait(p)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
+            p.idle = false;
             if p.chunks.is_empty() {
                 trim(p.open.take());
+                trim(p.spare.take());
                 return;
+            }
+            if p.wants_spare() {
+                p.making = true;
+                let (number, len) = (p.next, p.segment_len);
+                p.next += 1;
+                make_spare(shared.clone(), number, len);
             }
             (std::mem::take(&mut p.chunks), p.appended)
         };
@@ -275,6 +349,54 @@ fn run(shared: &Shared) {
             }
         }
     }
+}
+
+/// Makes the zeroed spare segment `number` on a helper thread and hands it
+/// over: as the open segment when that one was only reserved, else as the
+/// spare for the next change of segment. On failure the number is given
+/// back (nothing took another while `making` was set) and no spare is
+/// tried again for the open segment; changes of segment then make a
+/// reserved one as before.
+fn make_spare(shared: Arc<Shared>, number: u64, len: u64) {
+    let helper = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("tessera-journal-spare".into())
+        .spawn(move || {
+            let made = helper.segments.create(number, len, Fill::Zeros);
+            hand_over(&helper, number, len, made);
+        });
+    if let Err(e) = spawned {
+        hand_over(&shared, number, len, Err(e));
+    }
+}
+
+fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::fs::File>) {
+    let mut p = shared.pending();
+    p.making = false;
+    match made {
+        Ok(file) => {
+            let spare = Open {
+                number,
+                zeroed: true,
+                file: Arc::new(file),
+                len,
+                used: 0,
+            };
+            if p.open.as_ref().is_none_or(|o| !o.zeroed) {
+                p.open = Some(spare);
+                shared.health.report_written(Writer::Journal);
+            } else {
+                p.spare = Some(spare);
+            }
+        }
+        Err(e) => {
+            p.next = number;
+            p.no_spare_for = p.open.as_ref().map(|o| o.number);
+            tracing::warn!(segment = %segment_name(number), error = %e, "could not make a zeroed journal segment ahead; segments are reserved as they are needed");
+        }
+    }
+    drop(p);
+    shared.made.notify_all();
 }
 
 /// Cuts a segment's unused preallocated space at a graceful stop (the
@@ -298,6 +420,8 @@ mod tests {
         full: Arc<std::sync::atomic::AtomicBool>,
         /// Hands out segments opened read-only, so every write fails.
         broken: bool,
+        /// Each segment made, with how its space was set aside.
+        made: Arc<Mutex<Vec<(u64, Fill)>>>,
     }
 
     impl Disk {
@@ -307,16 +431,18 @@ mod tests {
                 dir: dir.to_path_buf(),
                 full: full.clone(),
                 broken: false,
+                made: Arc::default(),
             };
             (disk, full)
         }
     }
 
     impl Segments for Disk {
-        fn create(&mut self, number: u64, len: u64) -> std::io::Result<std::fs::File> {
+        fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File> {
             if self.full.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(std::io::Error::from_raw_os_error(28));
             }
+            self.made.lock().unwrap().push((number, fill));
             let path = self.dir.join(segment_name(number));
             let f = std::fs::File::options()
                 .write(true)
@@ -457,5 +583,93 @@ mod tests {
             Error::Failed(i) if i.writer == Writer::Files
         ));
         c.shutdown();
+    }
+
+    /// Appends `n` records of about 64 KiB each, each waited for.
+    async fn busy(c: &Committer, from: usize, n: usize) {
+        for i in from..from + n {
+            let record = format!("{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat(64 << 10));
+            let seq = c.append(record.as_bytes()).unwrap();
+            c.wait(seq).await.unwrap();
+        }
+    }
+
+    fn open_number(c: &Committer) -> Option<u64> {
+        c.shared.pending().open.as_ref().map(|o| o.number)
+    }
+
+    #[tokio::test]
+    async fn a_busy_journal_moves_to_a_zeroed_spare_and_keeps_record_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::new(tmp.path());
+        let made = disk.made.clone();
+        let c = Committer::start(Box::new(disk), 7, 8 << 20, Health::new()).unwrap();
+        busy(&c, 0, 17).await;
+        while open_number(&c) != Some(8) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        busy(&c, 17, 3).await;
+        c.shutdown();
+
+        assert_eq!(
+            *made.lock().unwrap(),
+            vec![(7, Fill::Reserve), (8, Fill::Zeros)],
+            "the run starts on a reserved segment; after 1 MiB a zeroed one is made ahead"
+        );
+        let segments = records(tmp.path());
+        let order: Vec<usize> = segments
+            .iter()
+            .flat_map(|(_, recs, _)| recs.iter())
+            .map(|r| {
+                serde_json::from_str::<serde_json::Value>(r).unwrap()["i"]
+                    .as_u64()
+                    .unwrap() as usize
+            })
+            .collect();
+        assert_eq!(
+            order,
+            (0..20).collect::<Vec<_>>(),
+            "records in order across the switch"
+        );
+        assert!(
+            segments[1].1.len() >= 3,
+            "the last records are in the spare: {:?}",
+            segments
+                .iter()
+                .map(|s| (s.0, s.1.len()))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_spare_that_cannot_be_made_gives_its_number_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (disk, full) = Disk::new(tmp.path());
+        let made = disk.made.clone();
+        let c = Committer::start(Box::new(disk), 7, 2 << 20, Health::new()).unwrap();
+        busy(&c, 0, 10).await;
+        full.store(true, std::sync::atomic::Ordering::SeqCst);
+        busy(&c, 10, 10).await;
+        while c.shared.pending().making {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            c.shared.pending().no_spare_for,
+            Some(7),
+            "the spare was tried"
+        );
+        full.store(false, std::sync::atomic::Ordering::SeqCst);
+        busy(&c, 20, 20).await;
+        c.shutdown();
+
+        let made = made.lock().unwrap().clone();
+        assert_eq!(made[0], (7, Fill::Reserve));
+        assert_eq!(
+            made[1],
+            (8, Fill::Reserve),
+            "the refused spare's number went to the next segment: {made:?}"
+        );
+        let numbers: Vec<u64> = records(tmp.path()).iter().map(|s| s.0).collect();
+        assert_eq!(numbers[..2], [7, 8], "no gap in the numbers");
     }
 }

@@ -10,7 +10,7 @@ use super::machine::State;
 use super::receipt::{Receipt, SubmitInput};
 use super::spec::{QueueConfig, TaskSpec};
 use super::task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
-use crate::store::{Name, Pin};
+use crate::store::{Name, Pin, Sha256};
 
 /// The outcome of an enqueue: a new task, or the existing one for the same
 /// idempotency key and spec.
@@ -24,7 +24,13 @@ pub enum Enqueue {
 /// The outcome of a submit: a new receipt, or the one a resend already has.
 pub enum Submit {
     /// Append this event.
-    New(Event),
+    New {
+        /// The `Submitted` event.
+        event: Event,
+        /// Its receipt's canonical bytes, encoded once for the hash and
+        /// the object store.
+        receipt: Vec<u8>,
+    },
     /// The same submission was already accepted with this receipt.
     Existing(TaskId),
 }
@@ -239,16 +245,20 @@ impl State {
         }
         let t = self.held(id, lease_id, now)?;
         let receipt = Receipt::build(id, t.attempt, input, by, now, t.receipts.last().copied());
-        let sha = receipt.sha256();
-        Ok(Submit::New(Event::Submitted {
+        let bytes = receipt.bytes();
+        let event = Event::Submitted {
             id,
             lease_id: lease_id.clone(),
             request: input.request,
             ok: receipt.ok,
             receipt: Box::new(receipt),
-            receipt_sha256: sha,
+            receipt_sha256: Sha256::of(&bytes),
             at: now,
-        }))
+        };
+        Ok(Submit::New {
+            event,
+            receipt: bytes,
+        })
     }
 
     /// Park: the lease ends and the task waits for input.

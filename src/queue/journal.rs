@@ -207,13 +207,24 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// (`[queue] journal_segment_mib`).
 pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// How a new segment's space is set aside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// Reserved (`fallocate`): quick to make, but the first write to each
+    /// block converts it, so syncs carry filesystem metadata.
+    Reserve,
+    /// Written with zeros: slow to make (the committer does it in the
+    /// background), and a sync afterwards writes only the records.
+    Zeros,
+}
+
 /// Where new segments come from: [`SegmentDir`], or a test's stand-in
 /// that runs out of space on demand.
-pub trait Segments: Send + std::fmt::Debug {
+pub trait Segments: Send + Sync + std::fmt::Debug {
     /// Creates segment `number` holding `len` zero bytes whose space is
-    /// already allocated, with its name durable. On failure it is removed
-    /// (at worst an empty segment of zeros is left).
-    fn create(&mut self, number: u64, len: u64) -> std::io::Result<std::fs::File>;
+    /// already allocated as `fill` says, with its name durable. On failure
+    /// it is removed (at worst an empty segment of zeros is left).
+    fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File>;
 }
 
 /// Preallocated segments in `journal/`.
@@ -230,12 +241,12 @@ impl SegmentDir {
 }
 
 impl Segments for SegmentDir {
-    fn create(&mut self, number: u64, len: u64) -> std::io::Result<std::fs::File> {
+    fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File> {
         let name = segment_name(number);
         let file = self
             .dir
             .open_with(&name, OpenOptions::new().write(true).create_new(true))?;
-        let made = preallocate(&file, len)
+        let made = preallocate(&file, len, fill)
             .and_then(|()| file.sync_all())
             .and_then(|()| sync_dir(&self.dir));
         match made {
@@ -251,10 +262,14 @@ impl Segments for SegmentDir {
     }
 }
 
-/// Allocates `len` zero bytes: `fallocate`, or writing zeros where the
-/// filesystem does not support it.
-fn preallocate(file: &cap_std::fs::File, len: u64) -> std::io::Result<()> {
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+/// Allocates `len` zero bytes: `fallocate` for [`Fill::Reserve`] where the
+/// filesystem supports it, else by writing zeros.
+fn preallocate(file: &cap_std::fs::File, len: u64, fill: Fill) -> std::io::Result<()> {
+    let reserved = match fill {
+        Fill::Reserve => rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len),
+        Fill::Zeros => Err(rustix::io::Errno::OPNOTSUPP),
+    };
+    match reserved {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::OPNOTSUPP) => {
             let zeros = vec![0u8; 1 << 20];

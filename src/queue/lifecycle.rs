@@ -175,24 +175,18 @@ impl Queue {
                     let sha = t.submission.as_ref().expect("submitted").receipt;
                     (self.inner.committer.appended(), (sha, None), false, t.state)
                 }
-                Submit::New(ev) => {
-                    let Event::Submitted {
-                        receipt,
-                        receipt_sha256,
-                        ..
-                    } = &ev
-                    else {
+                Submit::New { event, receipt } => {
+                    let Event::Submitted { receipt_sha256, .. } = &event else {
                         unreachable!("submit")
                     };
-                    let out = (*receipt_sha256, Some(receipt.bytes()));
-                    let seq = self.commit(&mut st, &ev)?;
+                    let out = (*receipt_sha256, Some(receipt));
+                    let seq = self.commit(&mut st, &event)?;
                     (seq, out, true, st.tasks[&id].state)
                 }
             }
         };
         if let (sha, Some(bytes)) = receipt {
-            let written = self.inner.store.put_object_later(bytes);
-            debug_assert_eq!(written, sha);
+            self.inner.store.put_object_later(sha, bytes);
             self.inner.ready.notify_waiters();
         }
         Ok(((receipt.0, created, state), Unsynced(seq)))

@@ -176,7 +176,7 @@ proptest! {
                 Op::Submit { pick, ok } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
                     let input = SubmitInput { ok, outputs: vec![], evidence: vec![], note: None, worker: None, checks: None, failure: None, request: Sha256::of(&[u8::from(ok)]) };
                     match st.decide_submit(id, &lease_of(&st, id), &input, &me, now).unwrap() {
-                        Submit::New(ev) => ev,
+                        Submit::New { event, .. } => event,
                         Submit::Existing(_) => unreachable!("first submit"),
                     }
                 }),

@@ -172,11 +172,6 @@ impl Receipt {
         canonical_json(&serde_json::to_value(self).expect("receipts serialize"))
     }
 
-    /// The receipt's hash.
-    pub fn sha256(&self) -> Sha256 {
-        Sha256::of(&self.bytes())
-    }
-
     /// Reads a stored receipt by its hash.
     pub fn read(store: &Store, sha: &Sha256) -> Result<Receipt, store::Error> {
         let bytes = store.get_object(sha)?;

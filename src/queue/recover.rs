@@ -23,7 +23,7 @@ use super::journal::{self, Damage, segment_name, segment_number};
 use super::machine::{SplitLimits, State};
 use super::{Error, snapshot};
 use crate::store::atomic::sync_dir;
-use crate::store::{self, Durability, Store};
+use crate::store::{self, Durability, Sha256, Store};
 
 /// Replayed journal bytes past which the start compacts into a snapshot.
 const COMPACT_BYTES: u64 = 64 * 1024 * 1024;
@@ -306,16 +306,16 @@ fn apply_record(
         ..
     } = &ev
     {
-        let sha = if write {
-            store.put_object_later(receipt.bytes())
-        } else {
-            rec.journal_receipts.insert(*receipt_sha256);
-            receipt.sha256()
-        };
-        if sha != *receipt_sha256 {
+        let bytes = receipt.bytes();
+        if Sha256::of(&bytes) != *receipt_sha256 {
             return Err(Stop::Bad(format!(
                 "receipt {receipt_sha256} does not hash to its name"
             )));
+        }
+        if write {
+            store.put_object_later(*receipt_sha256, bytes);
+        } else {
+            rec.journal_receipts.insert(*receipt_sha256);
         }
     }
     state.apply(&ev);

@@ -7,47 +7,79 @@
 //! succeeds; the bytes stay readable meanwhile.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use super::{Error, Inner, Sha256};
 
-/// The objects still to be written, and the writer thread's inbox.
+/// How long the writer lets handed-over objects gather before a write, so
+/// a busy daemon wakes it once per batch rather than once per object.
+const GATHER: Duration = Duration::from_millis(5);
+
+/// The objects still to be written, shared with the writer thread.
 #[derive(Debug, Default)]
 pub(super) struct Later {
-    pending: Mutex<HashMap<Sha256, Arc<Vec<u8>>>>,
-    inbox: Mutex<Option<Sender<Sha256>>>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    waiting: Mutex<Waiting>,
+    wake: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    /// Handed over and not yet written, by hash.
+    objects: HashMap<Sha256, Arc<Vec<u8>>>,
+    /// Hashes the writer has not taken yet, oldest first.
+    queue: Vec<Sha256>,
+    /// The writer is started.
+    started: bool,
+    /// The writer waits for work (a put must wake it).
+    idle: bool,
+    /// The store is gone: the writer ends.
+    closed: bool,
+}
+
+impl Shared {
+    fn waiting(&self) -> MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Later {
     /// Bytes handed over and not yet written, by hash.
     pub(super) fn get(&self, sha: &Sha256) -> Option<Arc<Vec<u8>>> {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(sha)
-            .cloned()
+        self.shared.waiting().objects.get(sha).cloned()
     }
 
     /// Hands `bytes` over; `store` is the store they belong to (the thread
     /// holds it weakly, so it ends when the store is dropped).
     pub(super) fn put(&self, store: &Arc<Inner>, sha: Sha256, bytes: Vec<u8>) {
-        self.pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(sha, Arc::new(bytes));
-        let mut inbox = self.inbox.lock().unwrap_or_else(PoisonError::into_inner);
-        let tx = inbox.get_or_insert_with(|| {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let weak = Arc::downgrade(store);
+        let mut w = self.shared.waiting();
+        if w.objects.insert(sha, Arc::new(bytes)).is_some() {
+            return;
+        }
+        w.queue.push(sha);
+        if !w.started {
+            w.started = true;
+            let (shared, weak) = (self.shared.clone(), Arc::downgrade(store));
             std::thread::Builder::new()
                 .name("tessera-objects".into())
-                .spawn(move || run(&weak, &rx))
+                .spawn(move || run(&shared, &weak))
                 .expect("spawning the object writer");
-            tx
-        });
-        let _ = tx.send(sha);
+        } else if w.idle {
+            w.idle = false;
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Later {
+    fn drop(&mut self) {
+        self.shared.waiting().closed = true;
+        self.shared.wake.notify_one();
     }
 }
 
@@ -55,9 +87,9 @@ impl Later {
     /// Writes everything still waiting, on the caller's thread.
     pub(super) fn flush(&self, inner: &Inner) -> Result<(), Error> {
         let waiting: Vec<(Sha256, Arc<Vec<u8>>)> = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .shared
+            .waiting()
+            .objects
             .iter()
             .map(|(k, v)| (*k, v.clone()))
             .collect();
@@ -69,27 +101,37 @@ impl Later {
 fn write(inner: &Inner, items: &[(Sha256, Arc<Vec<u8>>)]) -> Result<(), Error> {
     let refs: Vec<(Sha256, &[u8])> = items.iter().map(|(k, v)| (*k, v.as_slice())).collect();
     inner.packs.append(&refs)?;
-    let mut pending = inner
-        .later
-        .pending
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut w = inner.later.shared.waiting();
     for (sha, _) in items {
-        pending.remove(sha);
+        w.objects.remove(sha);
     }
     Ok(())
 }
 
-fn run(store: &Weak<Inner>, rx: &Receiver<Sha256>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
+fn run(shared: &Shared, store: &Weak<Inner>) {
+    loop {
+        {
+            let mut w = shared.waiting();
+            while w.queue.is_empty() && !w.closed {
+                w.idle = true;
+                w = shared.wake.wait(w).unwrap_or_else(PoisonError::into_inner);
+            }
+            w.idle = false;
+            if w.queue.is_empty() {
+                return;
+            }
+        }
+        std::thread::sleep(GATHER);
+        let batch = std::mem::take(&mut shared.waiting().queue);
         loop {
             let Some(inner) = store.upgrade() else { return };
             let items: Vec<(Sha256, Arc<Vec<u8>>)> = batch
                 .iter()
                 .filter_map(|sha| inner.later.get(sha).map(|b| (*sha, b)))
                 .collect();
+            if items.is_empty() {
+                break;
+            }
             match write(&inner, &items) {
                 Ok(()) => break,
                 Err(e) => {

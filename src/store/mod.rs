@@ -238,13 +238,14 @@ impl Store {
     /// Stores bytes as an object later, off the caller's path: for bytes
     /// whose durable copy is elsewhere (a journal record), written by a
     /// background thread and retried until it lands.
-    /// Readable at once by [`Store::get_object`]; returns the hash.
-    pub fn put_object_later(&self, bytes: Vec<u8>) -> Sha256 {
-        let sha = Sha256::of(&bytes);
+    /// Readable at once by [`Store::get_object`]. `sha` is the sha256 of
+    /// `bytes`, which the caller has just computed (it is checked again
+    /// whenever the object is read).
+    pub fn put_object_later(&self, sha: Sha256, bytes: Vec<u8>) {
+        debug_assert_eq!(Sha256::of(&bytes), sha);
         if !self.inner.packs.contains(&sha) {
             self.inner.later.put(&self.inner, sha, bytes);
         }
-        sha
     }
 
     /// Writes every object handed to [`Store::put_object_later`] that is
