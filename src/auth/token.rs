@@ -60,7 +60,8 @@ impl Claims {
 /// Mints and verifies tokens. Cheap to clone.
 #[derive(Clone)]
 pub struct Minter {
-    secret: [u8; 32],
+    /// HMAC-SHA256 keyed with the secret once; cloned per token.
+    keyed: Hmac<sha2::Sha256>,
 }
 
 impl std::fmt::Debug for Minter {
@@ -93,12 +94,17 @@ impl Minter {
             }
             Err(e) => return Err(store::io_err(format!("reading auth/{SECRET_FILE}"), e)),
         }
-        Ok(Minter { secret })
+        Ok(Minter::with_secret(&secret))
+    }
+
+    fn with_secret(secret: &[u8; 32]) -> Minter {
+        let keyed = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret)
+            .expect("HMAC takes any key length");
+        Minter { keyed }
     }
 
     fn mac(&self) -> Hmac<sha2::Sha256> {
-        <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.secret)
-            .expect("HMAC takes any key length")
+        self.keyed.clone()
     }
 
     /// Mints a token.
@@ -140,12 +146,14 @@ pub fn is_token(s: &str) -> bool {
 /// Characters after `wh-` in a handle: 26 × 5 = 130 random bits.
 pub const HANDLE_CHARS: usize = 26;
 
-/// A fresh handle: `wh-` + 26 lowercase base32 characters from the OS RNG.
+/// A fresh handle: `wh-` + 26 lowercase base32 characters of random bits.
 pub fn new_handle() -> String {
     // 17 bytes encode to 28 characters; the first 26 carry the first 130
     // bits, each character uniform over the 32-letter alphabet.
     let mut buf = [0u8; 17];
-    getrandom::fill(&mut buf).expect("the OS random number generator is available");
+    // The thread's CSPRNG (ChaCha, seeded and reseeded by the OS): no
+    // system call per claim.
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut buf);
     let encoded = data_encoding::BASE32_NOPAD.encode(&buf);
     format!("wh-{}", encoded[..HANDLE_CHARS].to_ascii_lowercase())
 }
@@ -164,7 +172,7 @@ mod tests {
     use super::*;
 
     fn minter() -> Minter {
-        Minter { secret: [7; 32] }
+        Minter::with_secret(&[7; 32])
     }
 
     #[test]
@@ -177,7 +185,7 @@ mod tests {
         );
         let token = m.mint(&claims);
         assert_eq!(m.verify(&token).unwrap(), claims);
-        let other = Minter { secret: [8; 32] };
+        let other = Minter::with_secret(&[8; 32]);
         assert!(other.verify(&token).is_err(), "another secret");
         let forged = m.mint(&Claims::worker(
             "t2".into(),

@@ -129,7 +129,7 @@ pub async fn claim_for(
     max: u32,
 ) -> Result<Vec<Claimed>, ApiError> {
     let can = |t: &Task| access::may_claim(p, &t.facts(server)).is_ok();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(max as usize);
     let mut wait = Duration::from_millis(wait_ms);
     while out.len() < max as usize {
         let got = ctx
