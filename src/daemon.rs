@@ -64,11 +64,14 @@ impl Daemon {
         for line in crate::worker::audit::settle(&store, &unsettled) {
             tracing::warn!("{line}");
         }
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        queue.observe(metrics.clone());
         Ok(Daemon {
             ctx: Arc::new(Ctx {
                 store,
                 keyring,
                 queue,
+                metrics,
                 tokens,
                 limits: config.limits.clone(),
                 bodies: BodyBudget::new(

@@ -28,6 +28,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod http;
+pub mod metrics;
 pub mod promotion;
 pub mod queue;
 pub mod store;

@@ -27,6 +27,8 @@ pub enum Scope {
     VerbsSubmit,
     /// `verbs:enqueue`: may enqueue and resume tasks.
     VerbsEnqueue,
+    /// `metrics:read`: may scrape `GET /metrics` (daemon-wide figures).
+    MetricsRead,
     /// `admin`: everything, including issuing keys.
     Admin,
 }
@@ -34,7 +36,7 @@ pub enum Scope {
 /// A scope string this daemon does not know.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown scope {0:?}; scopes are namespace:X, surface:X, nouns:read, cas:write, verbs:claim, verbs:submit, verbs:enqueue, admin"
+    "unknown scope {0:?}; scopes are namespace:X, surface:X, nouns:read, cas:write, verbs:claim, verbs:submit, verbs:enqueue, metrics:read, admin"
 )]
 pub struct UnknownScope(pub String);
 
@@ -49,6 +51,7 @@ impl FromStr for Scope {
             "verbs:claim" => Scope::VerbsClaim,
             "verbs:submit" => Scope::VerbsSubmit,
             "verbs:enqueue" => Scope::VerbsEnqueue,
+            "metrics:read" => Scope::MetricsRead,
             "admin" => Scope::Admin,
             _ => match s.split_once(':') {
                 Some(("namespace", n)) => {
@@ -73,6 +76,7 @@ impl fmt::Display for Scope {
             Scope::VerbsClaim => f.write_str("verbs:claim"),
             Scope::VerbsSubmit => f.write_str("verbs:submit"),
             Scope::VerbsEnqueue => f.write_str("verbs:enqueue"),
+            Scope::MetricsRead => f.write_str("metrics:read"),
             Scope::Admin => f.write_str("admin"),
         }
     }
@@ -186,6 +190,7 @@ impl GrantSet {
                 Scope::VerbsClaim,
                 Scope::VerbsSubmit,
                 Scope::VerbsEnqueue,
+                Scope::MetricsRead,
             ]
             .into_iter()
             .collect()

@@ -75,6 +75,8 @@ pub struct Ctx {
     pub keyring: Keyring,
     /// The task queue.
     pub queue: Queue,
+    /// What `GET /metrics` shows.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Worker token minting and verification.
     pub tokens: Minter,
     /// Body size limits and failure budgets.

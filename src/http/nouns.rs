@@ -20,7 +20,9 @@ pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiEr
     access::may_write_nouns(&principal, &path.namespace)?;
     let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
     let prepared = Prepared::new(principal, path, &env)?;
+    let started = std::time::Instant::now();
     let (status, reply) = ctx.blocking(move |store| prepared.run(store)).await?;
+    ctx.metrics.noun_put(started.elapsed());
     Ok(json_response(status, &reply))
 }
 
@@ -168,6 +170,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
                 .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
         })
         .transpose()?;
+    let started = std::time::Instant::now();
     let (entry, bytes) = ctx
         .blocking(move |store| {
             store.read_version(&path, version, pin, |entry| {
@@ -175,6 +178,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
             })
         })
         .await?;
+    ctx.metrics.noun_get(started.elapsed());
     let mut resp = Resp::new(http_body_util::Full::new(Bytes::from(bytes)));
     let headers = resp.headers_mut();
     let ct = HeaderValue::from_str(&entry.media_type)

@@ -1,9 +1,13 @@
 //! Operational routes: `/healthz` (no authentication), which reports the
-//! root's one health state (`store::health`).
+//! root's one health state (`store::health`), and `/metrics`.
 
-use http::StatusCode;
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::Full;
 
 use super::error::ApiError;
+use super::request::Req;
 use super::{Ctx, Resp, json_response};
 use crate::http::wire::{Health, HealthIncident};
 use crate::store::Condition;
@@ -12,6 +16,21 @@ use crate::store::Condition;
 pub fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
     let (status, body) = report(ctx.store.health().condition());
     Ok(json_response(status, &body))
+}
+
+/// `GET /metrics`: the OpenMetrics text (an admin key or `metrics:read`).
+pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(req)?;
+    crate::auth::access::require(&p, crate::auth::Scope::MetricsRead)?;
+    let text = ctx
+        .queue
+        .peek(|st| ctx.metrics.render(st, ctx.keyring.failed_authentications()));
+    let mut resp = Response::new(Full::new(Bytes::from(text)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+    );
+    Ok(resp)
 }
 
 /// The answer for a condition: `200` when ok or out of space (reads are

@@ -131,11 +131,15 @@ pub async fn claim_for(
     let can = |t: &Task| access::may_claim(p, &t.facts(server)).is_ok();
     let mut out = Vec::with_capacity(max as usize);
     let mut wait = Duration::from_millis(wait_ms);
+    let started = std::time::Instant::now();
     while out.len() < max as usize {
         let got = ctx
             .queue
             .claim_next(queue, kinds, &p.key_id, &new_handle, &can, wait, seen(p))
             .await?;
+        if out.is_empty() {
+            ctx.metrics.claim_waited(started.elapsed());
+        }
         let Some(got) = got else { break };
         tracing::debug!(task = %got.0.task_id, attempt = got.1.attempt.0, by = %p.key_id, "task claimed");
         out.push(claimed(ctx, got));

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::FutureExt;
 use http::Method;
@@ -18,8 +19,11 @@ use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, t
 /// queue checks every change before applying it and its lock shrugs off
 /// poisoning, so one request never takes the others down.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route_of = template(req.uri().path());
     let req = Req::new(req, peer, ctx.bodies.clone());
-    match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
+    let resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),
         Err(panic) => {
@@ -30,7 +34,58 @@ pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: Socket
                 .unwrap_or_default();
             ApiError::internal(&format!("a request handler panicked: {what}")).into_response()
         }
+    };
+    let status = resp.status().as_u16();
+    ctx.metrics
+        .request(method.as_str(), &route_of, status, started.elapsed());
+    resp
+}
+
+/// The literal path segments of the routes below; any other segment is a
+/// value (an id, a name, a key) and stands as `{}` in a route's template.
+const LITERALS: &[&str] = &[
+    "healthz",
+    "metrics",
+    "v1",
+    "nouns",
+    "versions",
+    "quarantine",
+    "unquarantine",
+    "batch",
+    "tasks",
+    "keys",
+    "queues",
+    "claim",
+    "receipts",
+    "heartbeat",
+    "release",
+    "submit",
+    "park",
+    "resume",
+    "split",
+    "cancel",
+    "output",
+    "promotions",
+    "worker",
+    "prompt",
+    "artifact",
+];
+
+/// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
+/// `/v1/tasks/{}/submit`; a path longer than any route, or whose first
+/// segment is no route's, is `(no route)`.
+pub fn template(path: &str) -> String {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let known = segs.len() <= 6 && segs.first().is_some_and(|s| LITERALS.contains(s));
+    if !known {
+        return "(no route)".into();
     }
+    let mut out = String::with_capacity(path.len());
+    for s in segs {
+        out.push('/');
+        out.push_str(if LITERALS.contains(&s) { s } else { "{}" });
+    }
+    out
 }
 
 async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
@@ -39,6 +94,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let method = req.method().clone();
     match (method, segs.as_slice()) {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
+        (Method::GET, ["metrics"]) => ops::metrics(ctx, &req),
 
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,

@@ -161,6 +161,8 @@ struct Shared {
     wake: Condvar,
     /// Signalled when a spare is made (or could not be).
     made: Condvar,
+    /// Told of every sync.
+    observer: std::sync::OnceLock<Arc<dyn super::Observer>>,
     durable: watch::Sender<Durable>,
     health: Health,
 }
@@ -211,6 +213,7 @@ impl Committer {
             segments,
             wake: Condvar::new(),
             made: Condvar::new(),
+            observer: std::sync::OnceLock::new(),
             durable: watch::Sender::new(Durable::default()),
             health,
         });
@@ -264,6 +267,11 @@ impl Committer {
             self.shared.wake.notify_one();
         }
         Ok(seq)
+    }
+
+    /// Has `observer` told of every sync from now on.
+    pub fn observe(&self, observer: Arc<dyn super::Observer>) {
+        let _ = self.shared.observer.set(observer);
     }
 
     /// The sequence number of the last appended record.
@@ -333,13 +341,20 @@ fn run(shared: &Arc<Shared>) {
             }
             (std::mem::take(&mut p.chunks), p.appended)
         };
+        let started = std::time::Instant::now();
         let written = chunks.iter().try_for_each(|c| {
             c.file
                 .write_all_at(&c.bytes, c.at)
                 .and_then(|()| c.file.sync_data())
         });
         match written {
-            Ok(()) => shared.durable.send_modify(|d| d.seq = seq),
+            Ok(()) => {
+                let before = shared.durable.borrow().seq;
+                shared.durable.send_modify(|d| d.seq = seq);
+                if let Some(o) = shared.observer.get() {
+                    o.synced(seq - before, started.elapsed());
+                }
+            }
             Err(e) => {
                 let incident = shared
                     .health

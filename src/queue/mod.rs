@@ -35,6 +35,7 @@ mod lifecycle;
 pub mod machine;
 #[cfg(test)]
 mod machine_props;
+mod observe;
 pub mod placement;
 pub mod receipt;
 pub mod recover;
@@ -44,7 +45,7 @@ pub mod table;
 pub mod task;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use jiff::Timestamp;
 use tokio::sync::Notify;
@@ -54,6 +55,7 @@ pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
 pub use event::Event;
 pub use machine::{SplitLimits, State};
+pub use observe::Observer;
 pub use receipt::{Receipt, SubmitInput};
 pub use recover::{Finding, Recovery};
 pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec};
@@ -133,6 +135,8 @@ struct Inner {
     ready: Notify,
     /// Set at shutdown: long-poll claims answer "none" at once.
     polls_ended: AtomicBool,
+    /// Told of every committed change (the daemon's metrics).
+    observer: OnceLock<Arc<dyn Observer>>,
 }
 
 impl Queue {
@@ -152,6 +156,7 @@ impl Queue {
                     store: store.clone(),
                     ready: Notify::new(),
                     polls_ended: AtomicBool::new(false),
+                    observer: OnceLock::new(),
                 }),
             },
             recovery,
@@ -175,8 +180,22 @@ impl Queue {
         st.applies(ev).map_err(JournalError::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
         let seq = self.inner.committer.append(&bytes)?;
+        let observer = self.inner.observer.get();
+        let before = observer
+            .and(ev.task_id())
+            .and_then(|id| st.tasks.get(&id).map(|t| t.state));
         st.apply(ev);
+        if let Some(o) = observer {
+            o.committed(ev, before, st);
+        }
         Ok(seq)
+    }
+
+    /// Has `observer` told of every change and journal sync from now on
+    /// (once; a second observer is ignored).
+    pub fn observe(&self, observer: Arc<dyn Observer>) {
+        self.inner.committer.observe(observer.clone());
+        let _ = self.inner.observer.set(observer);
     }
 
     async fn durable(&self, seq: u64) -> Result<(), JournalError> {

@@ -1,0 +1,305 @@
+//! The daemon's metrics, scraped at `GET /metrics` in the OpenMetrics text
+//! format (which Prometheus reads): what the queue did (counted from its
+//! committed changes, one general hook), how long things took
+//! (histograms in seconds), and at each scrape the tasks per queue and
+//! state read from the queue itself, so a gauge row never vanishes.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::queue::{Event, Observer, State, TaskId, TaskState};
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabel {
+    queue: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SubmitLabels {
+    queue: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    queue: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HttpLabels {
+    method: String,
+    route: String,
+    status: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Buckets from 0.25 ms to about 32 s, doubling.
+fn seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 18))
+}
+
+/// Every metric the daemon keeps between scrapes.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    enqueued: Family<QueueLabel, Counter>,
+    claims: Family<QueueLabel, Counter>,
+    submits: Family<SubmitLabels, Counter>,
+    expiries: Family<QueueLabel, Counter>,
+    retries: Family<QueueLabel, Counter>,
+    claim_to_submit: Histograms<QueueLabel>,
+    claim_wait: Histogram,
+    commit: Histogram,
+    commit_records: Histogram,
+    http: Histograms<HttpLabels>,
+    noun_put: Histogram,
+    noun_get: Histogram,
+    /// When each live lease was taken (this run's claims only).
+    claimed_at: Mutex<HashMap<TaskId, Timestamp>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Empty metrics, registered under their names.
+    pub fn new() -> Metrics {
+        let m = Metrics {
+            registry: Registry::default(),
+            enqueued: Family::default(),
+            claims: Family::default(),
+            submits: Family::default(),
+            expiries: Family::default(),
+            retries: Family::default(),
+            claim_to_submit: Family::new_with_constructor(seconds),
+            claim_wait: seconds(),
+            commit: seconds(),
+            commit_records: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            http: Family::new_with_constructor(seconds),
+            noun_put: seconds(),
+            noun_get: seconds(),
+            claimed_at: Mutex::default(),
+        };
+        let mut r = Registry::default();
+        r.register(
+            "tessera_tasks_enqueued",
+            "Tasks enqueued (children of splits included)",
+            m.enqueued.clone(),
+        );
+        r.register("tessera_claims", "Leases taken", m.claims.clone());
+        r.register(
+            "tessera_submits",
+            "Submits accepted, by the daemon's verdict (ok or failed)",
+            m.submits.clone(),
+        );
+        r.register(
+            "tessera_lease_expiries",
+            "Leases that lapsed without a heartbeat",
+            m.expiries.clone(),
+        );
+        r.register(
+            "tessera_retries",
+            "Tasks queued again after a failed or lapsed attempt, or retried by hand",
+            m.retries.clone(),
+        );
+        r.register_with_unit(
+            "tessera_claim_to_submit",
+            "From a lease taken to its submit accepted",
+            Unit::Seconds,
+            m.claim_to_submit.clone(),
+        );
+        r.register_with_unit(
+            "tessera_claim_wait",
+            "How long claim requests waited for a task (long polls included)",
+            Unit::Seconds,
+            m.claim_wait.clone(),
+        );
+        r.register_with_unit(
+            "tessera_journal_commit",
+            "One journal write and fsync (a group commit)",
+            Unit::Seconds,
+            m.commit.clone(),
+        );
+        r.register(
+            "tessera_journal_commit_records",
+            "Records made durable by one journal fsync",
+            m.commit_records.clone(),
+        );
+        r.register_with_unit(
+            "tessera_http_request_duration",
+            "HTTP requests by method, route and status",
+            Unit::Seconds,
+            m.http.clone(),
+        );
+        r.register_with_unit(
+            "tessera_noun_put_duration",
+            "Noun puts: the store's part (checks, writes, fsyncs)",
+            Unit::Seconds,
+            m.noun_put.clone(),
+        );
+        r.register_with_unit(
+            "tessera_noun_get_duration",
+            "Noun reads: the store's part (ref, object, re-hash)",
+            Unit::Seconds,
+            m.noun_get.clone(),
+        );
+        r.register(
+            "tessera_build",
+            "The daemon's version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Metrics { registry: r, ..m }
+    }
+
+    /// One HTTP request answered: `route` is its template (see
+    /// `http::routes::template`), never the raw path.
+    pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let labels = HttpLabels {
+            method: method.to_string(),
+            route: route.to_string(),
+            status: status.to_string(),
+        };
+        self.http.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// A claim request waited `took` for its first task (or for none).
+    pub fn claim_waited(&self, took: Duration) {
+        self.claim_wait.observe(took.as_secs_f64());
+    }
+
+    /// A noun put's store work took `took`.
+    pub fn noun_put(&self, took: Duration) {
+        self.noun_put.observe(took.as_secs_f64());
+    }
+
+    /// A noun read's store work took `took`.
+    pub fn noun_get(&self, took: Duration) {
+        self.noun_get.observe(took.as_secs_f64());
+    }
+
+    /// The scrape: everything kept, then the tasks per queue and state in
+    /// `st` (every state of every queue, zeros included) and the failed
+    /// authentications so far.
+    pub fn render(&self, st: &State, failed_authentications: u64) -> String {
+        let tasks = Family::<TaskLabels, Gauge>::default();
+        for queue in st.queues.keys() {
+            for (state, n) in st.index.counts_of(queue) {
+                let labels = TaskLabels {
+                    queue: queue.to_string(),
+                    state: state.as_str().to_string(),
+                };
+                tasks
+                    .get_or_create(&labels)
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+        let mut now = Registry::default();
+        now.register("tessera_tasks", "Tasks by queue and state", tasks);
+        now.register(
+            "tessera_auth_failures",
+            "Requests refused for a missing, unknown, revoked or expired credential",
+            ConstCounter::new(failed_authentications),
+        );
+        let mut out = String::new();
+        encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &now))
+            .and_then(|()| encode_eof(&mut out))
+            .expect("writing to a String cannot fail");
+        out
+    }
+
+    fn claimed(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Timestamp>> {
+        self.claimed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn label(queue: impl ToString) -> QueueLabel {
+    QueueLabel {
+        queue: queue.to_string(),
+    }
+}
+
+impl Observer for Metrics {
+    fn committed(&self, ev: &Event, before: Option<TaskState>, st: &State) {
+        let task = ev.task_id().and_then(|id| st.tasks.get(&id));
+        let queue = || task.map(|t| label(&t.spec.queue));
+        match ev {
+            Event::Enqueued { task, .. } => {
+                self.enqueued.get_or_create(&label(&task.spec.queue)).inc();
+            }
+            Event::Split { children, .. } => {
+                for c in children {
+                    self.enqueued.get_or_create(&label(&c.spec.queue)).inc();
+                }
+            }
+            Event::Claimed { id, at, .. } => {
+                if let Some(q) = queue() {
+                    self.claims.get_or_create(&q).inc();
+                }
+                self.claimed().insert(*id, *at);
+            }
+            Event::Submitted { id, ok, at, .. } => {
+                if let Some(q) = queue() {
+                    let outcome = if *ok { "ok" } else { "failed" };
+                    let labels = SubmitLabels {
+                        queue: q.queue.clone(),
+                        outcome: outcome.into(),
+                    };
+                    self.submits.get_or_create(&labels).inc();
+                    if let Some(t0) = self.claimed().remove(id) {
+                        let took = at.duration_since(t0).as_secs_f64().max(0.0);
+                        self.claim_to_submit.get_or_create(&q).observe(took);
+                    }
+                }
+            }
+            Event::Released { expired: true, .. } => {
+                if let Some(q) = queue() {
+                    self.expiries.get_or_create(&q).inc();
+                }
+            }
+            _ => {}
+        }
+        let Some(t) = task else { return };
+        if t.state != TaskState::Claimed {
+            self.claimed().remove(&t.id);
+        }
+        let lapsed_or_failed = matches!(
+            ev,
+            Event::Submitted { .. } | Event::Released { expired: true, .. }
+        );
+        let again = match before {
+            Some(TaskState::Failed | TaskState::Cancelled) => true,
+            Some(TaskState::Claimed) => lapsed_or_failed,
+            _ => false,
+        };
+        if again && t.state == TaskState::Queued {
+            self.retries.get_or_create(&label(&t.spec.queue)).inc();
+        }
+    }
+
+    fn synced(&self, records: u64, took: Duration) {
+        self.commit.observe(took.as_secs_f64());
+        self.commit_records.observe(records as f64);
+    }
+}
