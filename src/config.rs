@@ -90,6 +90,9 @@ pub struct Limits {
     pub worker_failures_per_peer: Budget,
     /// Failed worker credentials all peers together may send.
     pub worker_failures_overall: Budget,
+    /// Events a `/v1/events` reader may fall behind before it is cut off
+    /// (told where to resume).
+    pub events_backlog: usize,
 }
 
 impl Default for Config {
@@ -119,6 +122,7 @@ impl Default for Limits {
                 burst: 1_000,
                 per_second: 200,
             },
+            events_backlog: crate::events::BACKLOG,
         }
     }
 }

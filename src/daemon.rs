@@ -65,13 +65,15 @@ impl Daemon {
             tracing::warn!("{line}");
         }
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        queue.observe(metrics.clone());
+        let events = Arc::new(crate::events::Events::new(config.limits.events_backlog));
+        queue.observe(vec![metrics.clone(), events.clone()]);
         Ok(Daemon {
             ctx: Arc::new(Ctx {
                 store,
                 keyring,
                 queue,
                 metrics,
+                events,
                 tokens,
                 limits: config.limits.clone(),
                 bodies: BodyBudget::new(

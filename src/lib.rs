@@ -27,6 +27,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod events;
 pub mod http;
 pub mod metrics;
 pub mod promotion;

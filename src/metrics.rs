@@ -241,7 +241,7 @@ fn label(queue: impl ToString) -> QueueLabel {
 }
 
 impl Observer for Metrics {
-    fn committed(&self, ev: &Event, before: Option<TaskState>, st: &State) {
+    fn committed(&self, _seq: u64, ev: &Event, before: Option<TaskState>, st: &State) {
         let task = ev.task_id().and_then(|id| st.tasks.get(&id));
         let queue = || task.map(|t| label(&t.spec.queue));
         match ev {
@@ -298,7 +298,7 @@ impl Observer for Metrics {
         }
     }
 
-    fn synced(&self, records: u64, took: Duration) {
+    fn synced(&self, _durable: u64, records: u64, took: Duration) {
         self.commit.observe(took.as_secs_f64());
         self.commit_records.observe(records as f64);
     }

@@ -5,9 +5,7 @@
 //! `internal` (logged with its cause); storage conditions have their own
 //! codes; "may not see" becomes the very same 404 as "missing".
 
-use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::Full;
 use serde_json::{Value, json};
 
 use crate::auth::throttle::TooManyFailures;
@@ -239,7 +237,7 @@ impl ApiError {
 
     /// The response carrying this error. A server error is logged here,
     /// once, with its cause.
-    pub fn into_response(self) -> Response<Full<Bytes>> {
+    pub fn into_response(self) -> super::Resp {
         let status = self.status();
         let code = self.code.as_str();
         if status.is_server_error() {
@@ -250,7 +248,7 @@ impl ApiError {
         }
         let body =
             json!({"error": {"code": code, "message": self.message, "details": self.details}});
-        let mut resp = Response::new(Full::new(Bytes::from(body.to_string())));
+        let mut resp = Response::new(super::body::full(body.to_string()));
         *resp.status_mut() = status;
         resp.headers_mut().insert(
             header::CONTENT_TYPE,

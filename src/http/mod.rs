@@ -16,9 +16,11 @@
 //! connections are closed too.
 
 mod batch;
+pub mod body;
 pub mod budget;
 pub mod conns;
 pub mod error;
+mod events;
 mod keys;
 mod lifecycle;
 mod nouns;
@@ -38,7 +40,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -58,8 +59,8 @@ use conns::{Admission, Connections};
 use error::ApiError;
 use request::Req;
 
-/// A response with a fully buffered body.
-pub type Resp = Response<Full<Bytes>>;
+/// A response.
+pub type Resp = Response<body::Body>;
 
 /// How long shutdown waits for in-flight requests before closing their
 /// connections. With the journal flush after it, the daemon is gone
@@ -77,6 +78,8 @@ pub struct Ctx {
     pub queue: Queue,
     /// What `GET /metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// What `GET /v1/events` streams.
+    pub events: Arc<crate::events::Events>,
     /// Worker token minting and verification.
     pub tokens: Minter,
     /// Body size limits and failure budgets.
@@ -115,7 +118,7 @@ impl Ctx {
 /// A JSON response.
 pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Resp {
     let bytes = serde_json::to_vec(body).expect("responses serialize");
-    let mut resp = Response::new(Full::new(Bytes::from(bytes)));
+    let mut resp = Response::new(body::full(bytes));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -126,7 +129,7 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Resp {
 
 /// A response with no body.
 pub fn empty(status: StatusCode) -> Resp {
-    let mut resp = Response::new(Full::new(Bytes::new()));
+    let mut resp = Response::new(body::full(Bytes::new()));
     *resp.status_mut() = status;
     resp
 }
@@ -186,6 +189,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Ctx>, shutdown: impl Future<O
     }
     drop(listener);
     ctx.queue.end_long_polls();
+    ctx.events.close();
     let closed = conns.close_idle();
     tracing::info!(
         closed_idle = closed,

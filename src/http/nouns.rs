@@ -1,7 +1,6 @@
 //! Noun routes: parse, authorize, call the store, respond.
 
 use base64::Engine;
-use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::json;
 
@@ -21,10 +20,16 @@ pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiEr
     let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
     let prepared = Prepared::new(principal, path, &env)?;
     let started = std::time::Instant::now();
-    let (status, reply) = ctx.blocking(move |store| prepared.run(store)).await?;
+    let (status, reply, written) = ctx.blocking(move |store| prepared.run(store)).await?;
     ctx.metrics.noun_put(started.elapsed());
+    if let Some((path, entry)) = written {
+        ctx.events.noun_written(path, entry);
+    }
     Ok(json_response(status, &reply))
 }
+
+/// A noun version a put wrote.
+pub type Written = (NounPath, store::VersionEntry);
 
 /// A noun put that has passed every check made before the store is
 /// touched, ready to run on the blocking pool. The single route and the
@@ -68,7 +73,12 @@ impl Prepared {
 
     /// Runs the put against the store (blocking file I/O): the status and
     /// the answer the route sends.
-    pub fn run(self, store: &Store) -> Result<(StatusCode, PutNounReply), ApiError> {
+    /// Runs the put; with it, the version written (not for a dry run or
+    /// an unchanged body), for the event stream.
+    pub fn run(
+        self,
+        store: &Store,
+    ) -> Result<(StatusCode, PutNounReply, Option<Written>), ApiError> {
         let Prepared {
             principal,
             path,
@@ -106,6 +116,12 @@ impl Prepared {
         } else {
             status
         };
+        let written = match &outcome {
+            PutOutcome::Create { entry } | PutOutcome::NewVersion { entry } if !request.dry_run => {
+                Some((path.clone(), entry.clone()))
+            }
+            _ => None,
+        };
         Ok((
             status,
             PutNounReply {
@@ -119,6 +135,7 @@ impl Prepared {
                 current_version: current,
                 dry_run: request.dry_run,
             },
+            written,
         ))
     }
 }
@@ -179,7 +196,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
         })
         .await?;
     ctx.metrics.noun_get(started.elapsed());
-    let mut resp = Resp::new(http_body_util::Full::new(Bytes::from(bytes)));
+    let mut resp = Resp::new(super::body::full(bytes));
     let headers = resp.headers_mut();
     let ct = HeaderValue::from_str(&entry.media_type)
         .unwrap_or(HeaderValue::from_static("application/octet-stream"));

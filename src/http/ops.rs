@@ -1,10 +1,8 @@
 //! Operational routes: `/healthz` (no authentication), which reports the
 //! root's one health state (`store::health`), and `/metrics`.
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
-use http_body_util::Full;
 
 use super::error::ApiError;
 use super::request::Req;
@@ -25,7 +23,7 @@ pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
     let text = ctx
         .queue
         .peek(|st| ctx.metrics.render(st, ctx.keyring.failed_authentications()));
-    let mut resp = Response::new(Full::new(Bytes::from(text)));
+    let mut resp = Response::new(super::body::full(text));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(crate::metrics::CONTENT_TYPE),

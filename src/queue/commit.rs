@@ -162,7 +162,7 @@ struct Shared {
     /// Signalled when a spare is made (or could not be).
     made: Condvar,
     /// Told of every sync.
-    observer: std::sync::OnceLock<Arc<dyn super::Observer>>,
+    observers: std::sync::OnceLock<Vec<Arc<dyn super::Observer>>>,
     durable: watch::Sender<Durable>,
     health: Health,
 }
@@ -213,7 +213,7 @@ impl Committer {
             segments,
             wake: Condvar::new(),
             made: Condvar::new(),
-            observer: std::sync::OnceLock::new(),
+            observers: std::sync::OnceLock::new(),
             durable: watch::Sender::new(Durable::default()),
             health,
         });
@@ -269,9 +269,9 @@ impl Committer {
         Ok(seq)
     }
 
-    /// Has `observer` told of every sync from now on.
-    pub fn observe(&self, observer: Arc<dyn super::Observer>) {
-        let _ = self.shared.observer.set(observer);
+    /// Has `observers` told of every sync from now on (set once).
+    pub fn observe(&self, observers: Vec<Arc<dyn super::Observer>>) {
+        let _ = self.shared.observers.set(observers);
     }
 
     /// The sequence number of the last appended record.
@@ -350,10 +350,10 @@ fn run(shared: &Arc<Shared>) {
         match written {
             Ok(()) => {
                 let before = shared.durable.borrow().seq;
-                shared.durable.send_modify(|d| d.seq = seq);
-                if let Some(o) = shared.observer.get() {
-                    o.synced(seq - before, started.elapsed());
+                for o in shared.observers.get().into_iter().flatten() {
+                    o.synced(seq, seq - before, started.elapsed());
                 }
+                shared.durable.send_modify(|d| d.seq = seq);
             }
             Err(e) => {
                 let incident = shared

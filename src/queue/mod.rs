@@ -135,8 +135,9 @@ struct Inner {
     ready: Notify,
     /// Set at shutdown: long-poll claims answer "none" at once.
     polls_ended: AtomicBool,
-    /// Told of every committed change (the daemon's metrics).
-    observer: OnceLock<Arc<dyn Observer>>,
+    /// Told of every committed change (the daemon's metrics and event
+    /// stream).
+    observers: OnceLock<Vec<Arc<dyn Observer>>>,
 }
 
 impl Queue {
@@ -156,7 +157,7 @@ impl Queue {
                     store: store.clone(),
                     ready: Notify::new(),
                     polls_ended: AtomicBool::new(false),
-                    observer: OnceLock::new(),
+                    observers: OnceLock::new(),
                 }),
             },
             recovery,
@@ -180,22 +181,22 @@ impl Queue {
         st.applies(ev).map_err(JournalError::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
         let seq = self.inner.committer.append(&bytes)?;
-        let observer = self.inner.observer.get();
-        let before = observer
+        let observers = self.inner.observers.get().filter(|o| !o.is_empty());
+        let before = observers
             .and(ev.task_id())
             .and_then(|id| st.tasks.get(&id).map(|t| t.state));
         st.apply(ev);
-        if let Some(o) = observer {
-            o.committed(ev, before, st);
+        for o in observers.into_iter().flatten() {
+            o.committed(seq, ev, before, st);
         }
         Ok(seq)
     }
 
-    /// Has `observer` told of every change and journal sync from now on
-    /// (once; a second observer is ignored).
-    pub fn observe(&self, observer: Arc<dyn Observer>) {
-        self.inner.committer.observe(observer.clone());
-        let _ = self.inner.observer.set(observer);
+    /// Has `observers` told of every change and journal sync from now on
+    /// (set once, at start; a second call is ignored).
+    pub fn observe(&self, observers: Vec<Arc<dyn Observer>>) {
+        self.inner.committer.observe(observers.clone());
+        let _ = self.inner.observers.set(observers);
     }
 
     async fn durable(&self, seq: u64) -> Result<(), JournalError> {

@@ -12,12 +12,16 @@ use super::task::{TaskId, TaskState};
 /// Told of what the queue does; calls come under the queue's lock (or on
 /// the journal thread), so they must be quick.
 pub trait Observer: Send + Sync + std::fmt::Debug {
-    /// `ev` was committed and applied; `before` is the state its task had
-    /// before it (`None` for a new task or an event about no one task),
-    /// `st` the state after.
-    fn committed(&self, ev: &Event, before: Option<TaskState>, st: &State);
-    /// The journal thread wrote and synced `records` records in `took`.
-    fn synced(&self, records: u64, took: Duration);
+    /// `ev` was committed as journal record `seq` and applied; `before` is
+    /// the state its task had before it (`None` for a new task or an
+    /// event about no one task), `st` the state after. It is not durable
+    /// until [`Observer::synced`] reports `seq`.
+    fn committed(&self, seq: u64, ev: &Event, before: Option<TaskState>, st: &State);
+    /// The journal thread wrote and synced `records` records in `took`;
+    /// every record up to `durable` is now on disk. Called before anyone
+    /// waiting for them is told, so what an observer publishes precedes
+    /// the acknowledgements.
+    fn synced(&self, durable: u64, records: u64, took: Duration);
 }
 
 impl Event {

@@ -1,0 +1,148 @@
+//! `GET /v1/events`: Server-Sent Events of task transitions and noun
+//! writes (see `crate::events`), filtered by what the key may see at the
+//! moment each is sent. `Last-Event-ID` resumes within the hub's window;
+//! a comment every [`KEEP_ALIVE`] keeps proxies from closing the stream
+//! (and ends it once the key is revoked); a reader more than
+//! `events::BACKLOG` events behind gets a `lagged` event naming the id to
+//! resume from, and the stream ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+
+use super::body::Chunks;
+use super::error::ApiError;
+use super::request::Req;
+use super::{Ctx, Resp};
+use crate::auth::{Principal, access};
+use crate::events::{Event, Start, Subscription, What};
+
+/// How often an idle stream gets a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// `GET /v1/events` (any key; `Last-Event-ID` optional).
+pub async fn stream(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let last = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.query("last_event_id"))
+        .map(str::to_string);
+    let sub = ctx.events.subscribe(last.as_deref());
+    let (tx, body) = Chunks::channel(16);
+    tokio::spawn(write(ctx.clone(), p, sub, tx));
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::OK;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(resp)
+}
+
+/// Whether `p` may see what `ev` is about, now.
+fn visible(ctx: &Ctx, p: &Principal, ev: &Event) -> bool {
+    match &ev.what {
+        What::Task { id, .. } => ctx.queue.peek(|st| {
+            st.tasks
+                .get(id)
+                .is_some_and(|t| access::sees_task(p, &st.facts(t)))
+        }),
+        What::Noun { path, entry } => {
+            access::may_read_nouns(p, &path.namespace).is_ok()
+                && access::read_noun(p, entry).is_ok()
+        }
+    }
+}
+
+fn frame(ctx: &Ctx, ev: &Event) -> Bytes {
+    let data = ev.data().to_string();
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        ctx.events.id(ev.n),
+        ev.name()
+    ))
+}
+
+/// Feeds one reader's body until the client leaves, the daemon stops, the
+/// key is revoked, or the reader falls too far behind.
+async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<Bytes>) {
+    let Subscription {
+        start,
+        head,
+        mut rx,
+    } = sub;
+    let mut closed = ctx.events.closed();
+    let mut last_sent = head;
+    let first = match start {
+        Start::Resume(missed) => missed,
+        Start::Reset => {
+            let reset = json!({"reason": "the last event id is older than the window of kept events, or from before a restart: reload what you show"});
+            if tx
+                .send(Bytes::from(format!("event: reset\ndata: {reset}\n\n")))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            Vec::new()
+        }
+    };
+    if tx
+        .send(Bytes::from_static(b": connected\n\n"))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    for ev in first {
+        if visible(&ctx, &p, &ev) && tx.send(frame(&ctx, &ev)).await.is_err() {
+            return;
+        }
+    }
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.tick().await;
+    loop {
+        let chunk = tokio::select! {
+            _ = closed.wait_for(|c| *c) => return,
+            _ = keep_alive.tick() => {
+                if ctx.keyring.principal(&p.key_id).is_err() {
+                    return;
+                }
+                Bytes::from_static(b": keep-alive\n\n")
+            }
+            got = rx.recv() => match got {
+                Ok(ev) => {
+                    let seen = ev.n <= last_sent;
+                    if seen {
+                        continue;
+                    }
+                    last_sent = ev.n;
+                    if !visible(&ctx, &p, &ev) {
+                        continue;
+                    }
+                    frame(&ctx, &ev)
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let resume = ctx.events.id(last_sent);
+                    let lagged = json!({"resume_from": resume, "reason": "this reader fell too far behind; reconnect with Last-Event-ID set to resume_from"});
+                    let _ = tx.try_send(Bytes::from(format!("event: lagged\ndata: {lagged}\n\n")));
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+        };
+        tokio::select! {
+            _ = closed.wait_for(|c| *c) => return,
+            sent = tx.send(chunk) => if sent.is_err() { return },
+        }
+    }
+}

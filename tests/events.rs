@@ -1,0 +1,229 @@
+//! `GET /v1/events` over real HTTP: task transitions and noun writes as
+//! Server-Sent Events, filtered by what each key may see, resumable with
+//! `Last-Event-ID`, and a reader that falls behind is cut off with the id
+//! to resume from instead of slowing the queue.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use support::*;
+
+/// One SSE event as read.
+#[derive(Debug, Clone)]
+struct Sse {
+    id: Option<String>,
+    event: String,
+    data: Value,
+}
+
+/// A reader of one event stream.
+struct Stream {
+    body: Incoming,
+    buf: String,
+    _conn: tokio::task::JoinHandle<()>,
+}
+
+impl Stream {
+    async fn open(base: &str, key: &str, last: Option<&str>) -> Stream {
+        let addr = base.trim_start_matches("http://").to_string();
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                .await
+                .unwrap();
+        let conn = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = hyper::Request::get("/v1/events")
+            .header("host", addr)
+            .header("authorization", format!("Bearer {key}"));
+        if let Some(last) = last {
+            req = req.header("last-event-id", last);
+        }
+        let resp = send
+            .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        Stream {
+            body: resp.into_body(),
+            buf: String::new(),
+            _conn: conn,
+        }
+    }
+
+    /// The next event (comments skipped), or `None` when the stream ends or
+    /// nothing comes within `secs`.
+    async fn next(&mut self, secs: u64) -> Option<Sse> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut ev = Sse {
+                    id: None,
+                    event: "message".into(),
+                    data: Value::Null,
+                };
+                let mut any = false;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        ev.id = Some(v.into());
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        ev.event = v.into();
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        ev.data = serde_json::from_str(v).unwrap();
+                    }
+                }
+                if any {
+                    return Some(ev);
+                }
+                continue;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(secs), self.body.frame())
+                .await
+                .ok()??
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.buf.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+    }
+
+    /// Events until `until` holds for one (inclusive).
+    async fn until(&mut self, until: impl Fn(&Sse) -> bool) -> Vec<Sse> {
+        let mut got = Vec::new();
+        while let Some(ev) = self.next(10).await {
+            let stop = until(&ev);
+            got.push(ev);
+            if stop {
+                return got;
+            }
+        }
+        panic!("the stream ended or stalled before the awaited event: {got:?}");
+    }
+}
+
+fn is_task(ev: &Sse, id: &str, state: &str) -> bool {
+    ev.event == "task" && ev.data["task_id"] == id && ev.data["state"] == state
+}
+
+#[tokio::test]
+async fn task_and_noun_events_are_filtered_by_what_each_key_may_see() {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let mut admin = Stream::open(&base, &team.d.admin_key, None).await;
+    let r = team
+        .d
+        .admin
+        .post_json(
+            "/v1/keys",
+            &json!({"label": "watcher", "grants": {
+                "queues": ["work.external"], "kinds": ["verb.compute"], "effect_classes": ["write-internal"],
+                "scopes": [format!("namespace:{NS}"), "surface:elsewhere", "nouns:read", "verbs:enqueue"]}}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let watcher_key = body(&r)["secret"].as_str().unwrap().to_string();
+    let watcher = team.d.client(&watcher_key);
+    let mut outsider = Stream::open(&base, &watcher_key, None).await;
+
+    let hidden = enqueue(&team.requester, &spec("verb.compute", json!({}))).await;
+    let mut own = spec("verb.compute", json!({}));
+    own["producer_surface"] = json!("surface:elsewhere");
+    let mine = enqueue(&watcher, &own).await;
+    let c = claim(&team.worker, "work.external").await.unwrap();
+    assert_eq!(claimed_id(&c), hidden);
+    submit(&team.worker, &hidden, &lease(&c), true, json!([])).await;
+    put_noun(&team.requester, "notes", "n1", json!({"a": 1})).await;
+
+    let seen = admin
+        .until(|e| e.event == "noun" && e.data["key"] == "n1")
+        .await;
+    for (id, state) in [
+        (&hidden, "queued"),
+        (&mine, "queued"),
+        (&hidden, "claimed"),
+        (&hidden, "succeeded"),
+    ] {
+        assert!(
+            seen.iter().any(|e| is_task(e, id, state)),
+            "admin sees {id} {state}: {seen:?}"
+        );
+    }
+    let ids: Vec<&str> = seen.iter().filter_map(|e| e.id.as_deref()).collect();
+    let mut sorted = ids.clone();
+    sorted.dedup();
+    assert_eq!(ids.len(), sorted.len(), "every event has its own id");
+
+    let theirs = outsider.until(|e| is_task(e, &mine, "queued")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let more = outsider.next(1).await;
+    let all: Vec<Sse> = theirs.into_iter().chain(more).collect();
+    let text = format!("{all:?}");
+    assert!(
+        !text.contains(&format!("\"{hidden}\"")),
+        "the hidden task never shows: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_reader_resumes_with_last_event_id_and_a_stale_id_resets() {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let key = team.d.admin_key.clone();
+    let mut s = Stream::open(&base, &key, None).await;
+    let first = enqueue(&team.requester, &spec("verb.compute", json!({}))).await;
+    let got = s.until(|e| is_task(e, &first, "queued")).await;
+    let last = got.last().unwrap().id.clone().unwrap();
+    drop(s);
+
+    let second = enqueue(&team.requester, &spec("verb.compute", json!({}))).await;
+    let third = enqueue(&team.requester, &spec("verb.compute", json!({}))).await;
+    let mut s = Stream::open(&base, &key, Some(&last)).await;
+    let a = s.next(5).await.unwrap();
+    let b = s.next(5).await.unwrap();
+    assert!(is_task(&a, &second, "queued"), "{a:?}");
+    assert!(is_task(&b, &third, "queued"), "{b:?}");
+
+    let mut stale = Stream::open(&base, &key, Some("0-1")).await;
+    let reset = stale.next(5).await.unwrap();
+    assert_eq!(reset.event, "reset", "{reset:?}");
+}
+
+#[tokio::test]
+async fn a_reader_that_falls_behind_is_cut_off_with_where_to_resume() {
+    let team = Team::start_with(|c| c.limits.events_backlog = 16).await;
+    let base = team.d.admin.base().to_string();
+    let mut slow = Stream::open(&base, &team.d.admin_key, None).await;
+    let items: Vec<Value> = (0..500)
+        .map(|i| spec("verb.compute", json!({"i": i})))
+        .collect();
+    let r = team
+        .requester
+        .post_json("/v1/batch/tasks", &json!({"items": items}))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let mut last = None;
+    while let Some(ev) = slow.next(10).await {
+        last = Some(ev);
+    }
+    let last = last.expect("some events");
+    assert_eq!(last.event, "lagged", "{last:?}");
+    let resume = last.data["resume_from"].as_str().unwrap().to_string();
+
+    let mut again = Stream::open(&base, &team.d.admin_key, Some(&resume)).await;
+    let rest = again.until(|e| e.data["task_id"] == "t500").await;
+    assert!(
+        rest.iter().all(|e| e.event == "task"),
+        "resumed without a reset: {:?}",
+        &rest[..2]
+    );
+}
