@@ -319,17 +319,17 @@ async fn task_list_filters_and_show_receipts_and_output() {
             .map(|t| t["task_id"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(ids(&["--queue", "work.a"]), [a1.clone(), a2.clone()]);
-    assert_eq!(ids(&["--kind", "verb.compute"]), [a1.clone(), b1.clone()]);
-    assert_eq!(ids(&["--namespace", "other"]), [b1.clone()]);
-    assert_eq!(ids(&["--limit", "1"]), [a1.clone()]);
+    assert_eq!(ids(&["--queue", "work.a"]), [a1.as_str(), a2.as_str()]);
+    assert_eq!(ids(&["--kind", "verb.compute"]), [a1.as_str(), b1.as_str()]);
+    assert_eq!(ids(&["--namespace", "other"]), [b1.as_str()]);
+    assert_eq!(ids(&["--limit", "1"]), [a1.as_str()]);
 
     let c = claim(&d.admin, "work.a").await.unwrap();
     assert_eq!(claimed_id(&c), a1);
-    assert_eq!(ids(&["--state", "claimed"]), [a1.clone()]);
+    assert_eq!(ids(&["--state", "claimed"]), [a1.as_str()]);
     assert_eq!(
         ids(&["--state", "queued", "--queue", "work.a"]),
-        [a2.clone()]
+        [a2.as_str()]
     );
     let r = submit(&d.admin, &a1, &lease(&c), true, json!([])).await;
     assert!(r.status.is_success(), "{}", text(&r.body));
