@@ -61,7 +61,7 @@ fn generate(dir: &Path, nouns: usize, tasks: usize) {
         for i in start..(start + PER_FILE).min(tasks) {
             let _ = write!(
                 text,
-                "  - id: t{i}\n    kind: verb.compute\n    brief:\n      step: {i}\n"
+                "  - id: t{i}\n    kind: verb.compute\n    brief:\n      index: {i}\n"
             );
             if i % 2 == 0 && nouns > 0 {
                 let _ = writeln!(
@@ -78,19 +78,38 @@ fn generate(dir: &Path, nouns: usize, tasks: usize) {
     }
 }
 
-/// Runs `tessera import PACK [extra]` and returns its time and exit code.
-fn import(pack: &Path, base: &str, key: &Path, extra: &[&str]) -> (Duration, i32) {
+/// Runs `tessera import PACK [extra]` and returns its time and exit code;
+/// when it fails, also what it printed (each refused item with the
+/// daemon's error), so a failed phase shows its cause.
+fn import(pack: &Path, base: &str, key: &Path, extra: &[&str]) -> (Duration, i32, String) {
     let start = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_tessera"))
+    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .arg("import")
         .arg(pack)
         .args(extra)
         .args(["--server", base, "--key-file"])
         .arg(key)
-        .stdout(Stdio::null())
-        .status()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
         .expect("run tessera import");
-    (start.elapsed(), status.code().unwrap_or(-1))
+    let took = start.elapsed();
+    let said = if out.status.success() {
+        String::new()
+    } else {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let errors: Vec<&str> = stdout
+            .lines()
+            .filter(|l| !l.starts_with("create") && !l.starts_with("unchanged"))
+            .take(20)
+            .collect();
+        format!(
+            "{}\n{}",
+            errors.join("\n"),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    (took, out.status.code().unwrap_or(-1), said)
 }
 
 mod support;
@@ -110,7 +129,12 @@ fn main() {
             .post_json("/v1/queues", &json!({"name": "bench.work"}))
             .await
             .expect("provision");
-        assert!(r.status.is_success(), "provisioning: {}", r.status);
+        assert!(
+            r.status.is_success(),
+            "provisioning bench.work: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
     });
     println!(
         "tessera import benchmark: {} nouns, {} tasks, nproc {}",
@@ -133,8 +157,8 @@ fn main() {
         ("unchanged re-apply", &[], 0),
     ];
     for (name, extra, want) in phases {
-        let (took, code) = import(&pack, &base, &key, extra);
-        assert_eq!(code, want, "{name}: tessera import exited {code}");
+        let (took, code, said) = import(&pack, &base, &key, extra);
+        assert_eq!(code, want, "{name}: tessera import exited {code}:\n{said}");
         println!("{name:<26} {:>8.2} s", took.as_secs_f64());
     }
 }

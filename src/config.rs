@@ -149,22 +149,55 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Loads a TOML config file over the defaults.
+    /// Loads a TOML config file over the defaults. A relative `root` in
+    /// the file is relative to the file's folder, wherever the daemon is
+    /// started from (the default root stays relative to the working
+    /// directory, and so does a `--root` flag).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.display().to_string(),
-            message: e.to_string(),
+        Config::parse(&text, path.parent().unwrap_or(Path::new(""))).map_err(|message| {
+            ConfigError::Parse {
+                path: path.display().to_string(),
+                message,
+            }
         })
+    }
+
+    /// Parses a config file's text; a relative `root` it names is joined
+    /// to `folder`, the file's folder.
+    fn parse(text: &str, folder: &Path) -> Result<Config, String> {
+        let mut config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        let names_root = text
+            .parse::<toml::Table>()
+            .is_ok_and(|t| t.contains_key("root"));
+        if names_root && config.root.is_relative() {
+            config.root = folder.join(&config.root);
+        }
+        Ok(config)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_root_in_the_file_is_relative_to_the_files_folder() {
+        let etc = Path::new("/etc/tessera");
+        let cases = [
+            ("root = \"data\"\n", "/etc/tessera/data"),
+            ("root = \"../srv/root\"\n", "/etc/tessera/../srv/root"),
+            ("root = \"/var/lib/tessera\"\n", "/var/lib/tessera"),
+            ("", DEFAULT_ROOT),
+        ];
+        for (text, want) in cases {
+            let c = Config::parse(text, etc).unwrap();
+            assert_eq!(c.root, Path::new(want), "{text:?}");
+        }
+    }
 
     #[test]
     fn failure_budgets_are_set_in_the_limits_table() {

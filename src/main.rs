@@ -14,11 +14,5 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    match tessera::cli::run(tessera::cli::Cli::parse()) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    tessera::cli::run(tessera::cli::Cli::parse())
 }

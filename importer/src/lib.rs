@@ -45,6 +45,16 @@ use resolve::{Ctx, PackFile};
 use schema::Doc;
 use source::PackDir;
 
+/// Parses one YAML document into JSON with the limits pack files have
+/// (depth, alias expansion, JSON-safe values), for a client that reads a
+/// single YAML file outside a pack, such as `tessera task enqueue`. The
+/// error names the line.
+pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
+    raw::parse(Format::Yaml, text)
+        .map(|raw| raw.value)
+        .map_err(|e| format!("line {}: {}", e.line, e.message))
+}
+
 /// Reads the pack in `dir` and returns its Plan, or every problem found.
 ///
 /// ```no_run

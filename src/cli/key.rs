@@ -5,9 +5,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use super::exit::Usage;
 use super::remote::RemoteArgs;
 use crate::auth::{EffectClass, Grants, Scope};
 use crate::http::wire::{IssueKey, IssuedKey, KeyList, KeyView};
@@ -113,49 +113,102 @@ fn print_key(k: &KeyView) {
     );
 }
 
-/// Runs a key subcommand.
-pub async fn run(cmd: KeyCommand) -> anyhow::Result<ExitCode> {
-    match cmd {
-        KeyCommand::Issue(a) => {
-            let body = IssueKey {
-                label: a.label,
-                account_id: a.account_id,
-                owner: a.owner,
-                grants: Grants {
-                    queues: a.queues,
-                    kinds: a.kinds,
-                    effect_classes: a.effect_classes,
-                    scopes: a.scopes,
-                },
-                expires_at: a.expires_at,
-            };
-            let issued: IssuedKey = a
-                .remote
-                .client()?
+/// Issues a key. With `--secret-file`, the file is created (and must not
+/// exist) before the key is issued, so a refused file never leaves a live
+/// key whose secret is lost; if writing the secret fails after issuing,
+/// the key is revoked.
+async fn issue(a: IssueArgs) -> anyhow::Result<()> {
+    let client = a.remote.client()?;
+    let file = match &a.secret_file {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| {
+                    Usage(format!(
+                        "cannot create the secret file {}: {e}; name a file that does not exist yet (no key was issued)",
+                        path.display()
+                    ))
+                })?,
+        ),
+        None => None,
+    };
+    let body = IssueKey {
+        label: a.label,
+        account_id: a.account_id,
+        owner: a.owner,
+        grants: Grants {
+            queues: a.queues,
+            kinds: a.kinds,
+            effect_classes: a.effect_classes,
+            scopes: a.scopes,
+        },
+        expires_at: a.expires_at,
+    };
+    let issued = async {
+        Ok::<IssuedKey, anyhow::Error>(
+            client
                 .post_json("/v1/keys", &body)
                 .await?
                 .success()?
-                .json()?;
+                .json()?,
+        )
+    }
+    .await;
+    let (issued, mut f, path) = match (issued, file, a.secret_file) {
+        (Ok(issued), Some(f), Some(path)) => (issued, f, path),
+        (Ok(issued), _, _) => {
             print_key(&issued.key);
-            match a.secret_file {
-                Some(path) => {
-                    let mut f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .mode(0o600)
-                        .open(&path)
-                        .with_context(|| {
-                            format!("creating {} (it must not exist yet)", path.display())
-                        })?;
-                    writeln!(f, "{}", issued.secret)?;
-                    println!(
-                        "secret written to {} (mode 0600); it is not shown again",
-                        path.display()
-                    );
-                }
-                None => println!("{}", issued.secret),
-            }
+            println!("{}", issued.secret);
+            return Ok(());
         }
+        (Err(e), _, path) => {
+            if let Some(path) = path {
+                let _ = std::fs::remove_file(&path);
+            }
+            return Err(e);
+        }
+    };
+    print_key(&issued.key);
+    let written = writeln!(f, "{}", issued.secret).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&path);
+        let revoked = client.delete(&key_path(&issued.key.key_id)).await;
+        let revoked = revoked
+            .map_err(anyhow::Error::from)
+            .and_then(|r| Ok(r.success()?));
+        return Err(match revoked {
+            Ok(_) => anyhow::anyhow!(
+                "writing the secret to {} failed ({e}); key {} was revoked, so no key is live without its secret: fix the file's folder and issue again",
+                path.display(),
+                issued.key.key_id
+            ),
+            Err(r) => anyhow::anyhow!(
+                "writing the secret to {} failed ({e}) and revoking key {} failed too ({r:#}): revoke it with `tessera key revoke {}`",
+                path.display(),
+                issued.key.key_id,
+                issued.key.key_id
+            ),
+        });
+    }
+    println!(
+        "secret written to {} (mode 0600); it is not shown again",
+        path.display()
+    );
+    Ok(())
+}
+
+fn key_path(key_id: &str) -> String {
+    let enc = percent_encoding::utf8_percent_encode(key_id, percent_encoding::NON_ALPHANUMERIC);
+    format!("/v1/keys/{enc}")
+}
+
+/// Runs a key subcommand.
+pub async fn run(cmd: KeyCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        KeyCommand::Issue(a) => issue(a).await?,
         KeyCommand::List { remote } => {
             let list: KeyList = remote.client()?.get("/v1/keys").await?.success()?.json()?;
             for k in &list.keys {
@@ -163,11 +216,9 @@ pub async fn run(cmd: KeyCommand) -> anyhow::Result<ExitCode> {
             }
         }
         KeyCommand::Revoke { key_id, remote } => {
-            let enc =
-                percent_encoding::utf8_percent_encode(&key_id, percent_encoding::NON_ALPHANUMERIC);
             let k: KeyView = remote
                 .client()?
-                .delete(&format!("/v1/keys/{enc}"))
+                .delete(&key_path(&key_id))
                 .await?
                 .success()?
                 .json()?;

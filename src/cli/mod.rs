@@ -1,14 +1,20 @@
 //! The `tessera` command: subcommands and their arguments. `serve`,
 //! `fsck` and `recover` work on a root directly; every other subcommand is a thin client
-//! of a running daemon's HTTP API.
+//! of a running daemon's HTTP API. Exit codes are in `cli/exit.rs`.
 
+mod enqueue;
+pub mod exit;
 mod fsck;
 mod import;
 mod key;
 mod noun;
+mod queue;
 mod recover;
 mod remote;
 mod serve;
+mod status;
+mod table;
+mod task;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,9 +23,15 @@ use clap::{Parser, Subcommand};
 
 use crate::config::DEFAULT_ROOT;
 
+/// Exit codes of the client subcommands, shown under `--help`.
+const EXIT_CODES: &str = "Exit codes (client subcommands): 0 done; 1 the daemon refused \
+(its status, code, message and a next step are printed) or another failure; 2 usage \
+(a bad flag, an unreadable or invalid input file, no key); 3 the daemon cannot be reached. \
+`tessera import` exits 2 when a plan would change something.";
+
 /// Routes agent work through versioned nouns and leased verbs.
 #[derive(Debug, Parser)]
-#[command(name = "tessera", version, about)]
+#[command(name = "tessera", version, about, after_help = EXIT_CODES)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -56,10 +68,26 @@ pub enum Command {
     /// Import a seed pack (nouns, tasks, catalog pins) through a running
     /// daemon; `--plan` shows what would change and writes nothing.
     Import(import::ImportArgs),
+    /// Create, list and show queues through a running daemon.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Queue(queue::QueueCommand),
+    /// Enqueue, list, inspect, cancel, retry and release tasks through a
+    /// running daemon.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Task(task::TaskCommand),
+    /// Per queue: counts by state, oldest queued task, live leases; the
+    /// daemon's health, journal size and free disk (admin).
+    #[command(after_help = EXIT_CODES)]
+    Status(status::StatusArgs),
 }
 
-/// Runs a parsed command line.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs a parsed command line; a failure is printed to stderr and
+/// answered with its exit code ([`exit::report`]).
+pub fn run(cli: Cli) -> ExitCode {
+    dispatch(cli).unwrap_or_else(|e| exit::report(&e))
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Fsck { root } => fsck::run(&root),
@@ -67,5 +95,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
         Command::Key(cmd) => remote::block_on(key::run(cmd)),
         Command::Import(args) => remote::block_on(import::run(args)),
+        Command::Queue(cmd) => remote::block_on(queue::run(cmd)),
+        Command::Task(cmd) => remote::block_on(task::run(cmd)),
+        Command::Status(args) => remote::block_on(status::run(args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_subcommand_has_unique_well_formed_arguments() {
+        super::Cli::command().debug_assert();
     }
 }

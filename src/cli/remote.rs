@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
+use super::exit::Usage;
 use crate::client::Client;
 
 /// Where the daemon is and which key to use.
@@ -26,11 +27,12 @@ impl RemoteArgs {
     /// `--key-file` or the `TESSERA_KEY` environment variable.
     pub fn client(&self) -> anyhow::Result<Client> {
         let key = match &self.key_file {
-            Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("reading the key file {}", path.display()))?,
+            Some(path) => std::fs::read_to_string(path).map_err(|e| {
+                Usage(format!("cannot read the key file {}: {e}", path.display()))
+            })?,
             None => std::env::var("TESSERA_KEY").map_err(|_| {
-                anyhow::anyhow!(
-                    "no key: pass --key-file FILE or set TESSERA_KEY (the first start writes the admin key to <root>/auth/admin.key)"
+                Usage(
+                    "no key: pass --key-file FILE or set TESSERA_KEY (the first start writes the admin key to <root>/auth/admin.key)".into(),
                 )
             })?,
         };

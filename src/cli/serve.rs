@@ -55,9 +55,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("binding {}; is another process using it?", config.listen))?;
         let addr = listener.local_addr()?;
-        println!("listening on http://{addr}");
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
+        // Only once the handlers are in place: a SIGTERM sent on seeing
+        // this line drains and exits 0 instead of killing the process.
+        println!("listening on http://{addr}");
         let shutdown = async move {
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM received; draining"),

@@ -29,6 +29,7 @@ mod promotions;
 mod queues;
 pub mod request;
 mod routes;
+mod status;
 mod tasks;
 pub mod wire;
 mod worker;

@@ -34,7 +34,7 @@ pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
 /// The answer for a condition: `200` when ok or out of space (reads are
 /// served and writes resume by themselves once space is freed), `503`
 /// after a failed fsync (only a restart clears it).
-fn report(condition: Condition) -> (StatusCode, Health) {
+pub(super) fn report(condition: Condition) -> (StatusCode, Health) {
     let (status, name, incident) = match condition {
         Condition::Ok => (StatusCode::OK, "ok", None),
         Condition::OutOfSpace(i) => (StatusCode::OK, "out_of_space", Some(i)),

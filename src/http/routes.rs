@@ -13,7 +13,8 @@ use hyper::body::Incoming;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, tasks, worker,
+    Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, status, tasks,
+    worker,
 };
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
@@ -98,6 +99,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
         (Method::GET, ["metrics"]) => ops::metrics(ctx, &req),
         (Method::GET, ["v1", "events"]) => events::stream(ctx, req).await,
+        (Method::GET, ["v1", "status"]) => status::status(ctx, req).await,
 
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,

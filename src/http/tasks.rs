@@ -230,7 +230,7 @@ pub async fn show(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     Ok(json_response(StatusCode::OK, &v))
 }
 
-/// `GET /v1/tasks?queue=&kind=&state=&cursor=&limit=`: tasks the key may see.
+/// `GET /v1/tasks?queue=&kind=&state=&namespace=&cursor=&limit=`: tasks the key may see.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let state: Option<TaskState> = req
@@ -246,12 +246,16 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .map_or(100, |n| (n as usize).clamp(1, MAX_PAGE));
     let queue = req.query("queue").map(str::to_string);
     let kind = req.query("kind").map(str::to_string);
+    let namespace = req.query("namespace").map(str::to_string);
     let page = ctx
         .queue
         .read(|st| {
             let mut matching = st.tasks.after(cursor).filter(|t| {
                 queue.as_deref().is_none_or(|q| t.spec.queue.as_str() == q)
                     && kind.as_deref().is_none_or(|k| t.spec.kind.as_str() == k)
+                    && namespace
+                        .as_deref()
+                        .is_none_or(|n| t.spec.namespace.as_str() == n)
                     && state.is_none_or(|s| t.state == s)
                     && access::sees_task(&p, &st.facts(t))
             });

@@ -6,9 +6,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 mod batch;
+mod status;
 mod tasks;
 
 pub use batch::*;
+pub use status::*;
 pub use tasks::*;
 
 use jiff::Timestamp;

@@ -1,0 +1,232 @@
+//! `tessera queue create|list|show`: thin clients of `POST /v1/queues`,
+//! `GET /v1/queues` and `GET /v1/status`.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::remote::RemoteArgs;
+use super::table::{self, OutputArgs, Table};
+use crate::client::ClientError;
+use crate::http::wire::{QueueList, QueueStatus, QueueView, Status};
+use crate::queue::spec::Backoff;
+use crate::queue::{QueueConfig, TaskState};
+use crate::store::Name;
+
+/// Queue subcommands.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Provision a queue (admin key); for an existing queue, the settings
+    /// given replace its settings.
+    Create(CreateArgs),
+    /// The queues the key was issued (all, for admin), with task counts.
+    List {
+        #[command(flatten)]
+        out: OutputArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// One queue: its settings, counts, oldest queued task and live leases.
+    Show {
+        /// The queue's name.
+        name: String,
+        #[command(flatten)]
+        out: OutputArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+/// Arguments of `queue create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The queue's name.
+    #[arg(value_parser = parse_name)]
+    name: Name,
+    /// Lease length in seconds (1 to 86400).
+    #[arg(long, default_value_t = 300)]
+    lease_ttl_s: u32,
+    /// Claims before a task fails with attempts_exhausted (1 to 1000).
+    #[arg(long, default_value_t = 3)]
+    max_attempts: u32,
+    /// First retry delay after an expired lease, in milliseconds.
+    #[arg(long, default_value_t = Backoff::default().base_ms)]
+    backoff_base_ms: u64,
+    /// Longest retry delay, in milliseconds.
+    #[arg(long, default_value_t = Backoff::default().cap_ms)]
+    backoff_cap_ms: u64,
+    /// A server queue: claimable only by keys that name it in their grants.
+    #[arg(long)]
+    server_queue: bool,
+    /// The ctx-dir placement template for its tasks (such as runs/{task_id}).
+    #[arg(long)]
+    placement: Option<String>,
+    /// A stage kind promotion to public requires (repeatable).
+    #[arg(long = "required-stage", value_parser = parse_name)]
+    required_stages: Vec<Name>,
+    #[command(flatten)]
+    out: OutputArgs,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+fn parse_name(s: &str) -> Result<Name, String> {
+    Name::parse("name", s).map_err(|e| e.to_string())
+}
+
+/// `queue show`: the listed queue and its status line.
+#[derive(Debug, Serialize)]
+struct Shown {
+    #[serde(flatten)]
+    queue: QueueView,
+    #[serde(flatten)]
+    status: Option<QueueStatus>,
+}
+
+/// Runs a queue subcommand.
+pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        QueueCommand::Create(a) => {
+            let config = QueueConfig {
+                name: a.name,
+                lease_ttl_s: a.lease_ttl_s,
+                max_attempts: a.max_attempts,
+                backoff: Backoff {
+                    base_ms: a.backoff_base_ms,
+                    cap_ms: a.backoff_cap_ms,
+                },
+                server: a.server_queue,
+                placement: a.placement,
+                required_stages: a.required_stages,
+            };
+            let reply = a
+                .remote
+                .client()?
+                .post_json("/v1/queues", &config)
+                .await?
+                .success()?;
+            let created = reply.status == http::StatusCode::CREATED;
+            let got: QueueConfig = reply.json()?;
+            table::print(a.out.output, &got, |q| {
+                let mut t = settings(q);
+                t.row(vec![
+                    "outcome".into(),
+                    if created {
+                        "created"
+                    } else {
+                        "existed: settings as shown"
+                    }
+                    .into(),
+                ]);
+                t
+            });
+        }
+        QueueCommand::List { out, remote } => {
+            let list: QueueList = remote
+                .client()?
+                .get("/v1/queues")
+                .await?
+                .success()?
+                .json()?;
+            table::print(out.output, &list, |l| {
+                let mut headers: Vec<String> = ["QUEUE", "SERVER", "LEASE_TTL_S", "MAX_ATTEMPTS"]
+                    .map(String::from)
+                    .into();
+                headers.extend(state_headers());
+                let mut t = Table::new(&headers);
+                for q in &l.queues {
+                    let mut row = vec![
+                        q.config.name.to_string(),
+                        yes_no(q.config.server),
+                        q.config.lease_ttl_s.to_string(),
+                        q.config.max_attempts.to_string(),
+                    ];
+                    row.extend(
+                        TaskState::ALL
+                            .iter()
+                            .map(|s| q.counts.get(s.as_str()).copied().unwrap_or(0).to_string()),
+                    );
+                    t.row(row);
+                }
+                t
+            });
+        }
+        QueueCommand::Show { name, out, remote } => {
+            let client = remote.client()?;
+            let list: QueueList = client.get("/v1/queues").await?.success()?.json()?;
+            let Some(queue) = list
+                .queues
+                .into_iter()
+                .find(|q| q.config.name.as_str() == name)
+            else {
+                return Err(ClientError::Api {
+                    status: http::StatusCode::NOT_FOUND,
+                    code: "unknown_queue".into(),
+                    message: format!("queue {name} is not provisioned, or not issued to this key"),
+                    details: serde_json::Value::Null,
+                }
+                .into());
+            };
+            let status: Status = client.get("/v1/status").await?.success()?.json()?;
+            let now = status.now;
+            let shown = Shown {
+                status: status.queues.into_iter().find(|q| q.name.as_str() == name),
+                queue,
+            };
+            table::print(out.output, &shown, |s| {
+                let mut t = settings(&s.queue.config);
+                for st in TaskState::ALL {
+                    let n = s.queue.counts.get(st.as_str()).copied().unwrap_or(0);
+                    t.row(vec![st.as_str().into(), n.to_string()]);
+                }
+                if let Some(q) = &s.status {
+                    t.row(vec![
+                        "oldest_queued".into(),
+                        q.oldest_queued_since
+                            .map_or("-".into(), |at| table::ago(at, now)),
+                    ]);
+                    t.row(vec!["live_leases".into(), q.live_leases.to_string()]);
+                }
+                t
+            });
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A queue's settings as FIELD / VALUE rows.
+fn settings(q: &QueueConfig) -> Table {
+    let mut t = Table::new(&["FIELD", "VALUE"]);
+    let rows = [
+        ("name", q.name.to_string()),
+        ("server", yes_no(q.server)),
+        ("lease_ttl_s", q.lease_ttl_s.to_string()),
+        ("max_attempts", q.max_attempts.to_string()),
+        (
+            "backoff",
+            format!(
+                "{} ms, doubling to {} ms",
+                q.backoff.base_ms, q.backoff.cap_ms
+            ),
+        ),
+        (
+            "placement",
+            q.placement.clone().unwrap_or_else(|| "-".into()),
+        ),
+        ("required_stages", table::list(&q.required_stages)),
+    ];
+    for (k, v) in rows {
+        t.row(vec![k.into(), v]);
+    }
+    t
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// One column header per task state, in table order.
+pub fn state_headers() -> impl Iterator<Item = String> {
+    TaskState::ALL.iter().map(|s| s.as_str().to_uppercase())
+}

@@ -1,0 +1,51 @@
+//! The body of `GET /v1/status`: an operator's overview of the queues a
+//! key may see, and (for admin) the root's storage.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::Health;
+use crate::store::Name;
+
+/// `GET /v1/status`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Status {
+    /// The root's health, as `/healthz` reports it.
+    pub health: Health,
+    /// When the daemon computed this answer.
+    pub now: Timestamp,
+    /// The queues the key was issued (all, for admin), by name.
+    pub queues: Vec<QueueStatus>,
+    /// The root's storage: admin only (absent for other keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageStatus>,
+}
+
+/// One queue, counting only the tasks the key may see.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueStatus {
+    /// The queue.
+    pub name: Name,
+    /// Tasks per state (every state, zeros included).
+    pub counts: BTreeMap<String, u64>,
+    /// When the longest-waiting queued task became queued; absent when
+    /// none is queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_queued_since: Option<Timestamp>,
+    /// Claimed tasks whose lease has not lapsed.
+    pub live_leases: u64,
+}
+
+/// Where the root's bytes are (admin only).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StorageStatus {
+    /// Bytes of the files under `journal/` (segments are preallocated, so
+    /// this grows in whole segments).
+    pub journal_bytes: u64,
+    /// Bytes free to the daemon on the root's file system.
+    pub disk_free_bytes: u64,
+    /// Size of the root's file system.
+    pub disk_total_bytes: u64,
+}
