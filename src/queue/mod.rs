@@ -22,8 +22,9 @@
 //!
 //! How far to trust a state: anything a caller was told is in the journal
 //! (fsynced); reads wait until what they saw is durable too. Terminal
-//! states change only by an explicit retry; `succeeded` never changes. A lease is live until its `expires_at`, whether or
-//! not the sweeper has yet returned the task to the queue.
+//! states change only by an explicit retry; `succeeded` never changes. A
+//! lease is live until its `expires_at`, whether or not the sweeper has
+//! yet returned the task to the queue.
 
 mod applies;
 pub mod brief;
