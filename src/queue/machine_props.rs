@@ -251,3 +251,62 @@ proptest! {
         prop_assert_eq!(tasks_json(&st), tasks_json(&replayed), "replay diverged from the live state");
     }
 }
+
+/// A failed submit written by the code before retries (no `retry_at`)
+/// still means a failed task at replay; a new one that retries carries it.
+#[test]
+fn submitted_events_without_retry_at_keep_their_old_meaning() {
+    let limits = SplitLimits {
+        max_depth: 2,
+        max_children: 4,
+    };
+    let mut st = State::new(limits);
+    let now = Timestamp::from_second(1_900_000_000).unwrap();
+    let me = name("key");
+    let config: QueueConfig =
+        serde_json::from_value(json!({"name": "q", "max_attempts": 3})).unwrap();
+    st.apply(&st.decide_queue(config).unwrap());
+    let Ok(Enqueue::New(ev, id)) =
+        st.decide_enqueue(spec(vec![], 0, None, false), &me, now, &|_| true)
+    else {
+        panic!("enqueued")
+    };
+    st.apply(&ev);
+    let claim = st
+        .decide_claim(id, &me, LeaseId("l1".into()), "wh-1".into(), now)
+        .unwrap();
+    st.apply(&claim);
+    let old = json!({"submitted": {
+        "id": id, "lease_id": "l1", "request": Sha256::of(b"r"), "ok": false,
+        "receipt": {"task_id": id, "attempt": 1, "state": "failed", "ok": false, "outputs": [],
+                    "evidence": [], "by_key": "key", "at": now, "prev": null},
+        "receipt_sha256": Sha256::of(b"receipt"), "at": now,
+    }});
+    let ev: Event = serde_json::from_value(old).expect("an old record still parses");
+    assert_eq!(st.applies(&ev), Ok(()));
+    let mut replayed = State::restore(st.queues.clone(), st.tasks.clone(), st.next_id, limits, now);
+    replayed.apply(&ev);
+    assert_eq!(replayed.tasks[&id].state, TaskState::Failed);
+
+    let input = SubmitInput {
+        ok: false,
+        outputs: vec![],
+        evidence: vec![],
+        note: None,
+        worker: None,
+        checks: None,
+        failure: None,
+        final_failure: false,
+        request: Sha256::of(b"r"),
+    };
+    let Submit::New { event, .. } = st
+        .decide_submit(id, &LeaseId("l1".into()), &input, &me, now)
+        .unwrap()
+    else {
+        panic!("a new receipt")
+    };
+    let back: Event = serde_json::from_slice(&serde_json::to_vec(&event).unwrap()).unwrap();
+    st.apply(&back);
+    assert_eq!(st.tasks[&id].state, TaskState::Queued);
+    assert!(st.tasks[&id].not_before.is_some());
+}
