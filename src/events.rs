@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
-use crate::queue::{self, Observer, State, TaskId, TaskState};
+use crate::queue::{self, Observer, State, TaskId, TaskState, Transition};
 use crate::store::{NounPath, VersionEntry};
 
 /// Events kept for readers that reconnect.
@@ -222,44 +222,37 @@ impl Events {
 }
 
 /// The reader-facing facts of a task.
-fn task_data(st: &State, id: TaskId) -> Option<(TaskState, Value)> {
+fn task_data(st: &State, id: TaskId) -> Option<Value> {
     let t = st.tasks.get(&id)?;
-    let data = json!({
+    Some(json!({
         "queue": t.spec.queue,
         "kind": t.spec.kind,
         "namespace": t.spec.namespace,
         "attempt": t.attempt.0,
-    });
-    Some((t.state, data))
+    }))
 }
 
 impl Observer for Events {
-    fn committed(&self, seq: u64, ev: &queue::Event, before: Option<TaskState>, st: &State) {
-        let mut changed: Vec<TaskId> = Vec::new();
-        match ev {
-            queue::Event::Enqueued { task, .. } => changed.push(task.id),
-            queue::Event::Split { children, .. } => changed.extend(children.iter().map(|c| c.id)),
-            _ => {}
-        }
-        if let Some(id) = ev.task_id()
-            && st.tasks.get(&id).is_some_and(|t| Some(t.state) != before)
-        {
-            changed.push(id);
-        }
-        if changed.is_empty() {
+    fn committed(&self, seq: u64, _ev: &queue::Event, moved: &[Transition], st: &State) {
+        if moved.is_empty() {
             return;
         }
         let mut inner = self.inner();
-        for id in changed {
-            if let Some((state, data)) = task_data(st, id) {
-                let what = What::Task { id, state, data };
-                // The journal thread may have synced the record already:
-                // it can run between the append and this call.
-                if seq <= inner.durable {
-                    self.publish(&mut inner, what);
-                } else {
-                    inner.pending.push_back((seq, what));
-                }
+        for m in moved {
+            let Some(data) = task_data(st, m.id) else {
+                continue;
+            };
+            let what = What::Task {
+                id: m.id,
+                state: m.to,
+                data,
+            };
+            // The journal thread may have synced the record already: it
+            // can run between the append and this call.
+            if seq <= inner.durable {
+                self.publish(&mut inner, what);
+            } else {
+                inner.pending.push_back((seq, what));
             }
         }
     }

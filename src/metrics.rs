@@ -18,7 +18,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::queue::{Event, Observer, State, TaskId, TaskState};
+use crate::queue::{Event, Observer, State, TaskId, TaskState, Transition};
 
 /// The content type of [`Metrics::render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -241,26 +241,17 @@ fn label(queue: impl ToString) -> QueueLabel {
 }
 
 impl Observer for Metrics {
-    fn committed(&self, _seq: u64, ev: &Event, before: Option<TaskState>, st: &State) {
-        let task = ev.task_id().and_then(|id| st.tasks.get(&id));
-        let queue = || task.map(|t| label(&t.spec.queue));
+    fn committed(&self, _seq: u64, ev: &Event, moved: &[Transition], st: &State) {
+        let queue_of = |id: &TaskId| st.tasks.get(id).map(|t| label(&t.spec.queue));
         match ev {
-            Event::Enqueued { task, .. } => {
-                self.enqueued.get_or_create(&label(&task.spec.queue)).inc();
-            }
-            Event::Split { children, .. } => {
-                for c in children {
-                    self.enqueued.get_or_create(&label(&c.spec.queue)).inc();
-                }
-            }
             Event::Claimed { id, at, .. } => {
-                if let Some(q) = queue() {
+                if let Some(q) = queue_of(id) {
                     self.claims.get_or_create(&q).inc();
                 }
                 self.claimed().insert(*id, *at);
             }
             Event::Submitted { id, ok, at, .. } => {
-                if let Some(q) = queue() {
+                if let Some(q) = queue_of(id) {
                     let outcome = if *ok { "ok" } else { "failed" };
                     let labels = SubmitLabels {
                         queue: q.queue.clone(),
@@ -273,28 +264,34 @@ impl Observer for Metrics {
                     }
                 }
             }
-            Event::Released { expired: true, .. } => {
-                if let Some(q) = queue() {
+            Event::Released {
+                id, expired: true, ..
+            } => {
+                if let Some(q) = queue_of(id) {
                     self.expiries.get_or_create(&q).inc();
                 }
             }
             _ => {}
         }
-        let Some(t) = task else { return };
-        if t.state != TaskState::Claimed {
-            self.claimed().remove(&t.id);
-        }
-        let lapsed_or_failed = matches!(
+        let attempt_ended = matches!(
             ev,
             Event::Submitted { .. } | Event::Released { expired: true, .. }
         );
-        let again = match before {
-            Some(TaskState::Failed | TaskState::Cancelled) => true,
-            Some(TaskState::Claimed) => lapsed_or_failed,
-            _ => false,
-        };
-        if again && t.state == TaskState::Queued {
-            self.retries.get_or_create(&label(&t.spec.queue)).inc();
+        for m in moved {
+            let Some(q) = queue_of(&m.id) else { continue };
+            match (m.from, m.to) {
+                (None, _) => self.enqueued.get_or_create(&q).inc(),
+                (Some(TaskState::Failed | TaskState::Cancelled), TaskState::Queued) => {
+                    self.retries.get_or_create(&q).inc()
+                }
+                (Some(TaskState::Claimed), TaskState::Queued) if attempt_ended => {
+                    self.retries.get_or_create(&q).inc()
+                }
+                _ => 0,
+            };
+            if m.from == Some(TaskState::Claimed) {
+                self.claimed().remove(&m.id);
+            }
         }
     }
 

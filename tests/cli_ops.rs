@@ -590,10 +590,7 @@ fn a_relative_root_in_a_config_file_is_relative_to_the_files_folder() {
     assert!(!Path::new(elsewhere.path()).join("data").exists());
 }
 
-/// Needs `POST /v1/tasks/{id}/retry` from the retry branch: run with
-/// `cargo test --test cli_ops cli_task_retry -- --ignored` once merged.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs POST /v1/tasks/{id}/retry (retry branch)"]
 async fn cli_task_retry_requeues_a_failed_task() {
     let d = TestDaemon::start().await;
     create_queue(&d, "work.ops");
@@ -620,6 +617,6 @@ async fn cli_task_retry_requeues_a_failed_task() {
     fails(
         &admin(&d, &["task", "retry", &id]),
         1,
-        &["409", "invalid_state"],
+        &["409", "not_retryable"],
     );
 }

@@ -360,7 +360,8 @@ fn sigterm_answers_long_polls_at_once_closes_idle_connections_and_exits_within_t
             .post_json(
                 "/v1/tasks",
                 &json!({"namespace": "team", "queue": "other", "kind": "verb.compute",
-                        "effect_class": "write-internal", "brief": {"keep": true}}),
+                        "effect_class": "write-internal", "producer_surface": "team",
+                        "brief": {"keep": true}}),
             )
             .await
             .unwrap();

@@ -127,7 +127,7 @@ async fn worker_loop(
     let mut i = 0;
     while !stop.load(Ordering::Relaxed) {
         i += 1;
-        let spec = json!({"namespace": "load", "queue": "q", "kind": "verb.compute", "effect_class": "write-internal", "brief": {"w": w, "i": i}});
+        let spec = json!({"namespace": "load", "queue": "q", "kind": "verb.compute", "effect_class": "write-internal", "producer_surface": "load", "brief": {"w": w, "i": i}});
         let Ok(r) = admin.post_json("/v1/tasks", &spec).await else {
             break;
         };
@@ -165,7 +165,7 @@ async fn worker_loop(
         match admin
             .post_json(
                 &format!("/v1/tasks/{id}/submit"),
-                &json!({"lease_id": lease, "ok": i % 5 != 0}),
+                &json!({"lease_id": lease, "ok": i % 5 != 0, "final": i % 5 == 0}),
             )
             .await
         {

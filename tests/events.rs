@@ -227,3 +227,25 @@ async fn a_reader_that_falls_behind_is_cut_off_with_where_to_resume() {
         &rest[..2]
     );
 }
+
+#[tokio::test]
+async fn a_dependent_released_by_its_upstream_shows_its_own_transition() {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let mut s = Stream::open(&base, &team.d.admin_key, None).await;
+    let up = enqueue(&team.requester, &spec("verb.compute", json!({}))).await;
+    let mut dep = spec("verb.compute", json!({}));
+    dep["depends_on"] = json!([up]);
+    let down = enqueue(&team.requester, &dep).await;
+    let c = claim(&team.worker, "work.external").await.unwrap();
+    submit(&team.worker, &up, &lease(&c), true, json!([])).await;
+    let seen = s.until(|e| is_task(e, &down, "queued")).await;
+    assert!(
+        seen.iter().any(|e| is_task(e, &down, "pending")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|e| is_task(e, &up, "succeeded")),
+        "{seen:?}"
+    );
+}

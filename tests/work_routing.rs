@@ -594,10 +594,15 @@ async fn dependents_wait_for_upstreams_and_go_on_after_failure_or_cancellation()
         .await
         .unwrap();
     let c = body(&c);
-    assert_status!(
-        submit(&t.worker, &failing, &lease(&c), false, json!([])).await,
-        201
-    );
+    let r = t
+        .worker
+        .post_json(
+            &format!("/v1/tasks/{failing}/submit"),
+            &json!({"lease_id": lease(&c), "ok": false, "final": true}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
     assert_eq!(
         task(&t.requester, &downstream).await["state"],
         json!("pending"),

@@ -255,6 +255,24 @@ pub fn may_enqueue(p: &Principal, f: &TaskFacts<'_>) -> Result<Option<Name>, Err
     new_producer_surface(p, f.envelope.producer_surface)
 }
 
+/// Whether a key that is not an admin could ever see (and so claim) a
+/// task with this envelope: `surface_only` needs a producer surface and
+/// `allowlist_surfaces` a producer or an allowed surface, since only keys
+/// holding one see it. `Err` says what is missing. A `private` task is
+/// its requester's by choice, and `public` any key's in the namespace.
+pub fn reachable(env: &Envelope<'_>) -> Result<(), String> {
+    let surfaces = env.producer_surface.is_some() || !env.allowed_surfaces.is_empty();
+    match env.visibility {
+        Visibility::SurfaceOnly if env.producer_surface.is_none() => Err(
+            "visibility_scope surface_only names no producer_surface, so only admin keys could ever see or claim this task; name producer_surface (surface:X), or choose visibility_scope private or public".into(),
+        ),
+        Visibility::AllowlistSurfaces if !surfaces => Err(
+            "visibility_scope allowlist_surfaces names no producer_surface and no allowed_surfaces, so only admin keys could ever see or claim this task; name a surface".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Whether the principal may resume a parked task: resuming is an
 /// enqueue-level act by another principal, so it sees the task, holds
 /// `verbs:enqueue` and the task's queue, kind and effect class, and is not
@@ -327,13 +345,24 @@ pub fn may_split_child(
 
 /// Whether the principal may cancel: the requester or an admin.
 pub fn may_cancel(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    requester_or_admin(p, f, "cancel")
+}
+
+/// Whether the principal may retry a failed or cancelled task: the
+/// requester or an admin.
+pub fn may_retry(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
+    requester_or_admin(p, f, "retry")
+}
+
+/// A task the key sees (else hidden) that it enqueued, or any for admin.
+fn requester_or_admin(p: &Principal, f: &TaskFacts<'_>, what: &str) -> Result<(), Error> {
     read_task(p, f)?;
     if p.is_admin() || f.envelope.owner == Some(p.key_id.as_str()) {
         Ok(())
     } else {
-        Err(Error::Forbidden(
-            "only the requester or an admin may cancel a task".into(),
-        ))
+        Err(Error::Forbidden(format!(
+            "only the requester or an admin may {what} a task"
+        )))
     }
 }
 

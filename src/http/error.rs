@@ -101,6 +101,8 @@ error_codes! {
     IdempotencyConflict = "idempotency_conflict", CONFLICT;
     /// The task's state does not allow this.
     InvalidState = "invalid_state", CONFLICT;
+    /// A retry of a task that neither failed nor was cancelled.
+    NotRetryable = "not_retryable", CONFLICT;
     /// The lease named no longer holds the task.
     StaleLease = "stale_lease", CONFLICT;
     /// A different submit for an attempt that already has a receipt.
@@ -117,6 +119,8 @@ error_codes! {
     Busy = "busy", SERVICE_UNAVAILABLE;
     /// A `depends_on` task that does not exist for this key.
     UnknownUpstream = "unknown_upstream", UNPROCESSABLE_ENTITY;
+    /// A task no key but an admin could ever see or claim.
+    UnclaimableTask = "unclaimable_task", UNPROCESSABLE_ENTITY;
     /// A split past the depth or fan-out bounds.
     SplitLimit = "split_limit", UNPROCESSABLE_ENTITY;
     /// A split child widening its parent's envelope.
@@ -362,6 +366,9 @@ impl From<queue::TaskCallError> for ApiError {
             E::InvalidState { state, action } => {
                 ApiError::new(C::InvalidState, msg).with(json!({"state": state, "action": action}))
             }
+            E::NotRetryable { state } => {
+                ApiError::new(C::NotRetryable, msg).with(json!({"state": state}))
+            }
             E::StaleLease { state, attempt } => {
                 ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
             }
@@ -385,6 +392,9 @@ impl From<queue::EnqueueError> for ApiError {
             }
             E::IdempotencyConflict(id) => {
                 ApiError::new(C::IdempotencyConflict, msg).with(json!({"task_id": id}))
+            }
+            E::Unclaimable(_) => {
+                ApiError::new(C::UnclaimableTask, msg).with(json!({"field": "producer_surface"}))
             }
             E::Journal(j) => j.into(),
         }

@@ -1,5 +1,5 @@
 //! Routes that move a task along: heartbeat, release, submit, park,
-//! resume, split, cancel. Each authorizes through `auth::access`, checks
+//! resume, split, cancel, retry (one task or by filter). Each authorizes through `auth::access`, checks
 //! pins against the store, then lets the queue decide.
 
 use http::StatusCode;
@@ -8,12 +8,12 @@ use super::error::ApiError;
 use super::request::Req;
 use super::tasks::{check, task_id};
 use super::wire::{
-    Heartbeat, LeaseRef, ParkBody, ResumeBody, SplitBody, SplitDone, StateReply, SubmitBody,
-    Submitted,
+    BulkBody, BulkReply, Heartbeat, LeaseRef, ParkBody, ResumeBody, Retried, SplitBody, SplitDone,
+    StateReply, SubmitBody, Submitted,
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::access;
-use crate::queue::{LeaseId, Park, Task, TaskId};
+use crate::queue::{BulkAction, LeaseId, Park, Task, TaskId};
 use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
@@ -199,4 +199,85 @@ pub async fn cancel(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let state = ctx.queue.cancel(id, &p.key_id).await?;
     tracing::info!(task = %id, by = %p.key_id, "task cancelled");
     Ok(state_reply(id, state))
+}
+
+/// `POST /v1/tasks/{id}/retry {}` (or no body): the requester or an admin queues a
+/// failed or cancelled task again as a new attempt (`409 not_retryable`
+/// for any other state).
+pub async fn retry(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let id = task_id(id)?;
+    check(ctx, id, &p, access::may_retry)?;
+    let raw = req.bytes(ctx.limits.max_body_bytes).await?;
+    if !raw.is_empty() {
+        let _: super::wire::RetryBody = super::request::parse_json(&raw)?;
+    }
+    let (state, attempt) = ctx.queue.retry(id, &p.key_id).await?;
+    tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task retried");
+    Ok(json_response(
+        StatusCode::OK,
+        &Retried {
+            task_id: id,
+            state,
+            attempt: attempt.0,
+        },
+    ))
+}
+
+/// Most tasks one bulk call acts on.
+const MAX_BULK: u32 = 1000;
+
+/// `POST /v1/tasks/retry` and `POST /v1/tasks/cancel`: the tasks the
+/// filters select that the key may see and act on (the requester's own,
+/// or any for admin), at most `limit` per call; `dry_run` counts them.
+pub async fn bulk(ctx: &Ctx, mut req: Req, action: BulkAction) -> Result<Resp, ApiError> {
+    let p = ctx.authenticate(&req)?;
+    let body: BulkBody = req.json(ctx.limits.max_body_bytes).await?;
+    if body.state.is_some_and(|s| !action.takes(s)) {
+        return Err(ApiError::new(
+            super::error::ErrorCode::InvalidField,
+            match action {
+                BulkAction::Retry => "state: a retry takes failed or cancelled tasks",
+                BulkAction::Cancel => "state: a cancel takes tasks that have not ended",
+            },
+        )
+        .with(serde_json::json!({"field": "state"})));
+    }
+    let limit = body.limit.unwrap_or(100).clamp(1, MAX_BULK) as usize;
+    let rule = match action {
+        BulkAction::Retry => access::may_retry,
+        BulkAction::Cancel => access::may_cancel,
+    };
+    let filter = super::tasks::Filter {
+        queue: body.queue,
+        kind: body.kind,
+        state: body.state,
+        namespace: body.namespace,
+    };
+    let select =
+        |st: &crate::queue::State, t: &Task| filter.matches(t) && rule(&p, &st.facts(t)).is_ok();
+    let done = ctx
+        .queue
+        .bulk(action, &p.key_id, &select, limit, body.dry_run)
+        .await?;
+    if !done.done.is_empty() {
+        tracing::info!(by = %p.key_id, action = ?action, tasks = done.done.len(), remaining = done.remaining, "bulk task change");
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &BulkReply {
+            dry_run: body.dry_run,
+            matched: done.matched as u64,
+            tasks: done
+                .done
+                .into_iter()
+                .map(|(task_id, state, attempt)| Retried {
+                    task_id,
+                    state,
+                    attempt: attempt.0,
+                })
+                .collect(),
+            remaining: done.remaining as u64,
+        },
+    ))
 }

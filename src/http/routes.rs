@@ -12,6 +12,8 @@ use hyper::body::Incoming;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
+use crate::queue::BulkAction;
+
 use super::{
     Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, status, tasks,
     worker,
@@ -127,6 +129,12 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         }
 
         (Method::POST, ["v1", "tasks"]) => tasks::enqueue(ctx, req).await,
+        (Method::POST, ["v1", "tasks", "retry"]) => {
+            lifecycle::bulk(ctx, req, BulkAction::Retry).await
+        }
+        (Method::POST, ["v1", "tasks", "cancel"]) => {
+            lifecycle::bulk(ctx, req, BulkAction::Cancel).await
+        }
         (Method::GET, ["v1", "tasks"]) => tasks::list(ctx, req).await,
         (Method::GET, ["v1", "tasks", id]) => tasks::show(ctx, req, id).await,
         (Method::GET, ["v1", "tasks", id, "receipts"]) => tasks::receipts(ctx, req, id).await,
@@ -140,6 +148,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::POST, ["v1", "tasks", id, "resume"]) => lifecycle::resume(ctx, req, id).await,
         (Method::POST, ["v1", "tasks", id, "split"]) => lifecycle::split(ctx, req, id).await,
         (Method::POST, ["v1", "tasks", id, "cancel"]) => lifecycle::cancel(ctx, req, id).await,
+        (Method::POST, ["v1", "tasks", id, "retry"]) => lifecycle::retry(ctx, req, id).await,
         (Method::GET, ["v1", "tasks", id, "output"]) => worker::output(ctx, req, id).await,
 
         (Method::POST, ["v1", "promotions"]) => promotions::promote(ctx, req).await,

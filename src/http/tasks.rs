@@ -11,6 +11,7 @@ use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, TaskFacts};
 use crate::auth::{self, Principal};
 use crate::queue::{Enqueued, State, Task, TaskId, TaskSpec, TaskState};
+use crate::store::Name;
 
 /// Largest page of `GET /v1/tasks`.
 const MAX_PAGE: usize = 1000;
@@ -100,6 +101,8 @@ pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Re
     access::require_namespace(p, &spec.namespace)?;
     let server = queue_server(ctx, &spec.queue)?;
     spec.producer_surface = access::may_enqueue(p, &spec.facts(&p.key_id, server))?;
+    access::reachable(&spec.facts(&p.key_id, server).envelope)
+        .map_err(crate::queue::EnqueueError::Unclaimable)?;
     check_spec(ctx, p, spec).await
 }
 
@@ -230,7 +233,43 @@ pub async fn show(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     Ok(json_response(StatusCode::OK, &v))
 }
 
-/// `GET /v1/tasks?queue=&kind=&state=&namespace=&cursor=&limit=`: tasks the key may see.
+/// The task list's filters (`GET /v1/tasks`), also those of the bulk
+/// retry and cancel routes. They select; they grant nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only this queue.
+    pub queue: Option<Name>,
+    /// Only this kind.
+    pub kind: Option<Name>,
+    /// Only this state.
+    pub state: Option<TaskState>,
+    /// Only this namespace.
+    pub namespace: Option<Name>,
+}
+
+impl Filter {
+    /// Whether the task passes every filter given.
+    pub fn matches(&self, t: &Task) -> bool {
+        self.queue.as_ref().is_none_or(|q| t.spec.queue == *q)
+            && self.kind.as_ref().is_none_or(|k| t.spec.kind == *k)
+            && self.state.is_none_or(|s| t.state == s)
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|n| t.spec.namespace == *n)
+    }
+}
+
+/// A name-valued query parameter.
+fn query_name(req: &Req, field: &'static str) -> Result<Option<Name>, ApiError> {
+    Ok(req
+        .query(field)
+        .map(|v| Name::parse(field, v))
+        .transpose()?)
+}
+
+/// `GET /v1/tasks?queue=&kind=&state=&namespace=&cursor=&limit=`: tasks
+/// the key may see.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let state: Option<TaskState> = req
@@ -244,21 +283,19 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let limit = req
         .query_u64("limit")?
         .map_or(100, |n| (n as usize).clamp(1, MAX_PAGE));
-    let queue = req.query("queue").map(str::to_string);
-    let kind = req.query("kind").map(str::to_string);
-    let namespace = req.query("namespace").map(str::to_string);
+    let filter = Filter {
+        queue: query_name(&req, "queue")?,
+        kind: query_name(&req, "kind")?,
+        state,
+        namespace: query_name(&req, "namespace")?,
+    };
     let page = ctx
         .queue
         .read(|st| {
-            let mut matching = st.tasks.after(cursor).filter(|t| {
-                queue.as_deref().is_none_or(|q| t.spec.queue.as_str() == q)
-                    && kind.as_deref().is_none_or(|k| t.spec.kind.as_str() == k)
-                    && namespace
-                        .as_deref()
-                        .is_none_or(|n| t.spec.namespace.as_str() == n)
-                    && state.is_none_or(|s| t.state == s)
-                    && access::sees_task(&p, &st.facts(t))
-            });
+            let mut matching = st
+                .tasks
+                .after(cursor)
+                .filter(|t| filter.matches(t) && access::sees_task(&p, &st.facts(t)));
             let tasks: Vec<TaskView> = matching
                 .by_ref()
                 .take(limit)

@@ -103,27 +103,41 @@ pub async fn stage(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     ))
 }
 
-/// `POST /v1/worker/submit[?ok=false]`: the final body; completes the attempt.
+/// A boolean query parameter, `false` when absent.
+fn flag(req: &Req, name: &str) -> Result<bool, ApiError> {
+    match req.query(name) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("{name} must be true or false, not {other:?}"),
+        )),
+    }
+}
+
+/// `POST /v1/worker/submit[?ok=false[&final=true]]`: the final body;
+/// completes the attempt.
 pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Submit)?;
-    let ok = match req.query("ok") {
-        None | Some("true") => true,
-        Some("false") => false,
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidQuery,
-                format!("ok must be true or false, not {other:?}"),
-            ));
-        }
-    };
+    let ok = req.query("ok").is_none() || flag(&req, "ok")?;
+    let final_failure = flag(&req, "final")?;
     let bytes = body(ctx, &mut req, &s).await?;
     let (id, done) = to_the_end(ctx, move |ctx| async move {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
         let template = ctx.queue.peek(|st| st.template_of(&s.task.spec));
         let requester = ctx.keyring.principal(&s.task.requester).ok();
-        let done =
-            submit::submit_body(&ctx.store, &ctx.queue, &s, requester, template, ok, bytes).await?;
+        let done = submit::submit_body(
+            &ctx.store,
+            &ctx.queue,
+            &s,
+            requester,
+            template,
+            ok,
+            final_failure,
+            bytes,
+        )
+        .await?;
         Ok((s.task.id, done))
     })
     .await?;

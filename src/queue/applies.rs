@@ -43,6 +43,17 @@ impl State {
                 }
                 Ok(())
             }
+            Event::Submitted {
+                id,
+                ok: true,
+                retry_at: Some(_),
+                ..
+            } => Err(format!("it retries {id} after a successful attempt")),
+            Event::Retried { id, .. } => match self.tasks.get(id) {
+                Some(t) if t.state.is_retryable() => Ok(()),
+                Some(t) => Err(format!("it retries {id}, which is {}", t.state.as_str())),
+                None => exists(id),
+            },
             Event::Claimed { id, .. }
             | Event::Released { id, .. }
             | Event::Submitted { id, .. }

@@ -244,13 +244,16 @@ impl State {
             };
         }
         let t = self.held(id, lease_id, now)?;
-        let receipt = Receipt::build(id, t.attempt, input, by, now, t.receipts.last().copied());
+        let retry_at = self.retry_at(t, input, now);
+        let prev = t.receipts.last().copied();
+        let receipt = Receipt::build(id, t.attempt, input, by, now, prev, retry_at.is_some());
         let bytes = receipt.bytes();
         let event = Event::Submitted {
             id,
             lease_id: lease_id.clone(),
             request: input.request,
             ok: receipt.ok,
+            retry_at,
             receipt: Box::new(receipt),
             receipt_sha256: Sha256::of(&bytes),
             at: now,
@@ -258,6 +261,35 @@ impl State {
         Ok(Submit::New {
             event,
             receipt: bytes,
+        })
+    }
+
+    /// When a failed attempt is retried: a retryable failure (not final,
+    /// no failed contract check) with attempts left goes back to the
+    /// queue after the queue's backoff; `None` ends the task.
+    fn retry_at(&self, t: &Task, input: &SubmitInput, now: Timestamp) -> Option<Timestamp> {
+        if !input.retryable() || t.attempt.0 >= self.max_attempts(t) {
+            return None;
+        }
+        Some(now + self.backoff(t, t.attempt))
+    }
+
+    /// Re-queue a failed or cancelled task (attempts exhausted included)
+    /// as a new attempt of the same task.
+    pub fn decide_retry(
+        &self,
+        id: TaskId,
+        by: &Name,
+        now: Timestamp,
+    ) -> Result<Event, TaskCallError> {
+        let t = self.task(id)?;
+        if !t.state.is_retryable() {
+            return Err(TaskCallError::NotRetryable { state: t.state });
+        }
+        Ok(Event::Retried {
+            id,
+            by: by.clone(),
+            at: now,
         })
     }
 

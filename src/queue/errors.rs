@@ -4,7 +4,7 @@
 //!   (every writing call, and reads that wait for durability);
 //! - [`TaskCallError`]: a call on one task that its state or its lease
 //!   must allow (claim by id, heartbeat, release, park, resume, cancel,
-//!   stage);
+//!   retry, stage);
 //! - [`EnqueueError`]: an enqueue (or a queue's configuration);
 //! - [`SubmitError`]: a submit;
 //! - [`SplitError`]: a split;
@@ -48,6 +48,12 @@ pub enum TaskCallError {
         /// What was asked.
         action: &'static str,
     },
+    /// A retry of a task that has not failed and was not cancelled.
+    #[error("cannot retry a task that is {}: only failed or cancelled tasks are retried", state.as_str())]
+    NotRetryable {
+        /// Its state.
+        state: TaskState,
+    },
     /// The lease named is not the task's live lease.
     #[error("stale lease: the task is {} at attempt {}; this lease no longer holds it", state.as_str(), attempt.0)]
     StaleLease {
@@ -79,6 +85,10 @@ pub enum EnqueueError {
     /// A `depends_on` task that does not exist for the caller.
     #[error("depends_on names {0}, which does not exist or is not visible to this key")]
     UnknownUpstream(TaskId),
+    /// A task no key but an admin could ever see or claim: its envelope
+    /// names no surface to hold. Says what is missing.
+    #[error("{0}")]
+    Unclaimable(String),
     /// Same idempotency key, different spec.
     #[error("idempotency key already used by {0} with a different spec")]
     IdempotencyConflict(TaskId),

@@ -69,7 +69,8 @@ pub enum Event {
         /// When.
         at: Timestamp,
     },
-    /// A receipt was written; the task is terminal.
+    /// A receipt was written: the task is terminal, or (a failed attempt
+    /// with attempts left, `retry_at`) queued again.
     Submitted {
         /// The task.
         id: TaskId,
@@ -83,6 +84,21 @@ pub enum Event {
         receipt_sha256: Sha256,
         /// Succeeded or failed.
         ok: bool,
+        /// A failed attempt that is retried: the task is queued again, not
+        /// claimable before this instant (its backoff). Absent in records
+        /// written before failed attempts could be retried: those failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_at: Option<Timestamp>,
+        /// When.
+        at: Timestamp,
+    },
+    /// A failed or cancelled task was queued again by its requester or an
+    /// admin, as a new attempt of the same task.
+    Retried {
+        /// The task.
+        id: TaskId,
+        /// The retrying key.
+        by: Name,
         /// When.
         at: Timestamp,
     },

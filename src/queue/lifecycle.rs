@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use super::decide::Submit;
 use super::{
-    Attempt, Claim, Event, JournalError, LeaseId, Park, Queue, SplitError, State, SubmitError,
-    SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, task,
+    Attempt, Bulk, BulkAction, Claim, Event, JournalError, LeaseId, Park, Queue, SplitError, State,
+    SubmitError, SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, task,
 };
 use crate::store::{Name, Pin, Sha256};
 
@@ -251,6 +251,80 @@ impl Queue {
             |st, ()| st.tasks[&id].state,
         )
         .await
+    }
+
+    /// Queues a failed or cancelled task again as a new attempt (pending
+    /// while an upstream is open); returns its state and attempts so far.
+    pub async fn retry(
+        &self,
+        id: TaskId,
+        by: &Name,
+    ) -> Result<(TaskState, Attempt), TaskCallError> {
+        self.run_then(
+            |st| Ok((st.decide_retry(id, by, Timestamp::now())?, ())),
+            |st, ()| (st.tasks[&id].state, st.tasks[&id].attempt),
+        )
+        .await
+    }
+
+    /// Retries or cancels (`action`) the tasks `select` picks, at most
+    /// `limit` of them in id order, under one lock and one durability
+    /// wait; with `dry_run`, only counts them. A task `action` cannot take
+    /// (a cancelled one, a succeeded one) is never selected.
+    pub async fn bulk(
+        &self,
+        action: BulkAction,
+        by: &Name,
+        select: &(dyn Fn(&State, &Task) -> bool + Sync),
+        limit: usize,
+        dry_run: bool,
+    ) -> Result<Bulk, JournalError> {
+        let takes = |st: &State, t: &Task| action.takes(t.state) && select(st, t);
+        let (seq, out) = {
+            let mut st = self.lock();
+            let matched: Vec<TaskId> = st
+                .tasks
+                .values()
+                .filter(|t| takes(&st, t))
+                .map(|t| t.id)
+                .collect();
+            let mut done = Vec::new();
+            if !dry_run {
+                let now = Timestamp::now();
+                for id in &matched {
+                    if done.len() == limit {
+                        break;
+                    }
+                    // An earlier cancel in this call may have ended it.
+                    if !takes(&st, &st.tasks[id]) {
+                        continue;
+                    }
+                    let ev = match action {
+                        BulkAction::Retry => st.decide_retry(*id, by, now),
+                        BulkAction::Cancel => st.decide_cancel(*id, by, now),
+                    };
+                    let Ok(ev) = ev else { continue };
+                    self.commit(&mut st, &ev)?;
+                    let t = &st.tasks[id];
+                    done.push((t.id, t.state, t.attempt));
+                }
+            }
+            let remaining = matched
+                .iter()
+                .filter(|id| takes(&st, &st.tasks[*id]))
+                .count();
+            let out = Bulk {
+                matched: matched.len(),
+                done,
+                remaining,
+            };
+            (self.inner.committer.appended(), out)
+        };
+        if !out.done.is_empty() {
+            self.inner.ready.notify_waiters();
+        }
+        self.durable(seq).await?;
+        Ok(out)
     }
 
     /// Records a staged part for the live attempt of `id`.

@@ -2,7 +2,9 @@
 //! event, with no I/O, no clock and no randomness, so the live path and
 //! replay reach the same state. Derived transitions happen here too: a
 //! pending task is queued when its last upstream ends (in any terminal
-//! state), and a waiting parent is queued when its last child ends.
+//! state, unless it says `on_upstream_failure: cancel` and that upstream
+//! failed or was cancelled: then it is cancelled), and a waiting parent is
+//! queued when its last child ends.
 //!
 //! `apply` assumes its event was produced by `decide` (or read back from
 //! the journal, where `decide` produced it): it does not re-check rules.
@@ -13,13 +15,19 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::event::{Event, NewTask};
 use super::index::Index;
-use super::spec::QueueConfig;
+use super::spec::{QueueConfig, UpstreamFailure};
 use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
 use crate::store::Name;
 
 /// Reason recorded when expiries or releases use up a task's attempts.
 pub const ATTEMPTS_EXHAUSTED: &str = "attempts_exhausted";
+
+/// The reason of a task cancelled because an upstream ended badly
+/// (`on_upstream_failure: cancel`).
+fn upstream_ended(upstream: TaskId, how: TaskState) -> String {
+    format!("upstream {upstream} {}", how.as_str())
+}
 
 /// Bounds on splits.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +51,20 @@ pub struct State {
     pub index: Index,
     /// Split bounds.
     pub limits: SplitLimits,
+    /// The transitions of the change being applied, when recorded (see
+    /// [`State::apply_recorded`]).
+    transitions: Option<Vec<Transition>>,
+}
+
+/// One task's change of state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// The task.
+    pub id: TaskId,
+    /// Its state before (`None`: it is new).
+    pub from: Option<TaskState>,
+    /// Its state now.
+    pub to: TaskState,
 }
 
 impl State {
@@ -54,7 +76,17 @@ impl State {
             next_id: 1,
             index: Index::default(),
             limits,
+            transitions: None,
         }
+    }
+
+    /// [`State::apply`], and every task state change it made (the task
+    /// the event names, and any it moved along: dependents released or
+    /// cancelled, a parent whose children ended, new tasks).
+    pub fn apply_recorded(&mut self, ev: &Event) -> Vec<Transition> {
+        self.transitions = Some(Vec::new());
+        self.apply(ev);
+        self.transitions.take().unwrap_or_default()
     }
 
     /// The effective attempt limit of a task.
@@ -63,6 +95,15 @@ impl State {
             .max_attempts
             .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.max_attempts))
             .unwrap_or(1)
+    }
+
+    /// The delay before the attempt after `ended`: the queue's backoff.
+    pub fn backoff(&self, t: &Task, ended: Attempt) -> SignedDuration {
+        let ms = self
+            .queues
+            .get(&t.spec.queue)
+            .map_or(0, |q| q.backoff.delay_ms(ended.0 + 1));
+        SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
     }
 
     /// The ctx-dir template of a task with this spec: its own placement,
@@ -129,12 +170,9 @@ impl State {
                     self.task_mut(*id).reason = Some(ATTEMPTS_EXHAUSTED.into());
                     self.enter(*id, TaskState::Failed, *at);
                 } else {
-                    let delay = self
-                        .queues
-                        .get(&t.spec.queue)
-                        .map_or(0, |q| q.backoff.delay_ms(attempt.0 + 1));
+                    let delay = self.backoff(t, *attempt);
                     let t = self.task_mut(*id);
-                    t.not_before = expired.then(|| *at + SignedDuration::from_millis(delay as i64));
+                    t.not_before = expired.then(|| *at + delay);
                     self.enter(*id, TaskState::Queued, *at);
                 }
             }
@@ -145,6 +183,7 @@ impl State {
                 receipt,
                 receipt_sha256,
                 ok,
+                retry_at,
                 at,
             } => {
                 self.leave(*id);
@@ -159,10 +198,27 @@ impl State {
                     request: *request,
                     receipt: *receipt_sha256,
                 });
-                let state = if *ok {
-                    TaskState::Succeeded
+                let state = match (ok, retry_at) {
+                    (true, _) => TaskState::Succeeded,
+                    (false, Some(nb)) => {
+                        t.not_before = Some(*nb);
+                        TaskState::Queued
+                    }
+                    (false, None) => TaskState::Failed,
+                };
+                self.enter(*id, state, *at);
+            }
+            Event::Retried { id, at, .. } => {
+                self.leave(*id);
+                let t = self.task_mut(*id);
+                t.reason = None;
+                t.not_before = None;
+                self.reopen(*id);
+                let open = self.block(*id);
+                let state = if open {
+                    TaskState::Pending
                 } else {
-                    TaskState::Failed
+                    TaskState::Queued
                 };
                 self.enter(*id, state, *at);
             }
@@ -215,19 +271,6 @@ impl State {
 
     fn insert(&mut self, new: &NewTask, parent: Option<TaskId>, at: Timestamp) {
         let depth = parent.map_or(0, |p| self.tasks[&p].depth + 1);
-        let blocked = new
-            .spec
-            .depends_on
-            .iter()
-            .filter(|u| self.tasks.get(u).is_some_and(|t| !t.state.is_terminal()))
-            .copied()
-            .collect::<Vec<_>>();
-        for u in &blocked {
-            self.index.dependents.entry(*u).or_default().push(new.id);
-        }
-        if !blocked.is_empty() {
-            self.index.blocked.insert(new.id, blocked.len());
-        }
         if let (Some(key), Some(fp)) = (&new.spec.idempotency_key, new.fingerprint) {
             self.index.idempotency.insert(
                 (
@@ -263,10 +306,61 @@ impl State {
             updated_at: at,
         });
         self.next_id = self.next_id.max(new.id.0 + 1);
-        self.index.count_in(&new.spec.queue, TaskState::Pending);
-        if blocked.is_empty() {
-            self.index.count_out(&new.spec.queue, TaskState::Pending);
-            self.enter(new.id, TaskState::Queued, at);
+        let ended_badly = new.spec.depends_on.iter().find_map(|u| {
+            let u = self.tasks.get(u)?;
+            matches!(u.state, TaskState::Failed | TaskState::Cancelled).then_some((u.id, u.state))
+        });
+        let state = match ended_badly {
+            Some((u, how)) if new.spec.on_upstream_failure == UpstreamFailure::Cancel => {
+                self.task_mut(new.id).reason = Some(upstream_ended(u, how));
+                TaskState::Cancelled
+            }
+            _ if self.block(new.id) => TaskState::Pending,
+            _ => TaskState::Queued,
+        };
+        self.enter(new.id, state, at);
+        if let Some(last) = self.transitions.as_mut().and_then(|r| r.last_mut()) {
+            last.from = None;
+        }
+    }
+
+    /// Files a task under each of its upstream tasks that has not ended;
+    /// true when there is one (the task is then pending).
+    fn block(&mut self, id: TaskId) -> bool {
+        let t = &self.tasks[&id];
+        let open = t
+            .spec
+            .depends_on
+            .iter()
+            .filter(|u| self.tasks.get(u).is_some_and(|u| !u.state.is_terminal()))
+            .copied()
+            .collect::<Vec<_>>();
+        for u in &open {
+            self.index.dependents.entry(*u).or_default().push(id);
+        }
+        if !open.is_empty() {
+            self.index.blocked.insert(id, open.len());
+        }
+        !open.is_empty()
+    }
+
+    /// A task that ended is open again (retried): the pending tasks that
+    /// depend on it wait for it again, as a rebuild would count them.
+    /// Dependents that already went on are not called back.
+    fn reopen(&mut self, id: TaskId) {
+        let mut waiting: Vec<TaskId> = self
+            .index
+            .blocked
+            .keys()
+            .filter(|d| self.tasks[d].spec.depends_on.contains(&id))
+            .copied()
+            .collect();
+        waiting.sort();
+        for d in &waiting {
+            *self.index.blocked.get_mut(d).expect("pending") += 1;
+        }
+        if !waiting.is_empty() {
+            self.index.dependents.entry(id).or_default().extend(waiting);
         }
     }
 
@@ -307,6 +401,13 @@ impl State {
     /// Puts a task into `state` and its indexes, then runs what follows
     /// from it: a terminal task releases its dependents and maybe its parent.
     fn enter(&mut self, id: TaskId, state: TaskState, at: Timestamp) {
+        if let Some(record) = &mut self.transitions {
+            record.push(Transition {
+                id,
+                from: self.tasks.get(&id).map(|t| t.state),
+                to: state,
+            });
+        }
         let t = self.task_mut(id);
         t.state = state;
         t.updated_at = at;
@@ -324,7 +425,18 @@ impl State {
         if !state.is_terminal() {
             return;
         }
+        let badly = matches!(state, TaskState::Failed | TaskState::Cancelled);
         for d in self.index.dependents.remove(&id).unwrap_or_default() {
+            let dependent = &self.tasks[&d];
+            if badly
+                && dependent.state == TaskState::Pending
+                && dependent.spec.on_upstream_failure == UpstreamFailure::Cancel
+            {
+                self.leave(d);
+                self.task_mut(d).reason = Some(upstream_ended(id, state));
+                self.enter(d, TaskState::Cancelled, at);
+                continue;
+            }
             let left = self.index.blocked.get_mut(&d).map(|n| {
                 *n -= 1;
                 *n
@@ -415,6 +527,7 @@ impl State {
             next_id,
             index,
             limits,
+            transitions: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Property test of the state machine: random command sequences are
 //! decided and applied, and after every step the derived indexes must equal
-//! a rebuild from the tasks alone, terminal tasks must never change, and a
-//! replay of the journaled events must reach the same tasks.
+//! a rebuild from the tasks alone, terminal tasks must change only by a
+//! retry of that very task, every event must pass `applies` before it is
+//! applied, and a replay of the journaled events must reach the same tasks.
 
 use std::collections::BTreeMap;
 
@@ -23,11 +24,16 @@ enum Op {
         deps: Vec<usize>,
         priority: i32,
         key: Option<u8>,
+        cancel_on_failure: bool,
     },
     Claim,
     Submit {
         pick: usize,
         ok: bool,
+        final_failure: bool,
+    },
+    Retry {
+        pick: usize,
     },
     Release {
         pick: usize,
@@ -50,10 +56,11 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (proptest::collection::vec(0usize..64, 0..3), -2i32..3, proptest::option::of(0u8..4))
-            .prop_map(|(deps, priority, key)| Op::Enqueue { deps, priority, key }),
+        3 => (proptest::collection::vec(0usize..64, 0..3), -2i32..3, proptest::option::of(0u8..4), any::<bool>())
+            .prop_map(|(deps, priority, key, cancel_on_failure)| Op::Enqueue { deps, priority, key, cancel_on_failure }),
         3 => Just(Op::Claim),
-        2 => (0usize..64, any::<bool>()).prop_map(|(pick, ok)| Op::Submit { pick, ok }),
+        2 => (0usize..64, any::<bool>(), any::<bool>()).prop_map(|(pick, ok, f)| Op::Submit { pick, ok, final_failure: f && !ok }),
+        1 => (0usize..64).prop_map(|pick| Op::Retry { pick }),
         1 => (0usize..64).prop_map(|pick| Op::Release { pick }),
         1 => Just(Op::Expire),
         1 => (0usize..64).prop_map(|pick| Op::Park { pick }),
@@ -67,11 +74,12 @@ fn name(s: &str) -> Name {
     Name::parse("name", s).expect("valid")
 }
 
-fn spec(deps: Vec<TaskId>, priority: i32, key: Option<u8>) -> TaskSpec {
+fn spec(deps: Vec<TaskId>, priority: i32, key: Option<u8>, cancel_on_failure: bool) -> TaskSpec {
     let v = json!({
         "namespace": "ns", "queue": "q", "kind": "k", "effect_class": "read",
         "brief": {"p": priority}, "depends_on": deps, "priority": priority,
         "idempotency_key": key.map(|k| format!("key-{k}")),
+        "on_upstream_failure": if cancel_on_failure { "cancel" } else { "run" },
     });
     serde_json::from_str(&v.to_string()).expect("a valid spec")
 }
@@ -161,10 +169,10 @@ proptest! {
             now += SignedDuration::from_millis(250);
             st.promote_due(now);
             let ev: Option<Event> = match op {
-                Op::Enqueue { deps, priority, key } => {
+                Op::Enqueue { deps, priority, key, cancel_on_failure } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     let deps = if ids.is_empty() { vec![] } else { deps.iter().map(|d| ids[d % ids.len()]).collect() };
-                    match st.decide_enqueue(spec(deps, priority, key), &me, now, &|_| true) {
+                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, now, &|_| true) {
                         Ok(Enqueue::New(ev, _)) => Some(ev),
                         _ => None,
                     }
@@ -173,18 +181,30 @@ proptest! {
                     handle_seq += 1;
                     st.decide_claim(id, &me, LeaseId(format!("l{handle_seq}")), format!("wh-{handle_seq:08x}"), now).unwrap()
                 }),
-                Op::Submit { pick, ok } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
-                    let input = SubmitInput { ok, outputs: vec![], evidence: vec![], note: None, worker: None, checks: None, failure: None, request: Sha256::of(&[u8::from(ok)]) };
+                Op::Submit { pick, ok, final_failure } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
+                    let input = SubmitInput { ok, outputs: vec![], evidence: vec![], note: None, worker: None, checks: None, failure: None, final_failure, request: Sha256::of(&[u8::from(ok)]) };
                     match st.decide_submit(id, &lease_of(&st, id), &input, &me, now).unwrap() {
                         Submit::New { event, .. } => event,
                         Submit::Existing(_) => unreachable!("first submit"),
                     }
                 }),
+                Op::Retry { pick } => {
+                    let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
+                    match (!ids.is_empty()).then(|| ids[pick % ids.len()]) {
+                        None => None,
+                        Some(id) => {
+                            let ev = st.decide_retry(id, &me, now);
+                            prop_assert_eq!(ev.is_ok(), st.tasks[&id].state.is_retryable());
+                            ev.ok()
+                        }
+                    }
+                }
                 Op::Release { pick } => pick_in(&st, TaskState::Claimed, pick).map(|id| st.decide_release(id, &lease_of(&st, id), now).unwrap()),
                 Op::Expire => {
                     now += SignedDuration::from_secs(11);
                     let evs = st.decide_expiries(now);
                     for ev in &evs {
+                        prop_assert_eq!(st.applies(ev), Ok(()));
                         st.apply(ev);
                     }
                     log.extend(evs);
@@ -205,6 +225,10 @@ proptest! {
                 }
             };
             if let Some(ev) = ev {
+                prop_assert_eq!(st.applies(&ev), Ok(()));
+                if let Event::Retried { id, .. } = &ev {
+                    terminal.remove(id);
+                }
                 st.apply(&ev);
                 log.push(ev);
             }
@@ -226,4 +250,63 @@ proptest! {
         }
         prop_assert_eq!(tasks_json(&st), tasks_json(&replayed), "replay diverged from the live state");
     }
+}
+
+/// A failed submit written by the code before retries (no `retry_at`)
+/// still means a failed task at replay; a new one that retries carries it.
+#[test]
+fn submitted_events_without_retry_at_keep_their_old_meaning() {
+    let limits = SplitLimits {
+        max_depth: 2,
+        max_children: 4,
+    };
+    let mut st = State::new(limits);
+    let now = Timestamp::from_second(1_900_000_000).unwrap();
+    let me = name("key");
+    let config: QueueConfig =
+        serde_json::from_value(json!({"name": "q", "max_attempts": 3})).unwrap();
+    st.apply(&st.decide_queue(config).unwrap());
+    let Ok(Enqueue::New(ev, id)) =
+        st.decide_enqueue(spec(vec![], 0, None, false), &me, now, &|_| true)
+    else {
+        panic!("enqueued")
+    };
+    st.apply(&ev);
+    let claim = st
+        .decide_claim(id, &me, LeaseId("l1".into()), "wh-1".into(), now)
+        .unwrap();
+    st.apply(&claim);
+    let old = json!({"submitted": {
+        "id": id, "lease_id": "l1", "request": Sha256::of(b"r"), "ok": false,
+        "receipt": {"task_id": id, "attempt": 1, "state": "failed", "ok": false, "outputs": [],
+                    "evidence": [], "by_key": "key", "at": now, "prev": null},
+        "receipt_sha256": Sha256::of(b"receipt"), "at": now,
+    }});
+    let ev: Event = serde_json::from_value(old).expect("an old record still parses");
+    assert_eq!(st.applies(&ev), Ok(()));
+    let mut replayed = State::restore(st.queues.clone(), st.tasks.clone(), st.next_id, limits, now);
+    replayed.apply(&ev);
+    assert_eq!(replayed.tasks[&id].state, TaskState::Failed);
+
+    let input = SubmitInput {
+        ok: false,
+        outputs: vec![],
+        evidence: vec![],
+        note: None,
+        worker: None,
+        checks: None,
+        failure: None,
+        final_failure: false,
+        request: Sha256::of(b"r"),
+    };
+    let Submit::New { event, .. } = st
+        .decide_submit(id, &LeaseId("l1".into()), &input, &me, now)
+        .unwrap()
+    else {
+        panic!("a new receipt")
+    };
+    let back: Event = serde_json::from_slice(&serde_json::to_vec(&event).unwrap()).unwrap();
+    st.apply(&back);
+    assert_eq!(st.tasks[&id].state, TaskState::Queued);
+    assert!(st.tasks[&id].not_before.is_some());
 }

@@ -11,16 +11,20 @@
 //! | `claimed` | `queued` | release, or lease expiry (with backoff) |
 //! | `claimed` | `failed` | release or expiry with attempts exhausted (`attempts_exhausted`) |
 //! | `claimed` | `succeeded` / `failed` | submit: a receipt with `ok` |
+//! | `claimed` | `queued` | a failed submit with attempts left, not final and no failed contract check (with backoff) |
 //! | `claimed` | `parked` | park `{reason, needs}` |
 //! | `parked` | `queued` | resume with a new `input_ref` pin |
 //! | `claimed` | `waiting` | split: children under the parent's envelope |
 //! | `waiting` | `queued` | the last child ending; the parent is reclaimed to combine |
 //! | not terminal | `cancelled` | cancel, with every live descendant |
+//! | `pending` | `cancelled` | an upstream failing or cancelled, when the task says `on_upstream_failure: cancel` |
+//! | `failed` / `cancelled` | `queued` / `pending` | retry by the requester or admin (pending while an upstream is open again) |
 //!
 //! How far to trust a state: anything a caller was told is in the journal
 //! (fsynced); reads wait until what they saw is durable too. Terminal
-//! states never change. A lease is live until its `expires_at`, whether or
-//! not the sweeper has yet returned the task to the queue.
+//! states change only by an explicit retry; `succeeded` never changes. A
+//! lease is live until its `expires_at`, whether or not the sweeper has
+//! yet returned the task to the queue.
 
 mod applies;
 pub mod brief;
@@ -54,11 +58,11 @@ pub use brief::Brief;
 pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
 pub use event::Event;
-pub use machine::{SplitLimits, State};
+pub use machine::{SplitLimits, State, Transition};
 pub use observe::Observer;
 pub use receipt::{Receipt, SubmitInput};
 pub use recover::{Finding, Recovery};
-pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec};
+pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec, UpstreamFailure};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
 use crate::store::{self, Name, Store};
@@ -108,6 +112,37 @@ pub enum Enqueued {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use = "wait for it with Queue::synced before acknowledging"]
 pub struct Unsynced(u64);
+
+/// What a bulk call does to each task it selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BulkAction {
+    /// Queue a failed or cancelled task again.
+    Retry,
+    /// Cancel a task that has not ended.
+    Cancel,
+}
+
+impl BulkAction {
+    /// Whether a task in `state` can take the action.
+    pub fn takes(self, state: TaskState) -> bool {
+        match self {
+            BulkAction::Retry => state.is_retryable(),
+            BulkAction::Cancel => !state.is_terminal(),
+        }
+    }
+}
+
+/// What a bulk retry or cancel did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bulk {
+    /// The tasks selected before acting.
+    pub matched: usize,
+    /// The tasks acted on, with their state and attempts so far after it.
+    pub done: Vec<(TaskId, TaskState, Attempt)>,
+    /// Selected tasks the action can still take (past the limit, or all of
+    /// them in a dry run).
+    pub remaining: usize,
+}
 
 /// A successful claim: the task claimed and its lease.
 #[derive(Clone, Debug)]
@@ -181,13 +216,14 @@ impl Queue {
         st.applies(ev).map_err(JournalError::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
         let seq = self.inner.committer.append(&bytes)?;
-        let observers = self.inner.observers.get().filter(|o| !o.is_empty());
-        let before = observers
-            .and(ev.task_id())
-            .and_then(|id| st.tasks.get(&id).map(|t| t.state));
-        st.apply(ev);
-        for o in observers.into_iter().flatten() {
-            o.committed(seq, ev, before, st);
+        match self.inner.observers.get().filter(|o| !o.is_empty()) {
+            None => st.apply(ev),
+            Some(observers) => {
+                let moved = st.apply_recorded(ev);
+                for o in observers {
+                    o.committed(seq, ev, &moved, st);
+                }
+            }
         }
         Ok(seq)
     }

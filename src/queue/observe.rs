@@ -6,38 +6,18 @@
 use std::time::Duration;
 
 use super::event::Event;
-use super::machine::State;
-use super::task::{TaskId, TaskState};
+use super::machine::{State, Transition};
 
 /// Told of what the queue does; calls come under the queue's lock (or on
 /// the journal thread), so they must be quick.
 pub trait Observer: Send + Sync + std::fmt::Debug {
-    /// `ev` was committed as journal record `seq` and applied; `before` is
-    /// the state its task had before it (`None` for a new task or an
-    /// event about no one task), `st` the state after. It is not durable
-    /// until [`Observer::synced`] reports `seq`.
-    fn committed(&self, seq: u64, ev: &Event, before: Option<TaskState>, st: &State);
+    /// `ev` was committed as journal record `seq` and applied, changing
+    /// task states as `moved` says; `st` is the state after. It is not
+    /// durable until [`Observer::synced`] reports `seq`.
+    fn committed(&self, seq: u64, ev: &Event, moved: &[Transition], st: &State);
     /// The journal thread wrote and synced `records` records in `took`;
     /// every record up to `durable` is now on disk. Called before anyone
     /// waiting for them is told, so what an observer publishes precedes
     /// the acknowledgements.
     fn synced(&self, durable: u64, records: u64, took: Duration);
-}
-
-impl Event {
-    /// The one existing task this event changes, if it is about one.
-    pub fn task_id(&self) -> Option<TaskId> {
-        match self {
-            Event::QueueSet { .. } | Event::Enqueued { .. } => None,
-            Event::Claimed { id, .. }
-            | Event::Heartbeat { id, .. }
-            | Event::Released { id, .. }
-            | Event::Submitted { id, .. }
-            | Event::Parked { id, .. }
-            | Event::Resumed { id, .. }
-            | Event::Split { id, .. }
-            | Event::Cancelled { id, .. }
-            | Event::Staged { id, .. } => Some(*id),
-        }
-    }
 }

@@ -82,10 +82,21 @@ pub struct SubmitInput {
     pub worker: Option<WorkerResult>,
     /// The contract checks run, when the task's contract declares them.
     pub checks: Option<Vec<CheckOutcome>>,
-    /// Why the daemon failed the attempt (a failed check).
+    /// Why the daemon failed the attempt (a failed check): such a
+    /// failure is deterministic, so the task is not retried.
     pub failure: Option<String>,
+    /// The submitter says the failure is final: no retry.
+    pub final_failure: bool,
     /// sha256 of the canonical submit request (for idempotent resends).
     pub request: Sha256,
+}
+
+impl SubmitInput {
+    /// Whether a failed attempt may be retried: the submitter did not
+    /// call it final and no contract check failed.
+    pub fn retryable(&self) -> bool {
+        !self.ok && !self.final_failure && self.failure.is_none()
+    }
 }
 
 /// The receipt record, as stored (canonical JSON) and read back.
@@ -95,10 +106,18 @@ pub struct Receipt {
     pub task_id: TaskId,
     /// The attempt it ends.
     pub attempt: Attempt,
-    /// `succeeded` or `failed`.
+    /// The attempt's outcome: `succeeded` or `failed`.
     pub state: TaskState,
     /// The daemon's verdict.
     pub ok: bool,
+    /// For a failed attempt: whether the task went back to the queue for
+    /// another attempt (absent on successes and on receipts written before
+    /// failed attempts could be retried, which were never retried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
+    /// The submitter said the failure is final.
+    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
+    pub final_failure: bool,
     /// Output pins (namespace filled in).
     pub outputs: Vec<Pin>,
     /// Evidence pins (namespace filled in).
@@ -133,7 +152,8 @@ pub struct Receipt {
 }
 
 impl Receipt {
-    /// Builds the receipt of a submit.
+    /// Builds the receipt of a submit; `retry` says whether a failed
+    /// attempt sends the task back to the queue.
     pub fn build(
         task_id: TaskId,
         attempt: Attempt,
@@ -141,6 +161,7 @@ impl Receipt {
         by_key: &Name,
         at: Timestamp,
         prev: Option<Sha256>,
+        retry: bool,
     ) -> Receipt {
         let worker = input.worker.clone();
         Receipt {
@@ -152,6 +173,8 @@ impl Receipt {
                 TaskState::Failed
             },
             ok: input.ok,
+            retry: (!input.ok).then_some(retry),
+            final_failure: input.final_failure,
             outputs: input.outputs.clone(),
             evidence: input.evidence.clone(),
             note: input.note.clone(),

@@ -21,6 +21,25 @@ pub enum CheckPolicy {
     Strict,
 }
 
+/// What a pending task does when an upstream task fails or is cancelled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamFailure {
+    /// Runs anyway once every upstream has ended (its worker reads each
+    /// upstream's state, `ok` and receipt).
+    #[default]
+    Run,
+    /// Is cancelled at once (reason `upstream tN failed` or `... cancelled`).
+    Cancel,
+}
+
+impl UpstreamFailure {
+    /// Whether this is the default.
+    pub fn is_run(&self) -> bool {
+        *self == UpstreamFailure::Run
+    }
+}
+
 /// The task envelope. Unknown fields are refused.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,6 +84,10 @@ pub struct TaskSpec {
     /// Upstream tasks; pending until each is terminal.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<TaskId>,
+    /// What to do when an upstream fails or is cancelled: run anyway (the
+    /// default) or cancel this task.
+    #[serde(default, skip_serializing_if = "UpstreamFailure::is_run")]
+    pub on_upstream_failure: UpstreamFailure,
     /// Higher is claimed first.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i32,
@@ -352,6 +375,9 @@ pub struct ChildSpec {
     /// Upstream tasks (existing ids).
     #[serde(default)]
     pub depends_on: Vec<TaskId>,
+    /// What to do when an upstream fails or is cancelled.
+    #[serde(default)]
+    pub on_upstream_failure: UpstreamFailure,
     /// Priority.
     #[serde(default)]
     pub priority: i32,
@@ -404,6 +430,7 @@ impl ChildSpec {
             idempotency_key: None,
             brief: self.brief,
             depends_on: self.depends_on,
+            on_upstream_failure: self.on_upstream_failure,
             priority: self.priority,
             not_before: None,
             max_attempts: self.max_attempts,

@@ -74,7 +74,9 @@ fn is_zero(n: &u32) -> bool {
 #[serde(transparent)]
 pub struct LeaseId(pub String);
 
-/// Where a task is in its life. Terminal states never change again.
+/// Where a task is in its life. Terminal states change only by an
+/// explicit retry (failed or cancelled back to queued); succeeded never
+/// changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
@@ -90,7 +92,8 @@ pub enum TaskState {
     Parked,
     /// Terminal: a receipt with `ok: true`.
     Succeeded,
-    /// Terminal: a receipt with `ok: false`, or attempts exhausted.
+    /// Terminal: a failed attempt that is not retried (final, a failed
+    /// contract check, or the last attempt), or attempts exhausted.
     Failed,
     /// Terminal: cancelled by its requester or an admin.
     Cancelled,
@@ -115,6 +118,12 @@ impl TaskState {
             self,
             TaskState::Succeeded | TaskState::Failed | TaskState::Cancelled
         )
+    }
+
+    /// Whether a retry may queue the task again: it failed (attempts
+    /// exhausted included) or was cancelled.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, TaskState::Failed | TaskState::Cancelled)
     }
 
     /// The snake_case name.

@@ -16,7 +16,7 @@ pub struct Header {
     pub step: String,
     /// The attempt that produced it.
     pub attempt: u32,
-    /// The submit's `ok`.
+    /// The daemon's verdict (the receipt's `ok`).
     pub ok: bool,
     /// sha256 of the body.
     pub sha256: String,

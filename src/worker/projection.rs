@@ -40,7 +40,7 @@ pub struct Projection<'a> {
     pub step: &'a str,
     /// The attempt.
     pub attempt: u32,
-    /// The submit's `ok`.
+    /// The daemon's verdict (the receipt's `ok`).
     pub ok: bool,
     /// The final body.
     pub body: &'a [u8],

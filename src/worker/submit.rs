@@ -31,6 +31,10 @@ pub struct SubmitBody {
     /// A short note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// With `ok: false`: the failure is final, so the task fails now even
+    /// with attempts left (no retry).
+    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
+    pub final_failure: bool,
     /// Claim the next task with the acknowledgement (one request per job);
     /// not part of the submit itself, so not of its request hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,6 +70,7 @@ impl SubmitBody {
                 message: format!("at most {MAX_NOTE} bytes"),
             });
         }
+        check_final(self.ok, self.final_failure)?;
         let request = Sha256::of(&canonical_json(
             &serde_json::to_value(&self).expect("bodies serialize"),
         ));
@@ -77,10 +82,22 @@ impl SubmitBody {
             worker: None,
             checks: None,
             failure: None,
+            final_failure: self.final_failure,
             request,
         };
         Ok((LeaseId(self.lease_id), input))
     }
+}
+
+/// `final` says a failure is final: it goes with `ok: false` only.
+pub fn check_final(ok: bool, final_failure: bool) -> Result<(), Error> {
+    if ok && final_failure {
+        return Err(Error::InvalidField {
+            field: "final",
+            message: "final marks a failed submit (ok: false) as not to be retried".into(),
+        });
+    }
+    Ok(())
 }
 
 /// What a completed submit returns.
@@ -156,23 +173,18 @@ async fn contract_checks(
         .await
 }
 
-/// The one submit path: pins checked, contract checks run, receipt
-/// written, task ended. `fallback` is the worker's final body as JSON,
-/// checked against the contract when the submit names no output pins.
-/// With `wait`, it returns once the receipt is durable; without, the
-/// caller waits for `Completed::unsynced` before acknowledging.
-#[allow(clippy::too_many_arguments)]
-pub async fn complete(
+/// The daemon's verdict on a submit: its pins checked and qualified, the
+/// contract's checks run (a failed check fails the attempt for good:
+/// `failure`). `fallback` is the worker's final body as JSON, checked
+/// against the contract when the submit names no output pins.
+pub async fn verdict(
     store: &Store,
-    queue: &Queue,
     p: &Principal,
     requester: Option<Principal>,
     task: &Task,
-    lease_id: &LeaseId,
     mut input: SubmitInput,
     fallback: Option<Value>,
-    wait: bool,
-) -> Result<Completed, Error> {
+) -> Result<SubmitInput, Error> {
     let named = |what: &str, list: &[Pin]| -> Vec<(String, Pin)> {
         list.iter()
             .enumerate()
@@ -201,8 +213,40 @@ pub async fn complete(
         }
         input.checks = Some(checks);
     }
+    Ok(input)
+}
+
+/// The one submit path: the [`verdict`], then the receipt written and the
+/// task ended (or queued again for a retryable failure). With `wait`, it
+/// returns once the receipt is durable; without, the caller waits for
+/// `Completed::unsynced` before acknowledging.
+#[allow(clippy::too_many_arguments)]
+pub async fn complete(
+    store: &Store,
+    queue: &Queue,
+    p: &Principal,
+    requester: Option<Principal>,
+    task: &Task,
+    lease_id: &LeaseId,
+    input: SubmitInput,
+    fallback: Option<Value>,
+    wait: bool,
+) -> Result<Completed, Error> {
+    let input = verdict(store, p, requester, task, input, fallback).await?;
+    record(queue, p, task, lease_id, &input, wait).await
+}
+
+/// Writes the receipt of a submit whose [`verdict`] is in `input`.
+async fn record(
+    queue: &Queue,
+    p: &Principal,
+    task: &Task,
+    lease_id: &LeaseId,
+    input: &SubmitInput,
+    wait: bool,
+) -> Result<Completed, Error> {
     let ((receipt, created, state), unsynced) =
-        queue.submit_unsynced(task.id, lease_id, &input, &p.key_id)?;
+        queue.submit_unsynced(task.id, lease_id, input, &p.key_id)?;
     if wait {
         queue
             .synced(unsynced)
@@ -221,11 +265,13 @@ pub async fn complete(
 }
 
 /// The worker's final submit: `body` is the final body (already resolved
-/// from `@file:`), `ok` the worker's verdict, `requester` the task's
-/// requester (for the contract checks), `template` its ctx-dir template
-/// (`State::template_of`). The caller holds the task's turn
-/// ([`super::order`]) and re-checked the session under it, so the staged
-/// parts are all this attempt will have.
+/// from `@file:`), `ok` the worker's verdict and `final_failure` whether a
+/// failure is final, `requester` the task's requester (for the contract
+/// checks), `template` its ctx-dir template (`State::template_of`). The
+/// daemon's verdict comes first, so the projected `<step>.md` carries it.
+/// The caller holds the task's turn ([`super::order`]) and re-checked the
+/// session under it, so the staged parts are all this attempt will have.
+#[allow(clippy::too_many_arguments)]
 pub async fn submit_body(
     store: &Store,
     queue: &Queue,
@@ -233,8 +279,10 @@ pub async fn submit_body(
     requester: Option<Principal>,
     template: String,
     ok: bool,
+    final_failure: bool,
     body: Vec<u8>,
 ) -> Result<Completed, Error> {
+    check_final(ok, final_failure)?;
     let task = &session.task;
     let lease = task.lease.clone().ok_or(Error::StaleLease {
         state: task.state,
@@ -249,6 +297,24 @@ pub async fn submit_body(
         sha256: Sha256::of(&body),
         size: body.len() as u64,
     };
+    let parts = task.staged.clone();
+    let mut asked = json!({"attempt": attempt, "ok": ok, "out": out, "parts": parts});
+    if final_failure {
+        asked["final"] = json!(true);
+    }
+    let input = SubmitInput {
+        ok,
+        outputs: vec![],
+        evidence: vec![],
+        note: None,
+        worker: None,
+        checks: None,
+        failure: None,
+        final_failure,
+        request: Sha256::of(&canonical_json(&asked)),
+    };
+    let mut input = verdict(store, &session.claimant, requester, task, input, fallback).await?;
+    let verdict_ok = input.ok;
     let step_for_files = step.clone();
     let projected = store
         .blocking(move |store| {
@@ -263,7 +329,7 @@ pub async fn submit_body(
                 task_id,
                 step: &step_for_files,
                 attempt,
-                ok,
+                ok: verdict_ok,
                 body: &body,
                 parts: &parts,
             };
@@ -298,37 +364,13 @@ pub async fn submit_body(
             )
         }
     };
-    let parts = task.staged.clone();
-    let request = Sha256::of(&canonical_json(
-        &json!({"attempt": attempt, "ok": ok, "out": out, "parts": parts}),
-    ));
-    let input = SubmitInput {
-        ok,
-        outputs: vec![],
-        evidence: vec![],
-        note: None,
-        worker: Some(WorkerResult {
-            out,
-            parts,
-            step,
-            projection,
-        }),
-        checks: None,
-        failure: None,
-        request,
-    };
-    let done = complete(
-        store,
-        queue,
-        &session.claimant,
-        requester,
-        task,
-        &lease.id,
-        input,
-        fallback,
-        true,
-    )
-    .await;
+    input.worker = Some(WorkerResult {
+        out,
+        parts,
+        step,
+        projection,
+    });
+    let done = record(queue, &session.claimant, task, &lease.id, &input, true).await;
     match (done, swap) {
         (Ok(done), Some(swap)) => {
             swap.finish();

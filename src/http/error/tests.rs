@@ -222,6 +222,11 @@ fn every_queue_error_maps_to_its_status_and_code() {
             409,
             "idempotency_conflict",
         ),
+        (
+            EnqueueError::Unclaimable("m".into()),
+            422,
+            "unclaimable_task",
+        ),
     ]);
     check(vec![
         (TaskCallError::NotFound, 404, "not_found"),
@@ -240,6 +245,13 @@ fn every_queue_error_maps_to_its_status_and_code() {
             },
             409,
             "stale_lease",
+        ),
+        (
+            TaskCallError::NotRetryable {
+                state: TaskState::Queued,
+            },
+            409,
+            "not_retryable",
         ),
     ]);
     check(vec![(SubmitError::Conflict, 409, "submit_conflict")]);

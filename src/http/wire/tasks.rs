@@ -200,7 +200,8 @@ pub use crate::worker::submit::SubmitBody;
 pub struct Submitted {
     /// The task.
     pub task_id: TaskId,
-    /// Its terminal state.
+    /// Its state after the submit: terminal, or `queued` when a failed
+    /// attempt is retried.
     pub state: TaskState,
     /// The receipt's `ok` (false when a contract check failed).
     pub ok: bool,
@@ -261,4 +262,60 @@ pub struct StateReply {
     pub task_id: TaskId,
     /// Its new state.
     pub state: TaskState,
+}
+
+/// `POST /v1/tasks/{id}/retry`: an empty object (no fields yet).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryBody {}
+
+/// The answer to a retry (`POST /v1/tasks/{id}/retry`), and one task of a
+/// bulk retry or cancel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retried {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its state now: `queued` (or `pending` while an upstream is open)
+    /// after a retry, `cancelled` after a cancel.
+    pub state: TaskState,
+    /// Claims so far; the next claim is attempt + 1.
+    pub attempt: u32,
+}
+
+/// `POST /v1/tasks/retry` and `POST /v1/tasks/cancel`: the tasks to act
+/// on, by the task list's filters; only tasks the key may act on count.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkBody {
+    /// Only this queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<Name>,
+    /// Only this kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Name>,
+    /// Only this state (one the action can take).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<TaskState>,
+    /// Only this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Name>,
+    /// Count only; change nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// Act on at most this many tasks (1 to 1000, default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// The answer to a bulk retry or cancel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkReply {
+    /// Whether it only counted.
+    pub dry_run: bool,
+    /// The tasks the filters selected that the key may act on.
+    pub matched: u64,
+    /// The tasks acted on, in id order (empty in a dry run).
+    pub tasks: Vec<Retried>,
+    /// Selected tasks still to act on: call again while it is not 0.
+    pub remaining: u64,
 }
