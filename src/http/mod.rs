@@ -27,6 +27,7 @@ mod promotions;
 mod queues;
 pub mod request;
 mod routes;
+mod site;
 mod tasks;
 pub mod wire;
 mod worker;

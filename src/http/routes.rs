@@ -11,7 +11,9 @@ use hyper::body::Incoming;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::{Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, tasks, worker};
+use super::{
+    Ctx, Resp, batch, keys, lifecycle, nouns, ops, promotions, queues, site, tasks, worker,
+};
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
 /// A handler that panics answers 500 and leaves shared state usable: the
@@ -39,6 +41,8 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let method = req.method().clone();
     match (method, segs.as_slice()) {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
+        (Method::GET, [""]) => site::index(&req),
+        (Method::GET, ["ui", name]) => site::file(&req, name),
 
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,
