@@ -720,7 +720,8 @@ function route() {
   startLive(key);
 }
 
-// Re-reads the current view in place, at most one read at a time.
+// Re-reads the current view in place: one read at a time, and changes that
+// arrive meanwhile make one more read a second later.
 async function refresh() {
   if (!page || !holder) {
     return;
@@ -734,7 +735,7 @@ async function refresh() {
   refreshing = false;
   if (refreshAgain) {
     refreshAgain = false;
-    setTimeout(refresh, 250);
+    setTimeout(refresh, 1000);
   }
 }
 
