@@ -29,6 +29,7 @@ mod promotions;
 mod queues;
 pub mod request;
 mod routes;
+mod site;
 mod status;
 mod tasks;
 pub mod wire;

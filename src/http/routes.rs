@@ -15,7 +15,7 @@ use super::request::Req;
 use crate::queue::BulkAction;
 
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, status, tasks,
+    Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, site, status, tasks,
     worker,
 };
 
@@ -81,6 +81,9 @@ const LITERALS: &[&str] = &[
 /// segment is no route's, is `(no route)`.
 pub fn template(path: &str) -> String {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if segs == [""] {
+        return "/".into();
+    }
     let known = segs.len() <= 6 && segs.first().is_some_and(|s| LITERALS.contains(s));
     if !known {
         return "(no route)".into();
@@ -102,6 +105,8 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::GET, ["metrics"]) => ops::metrics(ctx, &req),
         (Method::GET, ["v1", "events"]) => events::stream(ctx, req).await,
         (Method::GET, ["v1", "status"]) => status::status(ctx, req).await,
+        (Method::GET, [""]) => site::index(&req),
+        (Method::GET, ["ui", name]) => site::file(&req, name),
 
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,

@@ -1,0 +1,383 @@
+//! The overview site in a real browser: a daemon on 127.0.0.1 with a team,
+//! tasks and nouns, read by headless Chromium with a scoped key and with
+//! the admin key. The rendered DOM must show what each key may see and
+//! nothing more, and untrusted text (a brief with markup) must stay text.
+//!
+//! Needs Debian's `chromium` at /usr/bin/chromium (CI installs it). With
+//! `TESSERA_UPDATE_SCREENSHOT=1` the test also refreshes `docs/overview.png`.
+
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use support::{NS, Team, body, claim, claimed_id, enqueue, lease, put_noun, spec, submit};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Markup a brief may carry: it must be shown as text, never run or parsed.
+const UNTRUSTED: &str =
+    r#"<script>document.title='pwned'</script><img src=x onerror="document.title='pwned'">"#;
+
+/// A brief only the requester (and admin) may see.
+const HIDDEN_BRIEF: &str = "hidden-brief-7f3a";
+
+/// How long one Chromium run may take before it is killed.
+const CHROMIUM_LIMIT: Duration = Duration::from_secs(90);
+
+/// Runs headless Chromium on `url` with `extra` arguments (`--dump-dom` or
+/// `--screenshot=...`) and a fresh profile; returns what it printed. The
+/// browser runs in its own process group, killed whole if it overruns.
+async fn chromium(url: &str, extra: &[String]) -> String {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: the site test drives a real browser. Install it with \
+         `apt-get update && apt-get install -y chromium` (Debian; as root)"
+    );
+    let profile = tempfile::tempdir().expect("profile dir");
+    let mut cmd = tokio::process::Command::new(CHROMIUM);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--virtual-time-budget=10000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .args(extra)
+    .arg(url)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
+    let child = cmd.spawn().expect("start chromium");
+    let group = rustix::process::Pid::from_raw(child.id().expect("pid") as i32).expect("pid");
+    match tokio::time::timeout(CHROMIUM_LIMIT, child.wait_with_output()).await {
+        Ok(out) => {
+            let out = out.expect("chromium output");
+            assert!(
+                out.status.success(),
+                "chromium failed ({}) on {url}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).expect("UTF-8 DOM")
+        }
+        Err(_) => {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            panic!("chromium did not finish {url} within {CHROMIUM_LIMIT:?}");
+        }
+    }
+}
+
+/// The DOM of `page` (a hash route such as `/task/t1`, or empty for the
+/// overview) as `key` sees it, once the page has settled.
+async fn dom(base: &str, page: &str, key: &str) -> String {
+    let hash = if page.is_empty() {
+        format!("key={key}")
+    } else {
+        format!("{page}?key={key}")
+    };
+    let dom = chromium(&format!("{base}/#{hash}"), &["--dump-dom".into()]).await;
+    assert!(
+        dom.contains(r#"data-loaded="true""#),
+        "the page did not finish loading {page:?}:\n{dom}"
+    );
+    assert!(!dom.contains(key), "the secret must not stay in the page");
+    dom
+}
+
+/// A task link in the rendered DOM.
+fn shows_task(dom: &str, id: &str) -> bool {
+    dom.contains(&format!(r#"data-task-id="{id}""#))
+}
+
+/// Untrusted markup shows as escaped text and never becomes elements.
+fn markup_stays_text(dom: &str) {
+    assert!(
+        dom.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;img src=x onerror="),
+        "the brief's markup should be shown as text"
+    );
+    assert!(!dom.contains("<script>document.title"), "{dom}");
+    assert!(
+        !dom.contains("<img"),
+        "no image element may come from data: {dom}"
+    );
+    assert!(!dom.contains("<title>pwned"), "{dom}");
+}
+
+struct World {
+    team: Team,
+    base: String,
+    viewer_key: String,
+    viewer_id: String,
+    visible: String,
+    hidden: String,
+    downstream: String,
+    receipt: String,
+}
+
+/// A team: the requester enqueues a task with markup in its brief (seen
+/// by the worker), a private one (hidden from the worker) and one waiting
+/// on the first. The worker finishes the first through the worker routes
+/// (a staged part, a final body, a projection) and the second with an
+/// output noun, and parks a fourth.
+async fn world() -> World {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let input = put_noun(
+        &team.requester,
+        "work.inputs",
+        "numbers",
+        json!({"numbers": [3, 4, 12], "note": UNTRUSTED}),
+    )
+    .await;
+    let brief = json!({"directive": UNTRUSTED, "input_ref": input});
+    let visible = enqueue(&team.requester, &spec("verb.solve_draft", brief)).await;
+    let mut private = spec("verb.solve_draft", json!({"directive": HIDDEN_BRIEF}));
+    private["visibility_scope"] = json!("private");
+    let hidden = enqueue(&team.requester, &private).await;
+    let mut after = spec("verb.verify_gate", json!({"directive": "check the sum"}));
+    after["depends_on"] = json!([visible]);
+    let downstream = enqueue(&team.requester, &after).await;
+
+    let c = claim(&team.worker, "work.external")
+        .await
+        .expect("a task to claim");
+    assert_eq!(claimed_id(&c), visible);
+    let handle = team.d.admin.with_bearer(c["handle"].as_str().unwrap());
+    let r = handle
+        .post_bytes(
+            "/v1/worker/artifact?name=plan.md",
+            "square, then add".as_bytes(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.status.is_success(),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r = handle
+        .post_bytes("/v1/worker/submit", r#"{"sum_of_squares": 169}"#.as_bytes())
+        .await
+        .unwrap();
+    assert!(
+        r.status.is_success(),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let receipt = body(&r)["receipt_sha256"].as_str().unwrap().to_string();
+
+    let c = claim(&team.worker, "work.external")
+        .await
+        .expect("the downstream task");
+    assert_eq!(claimed_id(&c), downstream);
+    let answer = put_noun(
+        &team.worker,
+        "work.outputs",
+        "answer",
+        json!({"verdict": "ok"}),
+    )
+    .await;
+    let r = submit(&team.worker, &downstream, &lease(&c), true, json!([answer])).await;
+    assert_status!(r, 201);
+
+    let waiting = enqueue(
+        &team.requester,
+        &spec("verb.compute", json!({"directive": "the second half"})),
+    )
+    .await;
+    let c = claim(&team.worker, "work.external")
+        .await
+        .expect("a task to park");
+    assert_eq!(claimed_id(&c), waiting);
+    let park = json!({"lease_id": lease(&c), "reason": "needs the second half of the list", "needs": {"store": "work.inputs"}});
+    let r = team
+        .worker
+        .post_json(&format!("/v1/tasks/{waiting}/park"), &park)
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+
+    let (viewer_id, viewer_key) = viewer(&team).await;
+    World {
+        team,
+        base,
+        viewer_key,
+        viewer_id,
+        visible,
+        hidden,
+        downstream,
+        receipt,
+    }
+}
+
+/// A key with the worker's grants, for the browser (the support team's
+/// clients do not hand out their secrets): the scoped key of the test.
+async fn viewer(team: &Team) -> (String, String) {
+    let keys = body(&team.d.admin.get("/v1/keys").await.unwrap());
+    let worker = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key_id"] == json!(team.ids["worker"]))
+        .expect("the worker key")
+        .clone();
+    let spec = json!({"label": "site viewer", "grants": worker["grants"]});
+    let r = team.d.admin.post_json("/v1/keys", &spec).await.unwrap();
+    assert_status!(r, 201);
+    let b = body(&r);
+    (
+        b["key_id"].as_str().unwrap().to_string(),
+        b["secret"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_site_shows_each_key_exactly_what_it_may_see() {
+    let w = world().await;
+    let admin_key = w.team.d.admin_key.clone();
+
+    // The scoped key: its tasks, never the private one, markup as text.
+    let overview = dom(&w.base, "", &w.viewer_key).await;
+    assert!(shows_task(&overview, &w.visible), "{overview}");
+    assert!(shows_task(&overview, &w.downstream), "{overview}");
+    assert!(!shows_task(&overview, &w.hidden), "{overview}");
+    assert!(!overview.contains(&format!("#/task/{}\"", w.hidden)));
+    assert!(!overview.contains(HIDDEN_BRIEF));
+    assert!(overview.contains("work.external"), "the queue is listed");
+    assert!(overview.contains(&w.viewer_id), "the header names the key");
+    // The worker reading /v1/events runs in real time, outside the
+    // browser's virtual clock, so the dump may catch it still connecting.
+    assert!(
+        ["mode-connecting", "mode-polling", "mode-live"]
+            .iter()
+            .any(|m| overview.contains(&format!(r#"class="live {m}""#))),
+        "the live indicator shows: {overview}"
+    );
+    markup_stays_text(&overview);
+
+    // Admin: every task, the private one too.
+    let overview = dom(&w.base, "", &admin_key).await;
+    for id in [&w.visible, &w.hidden, &w.downstream] {
+        assert!(shows_task(&overview, id), "admin sees {id}: {overview}");
+    }
+    assert!(overview.contains(HIDDEN_BRIEF));
+    markup_stays_text(&overview);
+
+    // The task page: spec, receipt chain, output pin, projection, family.
+    let page = dom(&w.base, &format!("/task/{}", w.visible), &w.viewer_key).await;
+    assert!(page.contains(&w.receipt), "the receipt's sha256: {page}");
+    assert!(
+        page.contains(&format!("{NS}/work.inputs/numbers v1")),
+        "the brief's pin: {page}"
+    );
+    assert!(page.contains("sum_of_squares"), "the final body: {page}");
+    assert!(page.contains("square, then add"), "the staged part: {page}");
+    assert!(
+        page.contains(&format!("tasks/{}/ctx", w.visible)),
+        "the projection path: {page}"
+    );
+    assert!(!shows_task(&page, &w.hidden));
+    markup_stays_text(&page);
+    let page = dom(&w.base, &format!("/task/{}", w.downstream), &w.viewer_key).await;
+    assert!(
+        page.contains("Depends on") && shows_task(&page, &w.visible),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("{NS}/work.outputs/answer v1")),
+        "the output pin: {page}"
+    );
+
+    // The hidden task by its id: the API's 404, nothing of the task.
+    let page = dom(&w.base, &format!("/task/{}", w.hidden), &w.viewer_key).await;
+    assert!(page.contains("404 not_found"), "{page}");
+    assert!(!page.contains(HIDDEN_BRIEF));
+    let page = dom(&w.base, &format!("/task/{}", w.hidden), &admin_key).await;
+    assert!(page.contains(HIDDEN_BRIEF), "{page}");
+
+    // The noun page: versions, the pin, the body (markup as text).
+    let page = dom(
+        &w.base,
+        &format!("/noun/{NS}/work.inputs/numbers"),
+        &w.viewer_key,
+    )
+    .await;
+    let versions = body(
+        &w.team
+            .worker
+            .get(&format!("/v1/nouns/{NS}/work.inputs/numbers/versions"))
+            .await
+            .unwrap(),
+    );
+    let sha = versions["versions"][0]["sha256"].as_str().unwrap();
+    assert!(
+        page.contains(sha),
+        "the version's sha256 in the pin: {page}"
+    );
+    assert!(page.contains("surface_only"), "{page}");
+    assert!(page.contains("&lt;script&gt;document.title"), "{page}");
+    assert!(!page.contains("<img"), "{page}");
+
+    // A screenshot of the admin's overview; docs/overview.png on request.
+    let shots = tempfile::tempdir().expect("screenshot dir");
+    let shot = shots.path().join("overview.png");
+    chromium(
+        &format!("{}/#key={admin_key}", w.base),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,900".into(),
+        ],
+    )
+    .await;
+    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    if std::env::var_os("TESSERA_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/overview.png");
+        std::fs::write(&docs, &png).expect("write docs/overview.png");
+    }
+}
+
+#[tokio::test]
+async fn the_site_files_carry_a_strict_policy_and_revalidate() {
+    let d = support::TestDaemon::start().await;
+    let anon = d.admin.anonymous();
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/live.js", "text/javascript"),
+        ("/ui/site.css", "text/css"),
+    ] {
+        let r = anon.get(path).await.unwrap();
+        assert_status!(r, 200);
+        assert!(
+            r.header("content-type").unwrap().starts_with(kind),
+            "{path}"
+        );
+        let csp = r.header("content-security-policy").unwrap();
+        assert!(csp.starts_with("default-src 'self'"), "{path}: {csp}");
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(r.header("cache-control"), Some("no-cache"));
+        let etag = r.header("etag").unwrap().to_string();
+        let again = anon
+            .send(http::Method::GET, path, None, &[("if-none-match", &etag)])
+            .await
+            .unwrap();
+        assert_status!(again, 304);
+        assert!(again.body.is_empty());
+    }
+    let r = anon.get("/ui/secrets.json").await.unwrap();
+    assert_status!(r, 404, "no_route");
+    let r = anon.get("/v1/tasks").await.unwrap();
+    assert_status!(r, 401, "unauthenticated");
+}
