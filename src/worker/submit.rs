@@ -94,6 +94,23 @@ pub struct Completed {
     pub state: TaskState,
     /// Wait for this before acknowledging, when `complete` did not.
     pub unsynced: Unsynced,
+    /// Each problem of each failed contract check (empty when none failed).
+    pub failed_checks: Vec<FailedCheck>,
+    /// Attempts the task has left after a failed attempt (`None` when it
+    /// succeeded).
+    pub attempts_left: Option<u32>,
+}
+
+/// One problem of a failed contract check, as a submit answers it: the
+/// check, the output it failed on, the JSON pointer and the rule (a schema
+/// keyword or the check's own field), never a value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedCheck {
+    /// The check's name.
+    pub name: String,
+    /// Where, and by which rule.
+    #[serde(flatten)]
+    pub problem: contract::Problem,
 }
 
 /// A stored body as the JSON a contract check reads (text that is not
@@ -114,13 +131,15 @@ async fn contract_checks(
     task: &Task,
     requester: Option<Principal>,
     outputs: Vec<Value>,
-) -> Result<Option<Vec<contract::Check>>, Error> {
+    staged: Option<Vec<String>>,
+) -> Result<Option<Vec<contract::Evaluated>>, Error> {
     let brief = task.spec.brief();
     let Some(contract_pin) = brief.contract_ref else {
         return Ok(None);
     };
     let ns = task.spec.namespace.clone();
     let input_pin = brief.input_ref;
+    let step = task.spec.step_name().to_string();
     store
         .blocking(move |store| {
             let read = |pin: &Pin| {
@@ -128,12 +147,23 @@ async fn contract_checks(
                     .as_ref()
                     .and_then(|p| pins::read_as(store, p, pin, &ns).ok())
             };
-            let failed = |name: &str, what: &str| contract::Check {
-                name: name.into(),
-                ok: false,
-                detail: format!(
+            let failed = |name: &str, what: &str| {
+                let detail = format!(
                     "the pinned {what} is not readable by the task's requester (missing, hidden, or a pin that does not match)"
-                ),
+                );
+                contract::Evaluated {
+                    check: contract::Check {
+                        name: name.into(),
+                        ok: false,
+                        detail: detail.clone(),
+                    },
+                    problems: vec![contract::Problem {
+                        output: None,
+                        pointer: None,
+                        keyword: "readable".into(),
+                        message: detail,
+                    }],
+                }
             };
             let Some(bytes) = read(&contract_pin) else {
                 return Ok(Some(vec![failed("contract_is_valid", "contract")]));
@@ -149,7 +179,13 @@ async fn contract_checks(
                     None => (None, Some(failed("input_is_readable", "input"))),
                 },
             };
-            let mut checks = contract::evaluate(&contract, input.as_ref(), &outputs);
+            let subject = contract::Subject {
+                step: &step,
+                input: input.as_ref(),
+                outputs: &outputs,
+                staged: staged.as_deref(),
+            };
+            let mut checks = contract::evaluate(&contract, subject);
             checks.extend(unreadable);
             Ok::<_, Error>(Some(checks))
         })
@@ -194,15 +230,40 @@ pub async fn complete(
     }
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
-    if let Some(checks) = contract_checks(store, task, requester, outputs).await? {
-        if let Some(failed) = checks.iter().find(|c| !c.ok) {
+    let staged = input
+        .worker
+        .as_ref()
+        .map(|w| w.parts.keys().cloned().collect());
+    let mut failed_checks = Vec::new();
+    if let Some(evaluated) = contract_checks(store, task, requester, outputs, staged).await? {
+        if let Some(failed) = evaluated.iter().find(|c| !c.check.ok) {
             input.ok = false;
-            input.failure = Some(format!("check {} failed: {}", failed.name, failed.detail));
+            let c = &failed.check;
+            input.failure = Some(format!("check {} failed: {}", c.name, c.detail));
+        }
+        let mut checks = Vec::with_capacity(evaluated.len());
+        for e in evaluated {
+            failed_checks.extend(e.problems.into_iter().map(|problem| FailedCheck {
+                name: e.check.name.clone(),
+                problem,
+            }));
+            checks.push(e.check);
         }
         input.checks = Some(checks);
     }
     let ((receipt, created, state), unsynced) =
         queue.submit_unsynced(task.id, lease_id, &input, &p.key_id)?;
+    let attempts_left = (state != TaskState::Succeeded).then(|| {
+        queue.peek(|st| {
+            st.tasks.get(&task.id).map_or(0, |t| {
+                if t.state.is_terminal() {
+                    0
+                } else {
+                    st.max_attempts(t).saturating_sub(t.attempt.0)
+                }
+            })
+        })
+    });
     if wait {
         queue
             .synced(unsynced)
@@ -217,6 +278,8 @@ pub async fn complete(
         created,
         state,
         unsynced,
+        failed_checks,
+        attempts_left,
     })
 }
 
