@@ -331,3 +331,35 @@ async fn pins_the_claimant_may_not_read_stay_hidden_in_every_answer() {
         assert!(!text(r).contains("HIDDEN"), "{}", text(r));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_pinned_input_is_a_reference_the_noun_route_serves() {
+    let t = Team::start().await;
+    let numbers: Vec<u64> = (0..4000).collect();
+    let input = put_noun(
+        &t.requester,
+        "work.inputs",
+        "large",
+        json!({"numbers": numbers}),
+    )
+    .await;
+    enqueue(
+        &t.requester,
+        &spec("verb.solve_draft", json!({"input_ref": input})),
+    )
+    .await;
+    let claim = claim(&t.worker, "work.external").await.expect("a task");
+    let agent = t.d.client(claim["handle"].as_str().unwrap());
+    let p = body(&agent.get("/v1/worker/prompt").await.unwrap());
+    let entry = &p["shim"][0];
+    assert_eq!(entry["role"], json!("data"));
+    assert_eq!(entry["pin"], input);
+    assert!(entry.get("body").is_none(), "{entry}");
+    let size = entry["size"].as_u64().unwrap();
+    assert!(size > 16 * 1024);
+    assert_eq!(entry["url"], json!(noun_url(&input, true)));
+    let r = agent.get(entry["url"].as_str().unwrap()).await.unwrap();
+    assert_status!(r, 200);
+    assert_eq!(r.body.len() as u64, size);
+    assert_eq!(body(&r)["numbers"], json!(numbers));
+}
