@@ -41,6 +41,8 @@ fn submitted_then(
             receipt_sha256: done.receipt,
             created: done.created,
             next,
+            failed_checks: done.failed_checks.clone(),
+            attempts_left: done.attempts_left,
         },
     )
 }

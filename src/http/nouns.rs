@@ -179,14 +179,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
     let principal = ctx.authenticate(&req)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     access::may_read_nouns(&principal, &path.namespace)?;
-    let version = req.query_u64("version")?;
-    let pin = req
-        .query("sha256")
-        .map(|s| {
-            s.parse::<Sha256>()
-                .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
-        })
-        .transpose()?;
+    let (version, pin) = version_query(&req)?;
     let started = std::time::Instant::now();
     let (entry, bytes) = ctx
         .blocking(move |store| {
@@ -196,6 +189,25 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
         })
         .await?;
     ctx.metrics.noun_get(started.elapsed());
+    Ok(version_response(&entry, bytes))
+}
+
+/// The `?version=N&sha256=H` of a noun read.
+pub fn version_query(req: &Req) -> Result<(Option<u64>, Option<Sha256>), ApiError> {
+    let version = req.query_u64("version")?;
+    let sha256 = req
+        .query("sha256")
+        .map(|s| {
+            s.parse::<Sha256>()
+                .map_err(|e| ApiError::new(ErrorCode::InvalidQuery, e.to_string()))
+        })
+        .transpose()?;
+    Ok((version, sha256))
+}
+
+/// A noun version's exact bytes, with its media type and the headers
+/// `x-tessera-version`, `x-tessera-sha256` and `etag`.
+pub fn version_response(entry: &store::VersionEntry, bytes: Vec<u8>) -> Resp {
     let mut resp = Resp::new(super::body::full(bytes));
     let headers = resp.headers_mut();
     let ct = HeaderValue::from_str(&entry.media_type)
@@ -211,7 +223,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
         header::ETAG,
         HeaderValue::from_str(&format!("\"{sha}\"")).expect("hex"),
     );
-    Ok(resp)
+    resp
 }
 
 /// `GET /v1/nouns/{ns}/{store}/{key}/versions`: the versions the key may

@@ -74,6 +74,7 @@ const LITERALS: &[&str] = &[
     "worker",
     "prompt",
     "artifact",
+    "parts",
 ];
 
 /// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
@@ -161,6 +162,11 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::GET, ["v1", "worker", "prompt"]) => worker::prompt(ctx, req).await,
         (Method::POST, ["v1", "worker", "artifact"]) => worker::stage(ctx, req).await,
         (Method::POST, ["v1", "worker", "submit"]) => worker::submit(ctx, req).await,
+        (Method::GET, ["v1", "worker", "nouns", ns, st, key]) => {
+            worker::noun(ctx, req, [ns, st, key]).await
+        }
+        (Method::POST, ["v1", "worker", "heartbeat"]) => worker::heartbeat(ctx, req).await,
+        (Method::GET, ["v1", "worker", "parts"]) => worker::parts(ctx, req).await,
 
         _ => Err(ApiError::new(
             ErrorCode::NoRoute,

@@ -9,10 +9,12 @@ use tokio::sync::MutexGuard;
 
 use super::error::{ApiError, ErrorCode};
 use super::lifecycle::submitted;
+use super::nouns::{version_query, version_response};
 use super::request::Req;
 use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
-use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, submit};
+use crate::store::NounPath;
+use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, shim, submit};
 
 /// Resolves the worker credential, unless this peer's failure budget is
 /// spent (`429`, before the credential is looked at). A credential that
@@ -78,6 +80,67 @@ pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .blocking(move |store| prompt::assemble(store, &facts, &claimant))
         .await?;
     Ok(json_response(StatusCode::OK, &assembled))
+}
+
+/// `GET /v1/worker/nouns/{ns}/{store}/{key}[?version=N&sha256=H]`: a noun
+/// the task names (its brief's pins, its finished steps' outputs and
+/// evidence), read as the claimant; anything else is `404` as for a
+/// missing noun.
+pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
+    let s = session(ctx, &req, Route::Nouns)?;
+    let path = NounPath::parse(path[0], path[1], path[2])?;
+    let (version, sha256) = version_query(&req)?;
+    let facts = ctx
+        .queue
+        .peek(|st| prompt::Facts::gather(st, &s.task, &s.claimant));
+    let claimant = s.claimant;
+    let started = std::time::Instant::now();
+    let (entry, bytes) = ctx
+        .blocking(move |store| {
+            let allowed = shim::named(store, &facts.task, &facts.related);
+            let ns = &facts.task.spec.namespace;
+            shim::read(store, &claimant, &allowed, ns, &path, version, sha256)
+        })
+        .await?;
+    ctx.metrics.noun_get(started.elapsed());
+    Ok(version_response(&entry, bytes))
+}
+
+/// `POST /v1/worker/heartbeat`: extends the attempt's lease, as
+/// `POST /v1/tasks/{id}/heartbeat` does; answers the new `expires_at`.
+pub async fn heartbeat(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let s = session(ctx, &req, Route::Heartbeat)?;
+    let lease = s.task.lease.as_ref().ok_or(worker::Error::StaleLease {
+        state: s.task.state,
+        attempt: s.task.attempt,
+    })?;
+    let expires_at = ctx.queue.heartbeat(s.task.id, &lease.id).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"task_id": s.task.id, "attempt": s.attempt.0, "expires_at": expires_at}),
+    ))
+}
+
+/// `GET /v1/worker/parts`: the parts this attempt staged so far, by name,
+/// with sha256 and size.
+pub async fn parts(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let s = session(ctx, &req, Route::Parts)?;
+    let staged = s.task.staged.clone();
+    let parts = ctx
+        .blocking(move |store| {
+            staged
+                .into_iter()
+                .map(|(name, sha)| {
+                    let size = store.get_object(&sha)?.len();
+                    Ok(json!({"name": name, "sha256": sha, "size": size}))
+                })
+                .collect::<Result<Vec<_>, worker::Error>>()
+        })
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"task_id": s.task.id, "attempt": s.attempt.0, "parts": parts}),
+    ))
 }
 
 /// `POST /v1/worker/artifact?name=N`: stages one part (last write wins).

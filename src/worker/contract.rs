@@ -16,11 +16,22 @@
 //!   `equals` tests the value there. A check the daemon cannot run fails:
 //!   missing evidence never turns into a pass.
 //!
+//! - `parts_staged` (worker submits of a contract that declares `parts`
+//!   with `required: true`): every required part was staged.
+//!
 //! A check's detail names JSON pointers and schema keywords, never a value
 //! from the input, the outputs or the contract: a receipt is read by keys
-//! that may not read the nouns it was checked against.
+//! that may not read the nouns it was checked against. Each failure is
+//! also a [`Problem`] (pointer and keyword), which a submit answers with.
+//!
+//! Besides the checks, a contract tells the worker what to do: the
+//! instruction for a step is `directives.<step>`, else `directive` when the
+//! step is the contract's own (`step`, default [`DEFAULT_STEP`]); any other
+//! step (a `verify_gate` reviewing a `solve_draft`) gets no instruction from
+//! the contract, never the solver's. `parts` lists the named parts a
+//! worker is expected to stage: `[{name, media_type?, required?}]`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::queue::receipt::CheckOutcome;
@@ -30,6 +41,60 @@ pub const SKILL_PACK_SCHEMA: &str = include_str!("../../seeds/schema/skill-pack.
 
 /// One check's outcome, as recorded in the receipt.
 pub type Check = CheckOutcome;
+
+/// The step a contract's top-level `directive` is for, unless the contract
+/// names its own `step`.
+pub const DEFAULT_STEP: &str = "solve_draft";
+
+/// Where and why a check failed: a JSON pointer into the checked document
+/// and the rule that failed (a JSON Schema keyword, or the check's own
+/// field such as `minimum` or `recompute`), never a value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// Which output (by position) failed, for the output checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<usize>,
+    /// Where, when the failure has a place.
+    pub pointer: Option<String>,
+    /// The rule that failed.
+    pub keyword: String,
+    /// The same in words (pointers and keywords only).
+    #[serde(skip)]
+    pub message: String,
+}
+
+impl Problem {
+    fn at(pointer: Option<&str>, keyword: &str, message: String) -> Problem {
+        Problem {
+            output: None,
+            pointer: pointer.map(str::to_string),
+            keyword: keyword.into(),
+            message,
+        }
+    }
+}
+
+/// A check's outcome with the problems behind a failure.
+#[derive(Clone, Debug)]
+pub struct Evaluated {
+    /// The outcome, as recorded in the receipt.
+    pub check: Check,
+    /// Why it failed (empty when it passed).
+    pub problems: Vec<Problem>,
+}
+
+/// A part a contract expects the worker to stage.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartSpec {
+    /// The part's name (a plain file name, as `?name=` takes it).
+    pub name: String,
+    /// Its media type, for the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Whether a worker submit must have staged it (`parts_staged`).
+    #[serde(default)]
+    pub required: bool,
+}
 
 /// A contract noun (`noun.skill_pack`), parsed once: what the prompt shows
 /// and what submit checks. `doc` is the whole document, for the
@@ -54,6 +119,15 @@ pub struct Contract {
     /// Acceptance checks.
     #[serde(default)]
     pub checks: Option<Vec<CheckSpec>>,
+    /// The step `directive` is for (default [`DEFAULT_STEP`]).
+    #[serde(default)]
+    pub step: Option<String>,
+    /// Instructions for other steps, by step name.
+    #[serde(default)]
+    pub directives: Option<std::collections::BTreeMap<String, String>>,
+    /// The parts a worker is expected to stage.
+    #[serde(default)]
+    pub parts: Option<Vec<PartSpec>>,
 }
 
 /// One entry of a contract's `checks`.
@@ -99,48 +173,140 @@ impl Contract {
             .iter()
             .any(|k| self.doc.get(k).is_some())
     }
+
+    /// The contract's instruction for `step`: `directives.<step>`, else
+    /// `directive` when `step` is the contract's own step; `None` for any
+    /// other step.
+    pub fn directive_for(&self, step: &str) -> Option<&str> {
+        if let Some(d) = self.directives.as_ref().and_then(|d| d.get(step)) {
+            return Some(d);
+        }
+        let own = self.step.as_deref().unwrap_or(DEFAULT_STEP);
+        self.directive.as_deref().filter(|_| own == step)
+    }
+
+    /// What the skill-pack schema cannot say about `parts`: each name is a
+    /// part name for a task at `step`, and no name is declared twice.
+    fn part_problems(&self, step: &str) -> Vec<Problem> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for (i, part) in self.parts.iter().flatten().enumerate() {
+            let at = format!("/parts/{i}/name");
+            if super::artifact::check_name(&part.name, step).is_err() {
+                let message = format!("{at}: not a part name for step {step}");
+                out.push(Problem::at(Some(&at), "part_name", message));
+            } else if !seen.insert(part.name.as_str()) {
+                let message = format!("{at}: declared twice");
+                out.push(Problem::at(Some(&at), "unique", message));
+            }
+        }
+        out
+    }
 }
 
-fn check(name: &str, result: Result<String, String>) -> Check {
+fn check(name: &str, result: Result<String, Vec<Problem>>) -> Evaluated {
     match result {
-        Ok(detail) => Check {
-            name: name.into(),
-            ok: true,
-            detail,
+        Ok(detail) => Evaluated {
+            check: Check {
+                name: name.into(),
+                ok: true,
+                detail,
+            },
+            problems: Vec::new(),
         },
-        Err(detail) => Check {
-            name: name.into(),
-            ok: false,
-            detail,
-        },
+        Err(problems) => {
+            let joined = problems
+                .iter()
+                .map(|p| p.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            let detail = match problems.first().and_then(|p| p.output) {
+                Some(i) => format!("output {i}: {joined}"),
+                None => joined,
+            };
+            Evaluated {
+                check: Check {
+                    name: name.into(),
+                    ok: false,
+                    detail,
+                },
+                problems,
+            }
+        }
     }
+}
+
+/// One problem without a place.
+fn plain(keyword: &str, message: impl Into<String>) -> Vec<Problem> {
+    vec![Problem::at(None, keyword, message.into())]
 }
 
 /// Validates `instance` against `schema`; every error as the instance's
 /// JSON pointer and the schema keyword that failed (never the value).
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), String> {
+    schema_problems(schema, instance).map_err(|problems| {
+        problems
+            .iter()
+            .map(|p| p.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// [`validate`], each error as a [`Problem`].
+fn schema_problems(schema: &Value, instance: &Value) -> Result<(), Vec<Problem>> {
     let validator = jsonschema::validator_for(schema)
-        .map_err(|_| "the schema is not a valid JSON Schema".to_string())?;
-    let errors: Vec<String> = validator
+        .map_err(|_| plain("schema", "the schema is not a valid JSON Schema"))?;
+    let errors: Vec<Problem> = validator
         .iter_errors(instance)
         .map(|e| {
             let at = e.instance_path().to_string();
             let at = if at.is_empty() { "/".to_string() } else { at };
-            format!("{at}: fails `{}`", e.kind().keyword())
+            let keyword = e.kind().keyword();
+            let message = format!("{at}: fails `{keyword}`");
+            Problem::at(Some(&at), keyword, message)
         })
         .collect();
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("; "))
+        Err(errors)
     }
 }
 
+/// What a submit hands the checks besides the contract: the task's step,
+/// its input, its outputs, and (for a worker submit) the staged part names.
+#[derive(Clone, Copy, Debug)]
+pub struct Subject<'a> {
+    /// The task's step name.
+    pub step: &'a str,
+    /// The pinned input, when the brief pins one.
+    pub input: Option<&'a Value>,
+    /// The outputs to check.
+    pub outputs: &'a [Value],
+    /// The staged part names, for a worker submit.
+    pub staged: Option<&'a [String]>,
+}
+
 /// Runs a contract's checks on the task's input and outputs.
-pub fn evaluate(contract: &Contract, input: Option<&Value>, outputs: &[Value]) -> Vec<Check> {
+pub fn evaluate(contract: &Contract, subject: Subject<'_>) -> Vec<Evaluated> {
+    let Subject {
+        step,
+        input,
+        outputs,
+        staged,
+    } = subject;
     let schema: Value =
         serde_json::from_str(SKILL_PACK_SCHEMA).expect("the skill-pack schema is JSON");
-    let valid = validate(&schema, &contract.doc)
+    let valid = schema_problems(&schema, &contract.doc)
+        .and_then(|()| {
+            let problems = contract.part_problems(step);
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(problems)
+            }
+        })
         .map(|()| "the contract satisfies the skill-pack schema".to_string());
     let mut out = vec![check("contract_is_valid", valid.clone())];
     if valid.is_err() {
@@ -149,25 +315,33 @@ pub fn evaluate(contract: &Contract, input: Option<&Value>, outputs: &[Value]) -
     if let Some(input) = input {
         out.push(check(
             "input_matches_schema",
-            validate(
+            schema_problems(
                 contract.input_schema.as_ref().unwrap_or(&Value::Null),
                 input,
             )
             .map(|()| "the input matches input_schema".into()),
         ));
     }
-    let each = |f: &dyn Fn(&Value) -> Result<(), String>| -> Result<String, String> {
+    let each = |f: &dyn Fn(&Value) -> Result<(), Vec<Problem>>| -> Result<String, Vec<Problem>> {
         if outputs.is_empty() {
-            return Err("the submit references no output to check".into());
+            return Err(plain("outputs", "the submit references no output to check"));
         }
         for (i, o) in outputs.iter().enumerate() {
-            f(o).map_err(|e| format!("output {i}: {e}"))?;
+            f(o).map_err(|problems| {
+                problems
+                    .into_iter()
+                    .map(|p| Problem {
+                        output: Some(i),
+                        ..p
+                    })
+                    .collect::<Vec<_>>()
+            })?;
         }
         Ok(format!("{} output(s) checked", outputs.len()))
     };
     out.push(check(
         "output_matches_schema",
-        each(&|o| validate(contract.output_schema.as_ref().unwrap_or(&Value::Null), o)),
+        each(&|o| schema_problems(contract.output_schema.as_ref().unwrap_or(&Value::Null), o)),
     ));
     for c in contract.checks.iter().flatten() {
         let name = c.name.as_str();
@@ -176,45 +350,95 @@ pub fn evaluate(contract: &Contract, input: Option<&Value>, outputs: &[Value]) -
         }
         let result = if let Some(op) = c.recompute.as_deref() {
             let pointer = c.pointer.clone().unwrap_or_else(|| format!("/{op}"));
-            recompute(op, input).and_then(|want| {
-                each(&|o| match o.pointer(&pointer) {
-                    Some(got) if *got == want => Ok(()),
-                    Some(_) => Err(format!("{pointer} differs from the recomputation")),
-                    None => Err(format!("no value at {pointer}")),
+            recompute(op, input)
+                .map_err(|m| plain("recompute", m))
+                .and_then(|want| {
+                    each(&|o| match o.pointer(&pointer) {
+                        Some(got) if *got == want => Ok(()),
+                        Some(_) => Err(vec![Problem::at(
+                            Some(&pointer),
+                            "recompute",
+                            format!("{pointer} differs from the recomputation"),
+                        )]),
+                        None => Err(missing(&pointer)),
+                    })
                 })
-            })
         } else if let Some(pointer) = c.pointer.as_deref() {
             each(&|o| bounds(c, o.pointer(pointer), pointer))
         } else {
-            Err(format!(
-                "the daemon does not know how to run check {name:?}; it fails rather than pass unchecked"
+            Err(plain(
+                "unsupported",
+                format!(
+                    "the daemon does not know how to run check {name:?}; it fails rather than pass unchecked"
+                ),
             ))
         };
         out.push(check(name, result));
     }
+    if let Some(staged) = staged {
+        let required: Vec<&PartSpec> = contract
+            .parts
+            .iter()
+            .flatten()
+            .filter(|p| p.required)
+            .collect();
+        if !required.is_empty() {
+            out.push(check("parts_staged", parts_staged(&required, staged)));
+        }
+    }
     out
 }
 
-fn bounds(c: &CheckSpec, got: Option<&Value>, pointer: &str) -> Result<(), String> {
-    let got = got.ok_or_else(|| format!("no value at {pointer}"))?;
+/// Every required part is among the staged ones.
+fn parts_staged(required: &[&PartSpec], staged: &[String]) -> Result<String, Vec<Problem>> {
+    let missing: Vec<Problem> = required
+        .iter()
+        .filter(|p| !staged.contains(&p.name))
+        .map(|p| {
+            let message = format!("required part {:?} was not staged", p.name);
+            Problem::at(None, "required", message)
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(format!("{} required part(s) staged", required.len()))
+    } else {
+        Err(missing)
+    }
+}
+
+/// No value at `pointer`.
+fn missing(pointer: &str) -> Vec<Problem> {
+    vec![Problem::at(
+        Some(pointer),
+        "pointer",
+        format!("no value at {pointer}"),
+    )]
+}
+
+fn bounds(c: &CheckSpec, got: Option<&Value>, pointer: &str) -> Result<(), Vec<Problem>> {
+    let got = got.ok_or_else(|| missing(pointer))?;
+    let fail = |keyword: &str, what: &str| {
+        vec![Problem::at(
+            Some(pointer),
+            keyword,
+            format!("{pointer} {what}"),
+        )]
+    };
     if let Some(want) = &c.equals
         && got != want
     {
-        return Err(format!("{pointer} does not equal the expected value"));
+        return Err(fail("equals", "does not equal the expected value"));
     }
-    let n = || {
-        got.as_f64()
-            .ok_or_else(|| format!("{pointer} is not a number"))
-    };
+    let n = || got.as_f64().ok_or_else(|| fail("type", "is not a number"));
     if let Some(min) = c.minimum
         && n()? < min
     {
-        return Err(format!("{pointer} is below the minimum"));
+        return Err(fail("minimum", "is below the minimum"));
     }
     if let Some(max) = c.maximum
         && n()? > max
     {
-        return Err(format!("{pointer} is above the maximum"));
+        return Err(fail("maximum", "is above the maximum"));
     }
     Ok(())
 }
@@ -268,8 +492,20 @@ mod tests {
 
     type Outcomes = Vec<(String, bool)>;
 
-    fn names_and_oks(checks: &[Check]) -> Outcomes {
-        checks.iter().map(|c| (c.name.clone(), c.ok)).collect()
+    fn names_and_oks(checks: &[Evaluated]) -> Outcomes {
+        checks
+            .iter()
+            .map(|c| (c.check.name.clone(), c.check.ok))
+            .collect()
+    }
+
+    fn subject<'a>(input: Option<&'a Value>, outputs: &'a [Value]) -> Subject<'a> {
+        Subject {
+            step: "solve_draft",
+            input,
+            outputs,
+            staged: None,
+        }
     }
 
     #[test]
@@ -309,7 +545,7 @@ mod tests {
         ];
         for (outputs, want) in cases {
             assert_eq!(
-                names_and_oks(&evaluate(&contract(), Some(&input), &outputs)),
+                names_and_oks(&evaluate(&contract(), subject(Some(&input), &outputs))),
                 want,
                 "{outputs:?}"
             );
@@ -322,8 +558,7 @@ mod tests {
         bad.as_object_mut().unwrap().remove("execution");
         let out = evaluate(
             &Contract::parse(&serde_json::to_vec(&bad).unwrap()),
-            None,
-            &[json!({})],
+            subject(None, &[json!({})]),
         );
         assert_eq!(
             names_and_oks(&out),
@@ -333,12 +568,96 @@ mod tests {
         unknown["checks"] = json!([{"name": "looks_good"}]);
         let out = evaluate(
             &Contract::parse(&serde_json::to_vec(&unknown).unwrap()),
-            None,
-            &[json!({"sum_of_squares": 1})],
+            subject(None, &[json!({"sum_of_squares": 1})]),
         );
         assert_eq!(
-            out.last().map(|c| (c.name.as_str(), c.ok)),
+            out.last().map(|c| (c.check.name.as_str(), c.check.ok)),
             Some(("looks_good", false))
         );
+    }
+
+    #[test]
+    fn failures_name_pointers_and_keywords() {
+        let input = json!({"numbers": [3, 4, 12]});
+        let outputs = [json!({"sum_of_squares": "169"})];
+        let out = evaluate(&contract(), subject(Some(&input), &outputs));
+        let schema = &out[2];
+        assert_eq!(schema.check.name, "output_matches_schema");
+        let got: Vec<(Option<usize>, Option<&str>, &str)> = schema
+            .problems
+            .iter()
+            .map(|p| (p.output, p.pointer.as_deref(), p.keyword.as_str()))
+            .collect();
+        assert_eq!(got, [(Some(0), Some("/sum_of_squares"), "type")]);
+        assert!(schema.check.detail.starts_with("output 0: "));
+        assert!(!schema.check.detail.contains("169"));
+        let bound = &out[3];
+        assert_eq!(
+            bound.problems[0].pointer.as_deref(),
+            Some("/sum_of_squares")
+        );
+        assert_eq!(bound.problems[0].keyword, "type");
+    }
+
+    #[test]
+    fn directives_go_to_their_own_step_only() {
+        let mut doc = contract_doc();
+        doc["directive"] = json!("Solve it.");
+        let c = Contract::parse(&serde_json::to_vec(&doc).unwrap());
+        assert_eq!(c.directive_for("solve_draft"), Some("Solve it."));
+        assert_eq!(c.directive_for("verify_gate"), None);
+        doc["directives"] = json!({"verify_gate": "Check it."});
+        doc["step"] = json!("draft");
+        let c = Contract::parse(&serde_json::to_vec(&doc).unwrap());
+        assert_eq!(c.directive_for("verify_gate"), Some("Check it."));
+        assert_eq!(c.directive_for("solve_draft"), None);
+        assert_eq!(c.directive_for("draft"), Some("Solve it."));
+    }
+
+    #[test]
+    fn parts_are_validated_and_required_ones_checked() {
+        let with_parts = |parts: Value| {
+            let mut doc = contract_doc();
+            doc["parts"] = parts;
+            Contract::parse(&serde_json::to_vec(&doc).unwrap())
+        };
+        let input = json!({"numbers": [1]});
+        let outputs = [json!({"sum_of_squares": 1})];
+        let valid = |parts: Value| {
+            evaluate(&with_parts(parts), subject(Some(&input), &outputs))[0]
+                .check
+                .ok
+        };
+        assert!(valid(
+            json!([{"name": "plan.md", "media_type": "text/markdown", "required": true}])
+        ));
+        for bad in [
+            json!([{"name": "a/b"}]),
+            json!([{"name": ""}]),
+            json!([{"name": "solve_draft.md"}]),
+            json!([{"name": "p.md"}, {"name": "p.md"}]),
+            json!([{"name": "p.md", "media_type": "not a type"}]),
+            json!([{"name": "p.md", "required": "yes"}]),
+            json!([{"name": "p.md", "colour": "red"}]),
+            json!({"name": "p.md"}),
+        ] {
+            assert!(!valid(bad.clone()), "{bad}");
+        }
+        let c = with_parts(json!([{"name": "plan.md", "required": true}, {"name": "notes.md"}]));
+        let staged = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            let out = evaluate(
+                &c,
+                Subject {
+                    staged: Some(&names),
+                    ..subject(Some(&input), &outputs)
+                },
+            );
+            let last = out.last().unwrap();
+            assert_eq!(last.check.name, "parts_staged");
+            last.check.ok
+        };
+        assert!(staged(&["plan.md"]));
+        assert!(!staged(&["notes.md"]));
     }
 }

@@ -12,9 +12,9 @@
 //!   on or is terminal, a lapsed lease, a claimant key revoked or expired):
 //!   [`Error::Unauthenticated`], one answer byte for byte (401), so a
 //!   guesser learns nothing; the reason is for the log;
-//! - the claimant lacks the route's grant (`verbs:claim` for prompt and
-//!   artifact, `verbs:submit` for submit) or sight of the task: 403 (or
-//!   404), as on the key routes;
+//! - the claimant lacks the route's grant (`verbs:claim` for prompt,
+//!   nouns, heartbeat, artifact and parts, `verbs:submit` for submit) or
+//!   sight of the task: 403 (or 404), as on the key routes;
 //! - used for another task (`?task_id=`): 403.
 //!
 //! Staging and submit then take the task's lock ([`order`]) and resolve
@@ -33,6 +33,7 @@ pub mod output;
 pub mod pins;
 pub mod projection;
 pub mod prompt;
+pub mod shim;
 pub mod submit;
 
 use jiff::Timestamp;
@@ -163,13 +164,19 @@ pub enum Route {
     Artifact,
     /// `POST /v1/worker/submit`.
     Submit,
+    /// `GET /v1/worker/nouns/{ns}/{store}/{key}`: part of reading IN.
+    Nouns,
+    /// `POST /v1/worker/heartbeat`.
+    Heartbeat,
+    /// `GET /v1/worker/parts`: what staging has done.
+    Parts,
 }
 
 impl Route {
     fn verb(self) -> &'static str {
         match self {
-            Route::Prompt => "prompt",
-            Route::Artifact => "artifact",
+            Route::Prompt | Route::Nouns | Route::Heartbeat => "prompt",
+            Route::Artifact | Route::Parts => "artifact",
             Route::Submit => "submit",
         }
     }
@@ -177,7 +184,9 @@ impl Route {
     /// The claimant's grant the route needs, checked as the key routes do.
     fn rule(self) -> fn(&Principal, &TaskFacts<'_>) -> Result<(), crate::auth::Error> {
         match self {
-            Route::Prompt | Route::Artifact => access::may_work,
+            Route::Prompt | Route::Artifact | Route::Nouns | Route::Heartbeat | Route::Parts => {
+                access::may_work
+            }
             Route::Submit => access::may_submit,
         }
     }

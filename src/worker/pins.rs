@@ -29,6 +29,30 @@ pub fn read_as(store: &Store, p: &Principal, pin: &Pin, ns: &Name) -> Result<Vec
     store.read_pin(pin, ns, authorize(p, pin, ns))
 }
 
+/// The version entry `pin` names, as `p` would read it (no body read).
+pub fn entry_as(store: &Store, p: &Principal, pin: &Pin, ns: &Name) -> Result<VersionEntry, Error> {
+    store.version_entry(
+        &pin.path(ns),
+        Some(pin.version),
+        Some(pin.sha256),
+        authorize(p, pin, ns),
+    )
+}
+
+/// Whether an error reading a pin means "not readable by this key"
+/// (missing, hidden, forbidden, or a version without the pinned hash)
+/// rather than a failure of the store.
+pub fn is_unreadable(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Store(
+            store::Error::NounNotFound
+                | store::Error::VersionNotFound { .. }
+                | store::Error::PinMismatch { .. }
+        ) | Error::Auth(crate::auth::Error::Hidden | crate::auth::Error::Forbidden(_))
+    )
+}
+
 /// Checks that every pin names an existing version with that sha256,
 /// readable by `p`, without reading the bodies. A pin `p` may not read
 /// answers exactly as a missing one.
@@ -38,16 +62,7 @@ pub async fn check(
     ns: &Name,
     pins: Vec<(String, Pin)>,
 ) -> Result<(), Error> {
-    each(store, p, ns, pins, |store, p, pin, ns| {
-        store.version_entry(
-            &pin.path(ns),
-            Some(pin.version),
-            Some(pin.sha256),
-            authorize(p, pin, ns),
-        )
-    })
-    .await
-    .map(|_| ())
+    each(store, p, ns, pins, entry_as).await.map(|_| ())
 }
 
 /// [`check`], and the bodies in order.

@@ -1,14 +1,24 @@
 //! The prompt a worker fetches, assembled at fetch time from the task, its
 //! brief, the contract noun it pins and the current state of its upstream
 //! tasks and children, so an upstream that finished after the claim shows
-//! up. `steps[]` point at finished outputs (their files and hashes), never
-//! their content; the task itself is never among them. Fetching it also
-//! creates the task's work dir (`area::make_work_dir`).
+//! up. `steps[]` point at finished outputs (their files, hashes and the
+//! output and evidence pins of their receipts), never their content; the
+//! task itself is never among them. Fetching it also creates the task's
+//! work dir (`area::make_work_dir`).
+//!
+//! Everything is read as the claiming key: the brief (which that key sees
+//! with the task), the contract (its directive for this task's step, its
+//! schemas and expected parts, only when the key may read it) and the
+//! [`shim`] of the pinned contract and input. The instruction (`prompt`)
+//! is the step's own: `brief.directive`, else the contract's directive for
+//! this step ([`Contract::directive_for`]), else the brief itself; a step
+//! the contract does not address (a `verify_gate` reviewing a
+//! `solve_draft`) never gets the solver's instruction.
 
 use serde_json::{Value, json};
 
 use super::contract::Contract;
-use super::{Error, area, pins};
+use super::{Error, area, pins, shim};
 use crate::auth::{Principal, access};
 use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Receipt, State, Task, placement};
@@ -48,7 +58,8 @@ impl Facts {
     }
 }
 
-/// Assembles `{task_id, attempt, agent, system, prompt, context}`, first
+/// Assembles `{task_id, attempt, agent, system, prompt, step, brief,
+/// contract, shim, context}`, first
 /// creating the task's work dir if it is missing. `context.project_root`
 /// is the namespace area, `context.work_dir` the work dir (both absolute).
 pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Value, Error> {
@@ -60,21 +71,45 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Valu
             reason,
         })?;
     let brief = t.spec.brief();
-    let contract = brief
-        .contract_ref
+    let step = t.spec.step_name();
+    let readable = |pin| match pins::read_as(store, holder, pin, ns) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if pins::is_unreadable(&e) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let contract = match &brief.contract_ref {
+        Some(pin) => readable(pin)?.map(|bytes| Contract::parse(&bytes)),
+        None => None,
+    };
+    let step_directive = contract
         .as_ref()
-        .and_then(|pin| pins::read_as(store, holder, pin, &t.spec.namespace).ok())
-        .map(|bytes| Contract::parse(&bytes));
+        .and_then(|c| c.directive_for(step.as_str()));
     let prompt = brief
         .directive
         .clone()
-        .or_else(|| contract.as_ref().and_then(|c| c.directive.clone()))
+        .or_else(|| step_directive.map(str::to_string))
         .unwrap_or_else(|| t.spec.brief.get().to_string());
     let system = contract.as_ref().and_then(|c| c.system_prompt.clone());
     let agent = brief
         .agent
         .clone()
         .unwrap_or_else(|| t.spec.kind.to_string());
+    let contract_view = brief.contract_ref.as_ref().map(|pin| match &contract {
+        Some(c) => json!({
+            "pin": pin.qualified(ns),
+            "name": c.doc.get("contract"),
+            "directive": step_directive,
+            "input_schema": c.input_schema,
+            "output_schema": c.output_schema,
+            "parts": c.parts.clone().unwrap_or_default(),
+        }),
+        None => json!({"pin": pin.qualified(ns), "unavailable": shim::UNREADABLE}),
+    });
+    let shim = brief
+        .pins()
+        .iter()
+        .map(|(field, pin)| shim::entry(store, holder, field, pin, ns))
+        .collect::<Result<Vec<Value>, Error>>()?;
     let steps: Vec<Value> = facts
         .related
         .iter()
@@ -87,6 +122,10 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Valu
         "agent": agent,
         "system": system,
         "prompt": prompt,
+        "step": step,
+        "brief": serde_json::from_str::<Value>(t.spec.brief.get()).unwrap_or(Value::Null),
+        "contract": contract_view,
+        "shim": shim,
         "context": {
             "project_root": area::absolute(store, ns, ""),
             "work_dir": work_dir,
@@ -125,6 +164,9 @@ fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> Value {
         .filter(|p| p.status == ProjectionStatus::Written)
         .map(|p| root.join(&p.path).join(format!("{name}.md")));
     let out = receipt.as_ref().and_then(|rc| rc.out);
+    let pins = |f: fn(&Receipt) -> &Vec<crate::store::Pin>| {
+        receipt.as_ref().map(f).cloned().unwrap_or_default()
+    };
     json!({
         "name": name,
         "task_id": r.id,
@@ -133,5 +175,7 @@ fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> Value {
         "file_path": file_path,
         "sha256": out.map(|o| o.sha256),
         "size_bytes": out.map(|o| o.size),
+        "outputs": pins(|rc| &rc.outputs),
+        "evidence": pins(|rc| &rc.evidence),
     })
 }

@@ -111,6 +111,23 @@ pub struct Completed {
     pub state: TaskState,
     /// Wait for this before acknowledging, when `complete` did not.
     pub unsynced: Unsynced,
+    /// Each problem of each failed contract check (empty when none failed).
+    pub failed_checks: Vec<FailedCheck>,
+    /// Attempts the task has left after a failed attempt (`None` when it
+    /// succeeded).
+    pub attempts_left: Option<u32>,
+}
+
+/// One problem of a failed contract check, as a submit answers it: the
+/// check, the output it failed on, the JSON pointer and the rule (a schema
+/// keyword or the check's own field), never a value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedCheck {
+    /// The check's name.
+    pub name: String,
+    /// Where, and by which rule.
+    #[serde(flatten)]
+    pub problem: contract::Problem,
 }
 
 /// A stored body as the JSON a contract check reads (text that is not
@@ -131,13 +148,15 @@ async fn contract_checks(
     task: &Task,
     requester: Option<Principal>,
     outputs: Vec<Value>,
-) -> Result<Option<Vec<contract::Check>>, Error> {
+    staged: Option<Vec<String>>,
+) -> Result<Option<Vec<contract::Evaluated>>, Error> {
     let brief = task.spec.brief();
     let Some(contract_pin) = brief.contract_ref else {
         return Ok(None);
     };
     let ns = task.spec.namespace.clone();
     let input_pin = brief.input_ref;
+    let step = task.spec.step_name().to_string();
     store
         .blocking(move |store| {
             let read = |pin: &Pin| {
@@ -145,12 +164,23 @@ async fn contract_checks(
                     .as_ref()
                     .and_then(|p| pins::read_as(store, p, pin, &ns).ok())
             };
-            let failed = |name: &str, what: &str| contract::Check {
-                name: name.into(),
-                ok: false,
-                detail: format!(
+            let failed = |name: &str, what: &str| {
+                let detail = format!(
                     "the pinned {what} is not readable by the task's requester (missing, hidden, or a pin that does not match)"
-                ),
+                );
+                contract::Evaluated {
+                    check: contract::Check {
+                        name: name.into(),
+                        ok: false,
+                        detail: detail.clone(),
+                    },
+                    problems: vec![contract::Problem {
+                        output: None,
+                        pointer: None,
+                        keyword: "readable".into(),
+                        message: detail,
+                    }],
+                }
             };
             let Some(bytes) = read(&contract_pin) else {
                 return Ok(Some(vec![failed("contract_is_valid", "contract")]));
@@ -166,7 +196,13 @@ async fn contract_checks(
                     None => (None, Some(failed("input_is_readable", "input"))),
                 },
             };
-            let mut checks = contract::evaluate(&contract, input.as_ref(), &outputs);
+            let subject = contract::Subject {
+                step: &step,
+                input: input.as_ref(),
+                outputs: &outputs,
+                staged: staged.as_deref(),
+            };
+            let mut checks = contract::evaluate(&contract, subject);
             checks.extend(unreadable);
             Ok::<_, Error>(Some(checks))
         })
@@ -175,8 +211,10 @@ async fn contract_checks(
 
 /// The daemon's verdict on a submit: its pins checked and qualified, the
 /// contract's checks run (a failed check fails the attempt for good:
-/// `failure`). `fallback` is the worker's final body as JSON, checked
-/// against the contract when the submit names no output pins.
+/// `failure`), with each failed check's problems. `fallback` is the
+/// worker's final body as JSON, checked against the contract when the
+/// submit names no output pins; `staged` the worker's staged part names
+/// (`None` on the key route), checked against the contract's parts.
 pub async fn verdict(
     store: &Store,
     p: &Principal,
@@ -184,7 +222,8 @@ pub async fn verdict(
     task: &Task,
     mut input: SubmitInput,
     fallback: Option<Value>,
-) -> Result<SubmitInput, Error> {
+    staged: Option<Vec<String>>,
+) -> Result<(SubmitInput, Vec<FailedCheck>), Error> {
     let named = |what: &str, list: &[Pin]| -> Vec<(String, Pin)> {
         list.iter()
             .enumerate()
@@ -206,14 +245,24 @@ pub async fn verdict(
     }
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
-    if let Some(checks) = contract_checks(store, task, requester, outputs).await? {
-        if let Some(failed) = checks.iter().find(|c| !c.ok) {
+    let mut failed_checks = Vec::new();
+    if let Some(evaluated) = contract_checks(store, task, requester, outputs, staged).await? {
+        if let Some(failed) = evaluated.iter().find(|c| !c.check.ok) {
             input.ok = false;
-            input.failure = Some(format!("check {} failed: {}", failed.name, failed.detail));
+            let c = &failed.check;
+            input.failure = Some(format!("check {} failed: {}", c.name, c.detail));
+        }
+        let mut checks = Vec::with_capacity(evaluated.len());
+        for e in evaluated {
+            failed_checks.extend(e.problems.into_iter().map(|problem| FailedCheck {
+                name: e.check.name.clone(),
+                problem,
+            }));
+            checks.push(e.check);
         }
         input.checks = Some(checks);
     }
-    Ok(input)
+    Ok((input, failed_checks))
 }
 
 /// The one submit path: the [`verdict`], then the receipt written and the
@@ -232,8 +281,8 @@ pub async fn complete(
     fallback: Option<Value>,
     wait: bool,
 ) -> Result<Completed, Error> {
-    let input = verdict(store, p, requester, task, input, fallback).await?;
-    record(queue, p, task, lease_id, &input, wait).await
+    let (input, failed_checks) = verdict(store, p, requester, task, input, fallback, None).await?;
+    record(queue, p, task, lease_id, &input, failed_checks, wait).await
 }
 
 /// Writes the receipt of a submit whose [`verdict`] is in `input`.
@@ -243,10 +292,22 @@ async fn record(
     task: &Task,
     lease_id: &LeaseId,
     input: &SubmitInput,
+    failed_checks: Vec<FailedCheck>,
     wait: bool,
 ) -> Result<Completed, Error> {
     let ((receipt, created, state), unsynced) =
         queue.submit_unsynced(task.id, lease_id, input, &p.key_id)?;
+    let attempts_left = (state != TaskState::Succeeded).then(|| {
+        queue.peek(|st| {
+            st.tasks.get(&task.id).map_or(0, |t| {
+                if t.state.is_terminal() {
+                    0
+                } else {
+                    st.max_attempts(t).saturating_sub(t.attempt.0)
+                }
+            })
+        })
+    });
     if wait {
         queue
             .synced(unsynced)
@@ -261,6 +322,8 @@ async fn record(
         created,
         state,
         unsynced,
+        failed_checks,
+        attempts_left,
     })
 }
 
@@ -313,7 +376,17 @@ pub async fn submit_body(
         final_failure,
         request: Sha256::of(&canonical_json(&asked)),
     };
-    let mut input = verdict(store, &session.claimant, requester, task, input, fallback).await?;
+    let staged_names = Some(task.staged.keys().cloned().collect());
+    let (mut input, failed_checks) = verdict(
+        store,
+        &session.claimant,
+        requester,
+        task,
+        input,
+        fallback,
+        staged_names,
+    )
+    .await?;
     let verdict_ok = input.ok;
     let step_for_files = step.clone();
     let projected = store
@@ -370,7 +443,16 @@ pub async fn submit_body(
         step,
         projection,
     });
-    let done = record(queue, &session.claimant, task, &lease.id, &input, true).await;
+    let done = record(
+        queue,
+        &session.claimant,
+        task,
+        &lease.id,
+        &input,
+        failed_checks,
+        true,
+    )
+    .await;
     match (done, swap) {
         (Ok(done), Some(swap)) => {
             swap.finish();

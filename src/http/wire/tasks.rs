@@ -213,6 +213,13 @@ pub struct Submitted {
     /// or `null` when none was ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<Option<Claimed>>,
+    /// Each problem of each failed contract check (pointer and keyword,
+    /// never a value); absent when none failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<crate::worker::submit::FailedCheck>,
+    /// After a failed attempt: how many attempts the task has left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts_left: Option<u32>,
 }
 
 /// `POST /v1/tasks/{id}/park`.
