@@ -26,7 +26,7 @@ struct Args {
 
 /// Starts `tessera serve` on `root` and prints how long it took to serve.
 fn start(root: &std::path::Path, label: &str) {
-    let served = support::serve(root);
+    let served = support::serve(root, "tessera::daemon=info,warn");
     println!(
         "{label:<28} serving after {:>6.2} s   resident {}   journal+snapshot {} MiB",
         served.elapsed.as_secs_f64(),

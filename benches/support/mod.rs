@@ -230,14 +230,15 @@ pub struct Served {
     pub rss: String,
 }
 
-/// Spawns `tessera serve` on `root`, waits for `/healthz` to answer 200,
-/// reads its resident memory, and stops it (SIGTERM).
-pub fn serve(root: &Path) -> Served {
+/// Spawns `tessera serve` on `root` (logging by `rust_log`), waits for
+/// `/healthz` to answer 200, reads its resident memory, and stops it
+/// (SIGTERM).
+pub fn serve(root: &Path, rust_log: &str) -> Served {
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["serve", "--listen", "127.0.0.1:0", "--root"])
         .arg(root)
-        .env("RUST_LOG", "tessera::daemon=info,warn")
+        .env("RUST_LOG", rust_log)
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn tessera");

@@ -300,8 +300,7 @@ impl Store {
         &self.inner.locks
     }
 
-    /// Waits for a group sync: everything written before the call is on disk.
-    fn sync_barrier(&self) -> Result<(), Error> {
-        self.inner.sync.barrier(&self.inner.writer)
+    fn group_sync(&self) -> &sync::GroupSync {
+        &self.inner.sync
     }
 }

@@ -308,14 +308,16 @@ impl Store {
     /// before the second sync leaves the old ref or the new one, never a
     /// torn one, and the new one only names an object on disk.
     fn append_version(&self, path: &NounPath, body: &[u8], next: &NounRef) -> Result<(), Error> {
+        let sync = self.group_sync();
+        let _writing = sync.begin();
         self.objects()
             .put(self.writer(), body, Durability::Deferred)?;
         let dir = self.store_dir(path, true)?.expect("created");
         let staged = self.writer().stage(&ref_bytes(next))?;
-        self.sync_barrier()?;
+        sync.barrier(self.writer())?;
         self.writer()
             .place(staged, &dir, &ref_file_name(&path.key))?;
-        self.sync_barrier()
+        sync.barrier(self.writer())
     }
 
     /// Opens `nouns/<ns>/<store>/`, creating it when `create`.
