@@ -8,13 +8,14 @@
 //! ```
 //! Every write is durable (fsync on), exactly as in production.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Parser;
 use serde_json::json;
 use tessera::client::Client;
+
+use support::{Phase, phase};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -44,108 +45,6 @@ struct Args {
     bench: bool,
 }
 
-struct Phase {
-    name: &'static str,
-    ops: usize,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-    errors: usize,
-}
-
-impl Phase {
-    fn print(&mut self) {
-        self.latencies.sort();
-        let pct = |p: f64| {
-            let i = ((self.latencies.len() as f64 * p) as usize)
-                .min(self.latencies.len().saturating_sub(1));
-            self.latencies.get(i).copied().unwrap_or_default()
-        };
-        println!(
-            "{:<12} {:>9.0} ops/s   p50 {:>8.2} ms   p99 {:>8.2} ms   ({} ops, {} errors, {:.1} s)",
-            self.name,
-            self.ops as f64 / self.elapsed.as_secs_f64(),
-            pct(0.50).as_secs_f64() * 1e3,
-            pct(0.99).as_secs_f64() * 1e3,
-            self.ops,
-            self.errors,
-            self.elapsed.as_secs_f64()
-        );
-    }
-}
-
-/// Runs `op(client_index, op_index)` from `clients` tasks for `seconds`.
-async fn phase<F, Fut>(name: &'static str, clients: usize, seconds: u64, op: F) -> Phase
-where
-    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = bool> + Send,
-{
-    let op = Arc::new(op);
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let op = op.clone();
-            tokio::spawn(async move {
-                let (mut lat, mut errors, mut i) = (Vec::new(), 0, 0);
-                while Instant::now() < deadline {
-                    let t = Instant::now();
-                    if op(c, i).await {
-                        lat.push(t.elapsed());
-                    } else {
-                        errors += 1;
-                    }
-                    i += 1;
-                }
-                (lat, errors)
-            })
-        })
-        .collect();
-    let mut result = Phase {
-        name,
-        ops: 0,
-        elapsed: Duration::ZERO,
-        latencies: Vec::new(),
-        errors: 0,
-    };
-    for t in tasks {
-        let (lat, errors) = t.await.expect("client task");
-        result.ops += lat.len();
-        result.latencies.extend(lat);
-        result.errors += errors;
-    }
-    result.elapsed = start.elapsed();
-    result
-}
-
-/// Times the in-memory part of every request: authenticate a scoped key
-/// and decide a noun read, as the daemon does before touching the store.
-async fn nouns(client: &Client, args: &Args) {
-    let c = client.clone();
-    let mut put = phase("noun put", args.clients, args.seconds, move |client, i| {
-            let c = c.clone();
-            async move {
-                // Four versions per noun: mostly creates, some new versions.
-                let env = json!({"expected_version": i % 4, "body": {"client": client, "i": i, "pad": "x".repeat(200)}});
-                c.put_json(&format!("/v1/nouns/bench/c{client}/k{}", i / 4), &env)
-                    .await
-                    .is_ok_and(|r| r.status == 201)
-            }
-        })
-        .await;
-    put.print();
-    let c = client.clone();
-    let mut get = phase("noun get", args.clients, args.seconds, move |client, i| {
-        let c = c.clone();
-        async move {
-            c.get(&format!("/v1/nouns/bench/c{client}/k{}?version=1", i % 8))
-                .await
-                .is_ok_and(|r| r.status == 200)
-        }
-    })
-    .await;
-    get.print();
-}
-
 /// Enqueue throughput, then complete cycles (claim + submit of a no-op
 /// task, both durable) at each worker count, with claim latency.
 async fn queue(client: &Client, args: &Args) {
@@ -172,7 +71,7 @@ async fn queue(client: &Client, args: &Args) {
     })
     .await;
     enq.print();
-    let mut queued = enq.ops;
+    let mut queued = enq.ops();
     for &workers in &args.workers {
         // Top the queue up so the phase never runs dry.
         let want = (workers * 12_000 * args.seconds as usize / 4).max(20_000);
@@ -199,8 +98,8 @@ async fn queue(client: &Client, args: &Args) {
         let claims = Arc::new(std::sync::Mutex::new(Vec::new()));
         let c = client.clone();
         let lat = claims.clone();
-        let name: &'static str = Box::leak(format!("cycle x{workers}").into_boxed_str());
-        let mut cyc = phase(name, workers, args.seconds, move |_, _| {
+        let name = format!("cycle x{workers}");
+        let mut cyc = phase(&name, workers, args.seconds, move |_, _| {
             let c = c.clone();
             let lat = lat.clone();
             async move {
@@ -223,16 +122,15 @@ async fn queue(client: &Client, args: &Args) {
             }
         })
         .await;
-        queued = queued.saturating_sub(cyc.ops);
+        queued = queued.saturating_sub(cyc.ops());
         cyc.print();
         let mut claim = Phase {
-            name: "  claim",
-            ops: 0,
+            name: "  claim".into(),
             elapsed: cyc.elapsed,
             latencies: std::mem::take(&mut *claims.lock().expect("latencies")),
             errors: 0,
+            per_op: 1,
         };
-        claim.ops = claim.latencies.len();
         claim.print();
     }
 }
@@ -404,7 +302,7 @@ fn main() {
             client
         };
         if args.only == "all" || args.only == "nouns" {
-            nouns(&client, &args).await;
+            support::nouns(&client, args.clients, args.seconds).await;
         }
         if args.only == "all" || args.only == "queue" {
             queue(&client, &args).await;

@@ -1,7 +1,10 @@
 //! The only durable file writer: temp file in `tmp/`, fsync, rename into
 //! place, fsync of the target directory. A reader sees the old bytes or the
 //! new bytes, never a mix, and once `write` returns with `Durability::Synced`
-//! the new bytes survive a crash.
+//! the new bytes survive a crash. Noun puts split the same steps to share
+//! their syncs (`sync.rs`): `stage` writes the temp file, a group sync makes
+//! it durable, `place` renames it, and a second group sync makes the
+//! rename durable.
 //!
 //! Every outcome is reported into the root's [`Health`]:
 //! 1. A full disk (ENOSPC, EDQUOT) while creating, writing, syncing or
@@ -31,6 +34,25 @@ pub enum Durability {
     /// Renamed into place without fsync: the caller's journal already holds
     /// the bytes durably and can write them again after a crash.
     Journaled,
+    /// Renamed into place without fsync: the caller makes it durable with
+    /// a group sync ([`super::sync::GroupSync`]) before it acknowledges.
+    Deferred,
+}
+
+/// A temp file written (not yet synced) and waiting to be renamed into
+/// place by [`AtomicWriter::place`]; dropped unplaced, it is removed.
+#[derive(Debug)]
+pub struct Staged<'a> {
+    writer: &'a AtomicWriter,
+    tmp_name: Option<String>,
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if let Some(name) = self.tmp_name.take() {
+            let _ = self.writer.tmp.remove_file(name);
+        }
+    }
 }
 
 /// Writes files atomically through `tmp/`. Shared by every writer in the store.
@@ -77,6 +99,42 @@ impl AtomicWriter {
         self.noted(self.write_filled(dir, name, fill))
     }
 
+    /// Writes `bytes` to a new temp file (mode 0644) without syncing it.
+    /// The caller makes it durable (a group sync) before it places it, so
+    /// a crash can never put a file in place whose bytes are not on disk.
+    pub fn stage(&self, bytes: &[u8]) -> Result<Staged<'_>, Error> {
+        self.noted(self.stage_unnoted(bytes))
+    }
+
+    fn stage_unnoted(&self, bytes: &[u8]) -> Result<Staged<'_>, Error> {
+        self.check()?;
+        let staged = Staged {
+            writer: self,
+            tmp_name: Some(self.temp_name()),
+        };
+        let tmp_name = staged.tmp_name.as_deref().expect("just set");
+        let mut file = self
+            .tmp
+            .open_with(
+                tmp_name,
+                OpenOptions::new().write(true).create_new(true).mode(0o644),
+            )
+            .map_err(|e| io_err("creating a temp file", e))?;
+        file.write_all(bytes)
+            .map_err(|e| io_err("writing a temp file", e))?;
+        Ok(staged)
+    }
+
+    /// Renames a staged file into place as `dir/name` (not syncing the
+    /// directory: the caller's next group sync does).
+    pub fn place(&self, mut staged: Staged<'_>, dir: &Dir, name: &str) -> Result<(), Error> {
+        let tmp_name = staged
+            .tmp_name
+            .take()
+            .expect("a staged file is placed once");
+        self.place_temp(&tmp_name, dir, name)
+    }
+
     /// Creates the directory `dir/name` unless it exists, durably (the
     /// parent is fsynced); true when it was created.
     pub fn create_dir(&self, dir: &Dir, name: &str) -> Result<bool, Error> {
@@ -119,7 +177,7 @@ impl AtomicWriter {
         };
         self.sync_temp(&tmp_name, &file)?;
         drop(file);
-        self.place(&tmp_name, dir, name)?;
+        self.place_temp(&tmp_name, dir, name)?;
         self.fsync(|| sync_dir(dir))
     }
 
@@ -156,7 +214,7 @@ impl AtomicWriter {
             self.sync_temp(&tmp_name, &file)?;
         }
         drop(file);
-        self.place(&tmp_name, dir, name)?;
+        self.place_temp(&tmp_name, dir, name)?;
         if d == Durability::Synced {
             self.fsync(|| sync_dir(dir))?;
         }
@@ -164,7 +222,7 @@ impl AtomicWriter {
     }
 
     /// Renames the temp file into place (removing it when that fails).
-    fn place(&self, tmp_name: &str, dir: &Dir, name: &str) -> Result<(), Error> {
+    fn place_temp(&self, tmp_name: &str, dir: &Dir, name: &str) -> Result<(), Error> {
         self.tmp.rename(tmp_name, dir, name).map_err(|e| {
             let _ = self.tmp.remove_file(tmp_name);
             io_err(format!("renaming into place as {name}"), e)

@@ -12,9 +12,10 @@
 //! ```
 //!
 //! Write rules: every durable file write goes through [`atomic::AtomicWriter`]
-//! (temp, fsync, rename, directory fsync), which with the task journal
-//! reports into the one [`Health`] state; objects are written before the
-//! ref entry that names them; every object read re-hashes the bytes.
+//! (temp, fsync, rename, directory fsync; noun puts share those syncs
+//! through [`sync::GroupSync`]), which with the task journal reports into
+//! the one [`Health`] state; objects are on disk before the ref entry that
+//! names them; every object read re-hashes the bytes.
 //! All access goes through `cap_std::fs::Dir` handles opened by
 //! [`root::Root`], the one place that opens an ambient path, so a name or a
 //! planted symlink cannot reach outside the root.
@@ -32,6 +33,7 @@ pub mod pack;
 mod pin;
 pub mod root;
 mod sha256;
+pub mod sync;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -175,6 +177,7 @@ struct Inner {
     later: later::Later,
     packs: pack::Packs,
     locks: noun::KeyLocks,
+    sync: sync::GroupSync,
 }
 
 impl Store {
@@ -196,9 +199,11 @@ impl Store {
                 .transpose()
                 .map_err(|e| io_err("cloning objects/packs", e))?,
         )?;
+        let sync = sync::GroupSync::new(&tmp)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 writer: atomic::AtomicWriter::new(tmp, Health::new()),
+                sync,
                 objects: object::Objects::new(objects),
                 later: later::Later::default(),
                 packs,
@@ -293,5 +298,9 @@ impl Store {
 
     fn key_locks(&self) -> &noun::KeyLocks {
         &self.inner.locks
+    }
+
+    fn group_sync(&self) -> &sync::GroupSync {
+        &self.inner.sync
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //! 1. Versions start at 1 and each entry is the previous plus one.
-//! 2. An entry's object exists (it is written, durably, before the entry).
+//! 2. An entry's object exists (it is on disk before the entry is).
 //! 3. Entries are never rewritten, except the `quarantined` flag, which
 //!    quarantine sets and clears on every entry at once.
 //! 4. One writer per key at a time (a striped lock), so each version has
@@ -250,8 +250,6 @@ impl Store {
             quarantined: latest.is_some_and(|e| e.quarantined),
         };
         if !req.dry_run {
-            self.objects()
-                .put(self.writer(), body, Durability::Synced)?;
             let mut next = current.unwrap_or_else(|| NounRef {
                 namespace: path.namespace.clone(),
                 store: path.store.clone(),
@@ -259,7 +257,7 @@ impl Store {
                 versions: Vec::new(),
             });
             next.versions.push(entry.clone());
-            self.write_ref(path, &next)?;
+            self.append_version(path, body, &next)?;
         }
         Ok(if current_version == 0 {
             PutOutcome::Create { entry }
@@ -294,11 +292,32 @@ impl Store {
     }
 
     fn write_ref(&self, path: &NounPath, next: &NounRef) -> Result<(), Error> {
-        let mut bytes = serde_json::to_vec_pretty(next).expect("ref files serialize");
-        bytes.push(b'\n');
         let dir = self.store_dir(path, true)?.expect("created");
+        self.writer().write(
+            &dir,
+            &ref_file_name(&path.key),
+            &ref_bytes(next),
+            Durability::Synced,
+        )
+    }
+
+    /// Writes a put's body object and its new ref file, sharing the syncs
+    /// with concurrent puts (`sync.rs`). The object and the ref's temp file
+    /// are written, one group sync puts them on disk, the ref is renamed
+    /// into place, and a second group sync puts the rename on disk. A crash
+    /// before the second sync leaves the old ref or the new one, never a
+    /// torn one, and the new one only names an object on disk.
+    fn append_version(&self, path: &NounPath, body: &[u8], next: &NounRef) -> Result<(), Error> {
+        let sync = self.group_sync();
+        let _writing = sync.begin();
+        self.objects()
+            .put(self.writer(), body, Durability::Deferred)?;
+        let dir = self.store_dir(path, true)?.expect("created");
+        let staged = self.writer().stage(&ref_bytes(next))?;
+        sync.barrier(self.writer())?;
         self.writer()
-            .write(&dir, &ref_file_name(&path.key), &bytes, Durability::Synced)
+            .place(staged, &dir, &ref_file_name(&path.key))?;
+        sync.barrier(self.writer())
     }
 
     /// Opens `nouns/<ns>/<store>/`, creating it when `create`.
@@ -308,10 +327,14 @@ impl Store {
             .try_clone()
             .map_err(|e| io_err("cloning nouns/", e))?;
         for seg in [&path.namespace, &path.store] {
-            if create {
-                self.writer().create_dir(&dir, seg.as_str())?;
-            }
-            dir = match dir.open_dir(seg.as_str()) {
+            let opened = match dir.open_dir(seg.as_str()) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                    self.writer().create_dir(&dir, seg.as_str())?;
+                    dir.open_dir(seg.as_str())
+                }
+                opened => opened,
+            };
+            dir = match opened {
                 Ok(d) => d,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
                 Err(e) => return Err(io_err(format!("opening nouns/{path}"), e)),
@@ -319,6 +342,12 @@ impl Store {
         }
         Ok(Some(dir))
     }
+}
+
+fn ref_bytes(next: &NounRef) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(next).expect("ref files serialize");
+    bytes.push(b'\n');
+    bytes
 }
 
 fn ref_file_name(key: &Name) -> String {

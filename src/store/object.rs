@@ -55,7 +55,9 @@ impl Objects {
 
     /// Stores `bytes` unless an object with their hash exists, and returns
     /// the hash. With `Durability::Synced`, an existing file is fsynced too,
-    /// since it may have been written journaled.
+    /// since it may have been written journaled; with `Durability::Deferred`
+    /// its bytes are compared, since a power loss before a group sync may
+    /// have left it in place with its bytes missing.
     pub fn put(
         &self,
         writer: &AtomicWriter,
@@ -66,18 +68,18 @@ impl Objects {
         let dir = self.fanout_dir(&sha, Some(writer))?.expect("created above");
         let name = &sha.hex()[2..];
         match dir.open(name) {
-            Ok(existing) => {
+            Ok(mut existing) => {
                 let len = existing
                     .metadata()
                     .map_err(|e| io_err("reading object metadata", e))?
                     .len();
-                if len == bytes.len() as u64 {
+                if len == bytes.len() as u64 && holds(durability, &mut existing, bytes)? {
                     if durability == Durability::Synced {
                         writer.fsync(|| existing.sync_all().and_then(|()| sync_dir(dir)))?;
                     }
                     return Ok(sha);
                 }
-                tracing::warn!(path = %object_path(&sha), "object has the wrong size; rewriting it");
+                tracing::warn!(path = %object_path(&sha), "object has the wrong size or bytes; rewriting it");
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(format!("opening {}", object_path(&sha)), e)),
@@ -110,4 +112,20 @@ impl Objects {
     pub fn dir(&self) -> &Dir {
         &self.dir
     }
+}
+
+/// Whether an existing object of the right size can be trusted: always,
+/// except for a deferred write, which compares the bytes.
+fn holds(
+    durability: Durability,
+    file: &mut cap_std::fs::File,
+    bytes: &[u8],
+) -> Result<bool, Error> {
+    if durability != Durability::Deferred {
+        return Ok(true);
+    }
+    let mut on_disk = Vec::with_capacity(bytes.len());
+    file.read_to_end(&mut on_disk)
+        .map_err(|e| io_err("reading an existing object", e))?;
+    Ok(on_disk == bytes)
 }
