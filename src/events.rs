@@ -1,7 +1,7 @@
 //! The source of the live event stream (`GET /v1/events`): task
 //! transitions, taken from the queue's committed changes and released only
-//! once the journal has made them durable, and noun writes, published
-//! once acknowledged. Each gets an id `<run>-<n>`; the last [`WINDOW`] are
+//! once the journal has made them durable, and noun changes (new versions,
+//! quarantine), told by the store once they are on disk. Each gets an id `<run>-<n>`; the last [`WINDOW`] are
 //! kept so a reader that reconnects with `Last-Event-ID` misses nothing
 //! within them. Publishing never waits for readers: each reader has a
 //! bounded backlog ([`BACKLOG`]), and one that falls behind it is told
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use crate::queue::{self, Observer, State, TaskId, TaskState, Transition};
-use crate::store::{NounPath, VersionEntry};
+use crate::store::{NounPath, NounWatcher, VersionEntry};
 
 /// Events kept for readers that reconnect.
 pub const WINDOW: usize = 4096;
@@ -78,6 +78,7 @@ impl Event {
                 "key": path.key,
                 "version": entry.version,
                 "sha256": entry.sha256,
+                "quarantined": entry.quarantined,
             }),
         }
     }
@@ -160,13 +161,6 @@ impl Events {
         format!("{}-{n}", self.run)
     }
 
-    /// Publishes a noun version that has just been acknowledged.
-    pub fn noun_written(&self, path: NounPath, entry: VersionEntry) {
-        let mut inner = self.inner();
-        let entry = Box::new(entry);
-        self.publish(&mut inner, What::Noun { path, entry });
-    }
-
     fn publish(&self, inner: &mut Inner, what: What) {
         let ev = Arc::new(Event {
             n: inner.next,
@@ -230,6 +224,14 @@ fn task_data(st: &State, id: TaskId) -> Option<Value> {
         "namespace": t.spec.namespace,
         "attempt": t.attempt.0,
     }))
+}
+
+impl NounWatcher for Events {
+    fn written(&self, path: &NounPath, entry: &VersionEntry) {
+        let (path, entry) = (path.clone(), Box::new(entry.clone()));
+        let mut inner = self.inner();
+        self.publish(&mut inner, What::Noun { path, entry });
+    }
 }
 
 impl Observer for Events {

@@ -249,3 +249,44 @@ async fn a_dependent_released_by_its_upstream_shows_its_own_transition() {
         "{seen:?}"
     );
 }
+
+#[tokio::test]
+async fn every_noun_change_is_an_event_whoever_makes_it() {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let mut s = Stream::open(&base, &team.d.admin_key, None).await;
+    put_noun(&team.requester, "notes", "single", json!({"a": 1})).await;
+    let r = team
+        .requester
+        .post_json(
+            "/v1/batch/nouns",
+            &json!({"items": [{"namespace": NS, "store": "notes", "key": "batched", "envelope": {"expected_version": 0, "body": {"b": 2}}}]}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    assert_eq!(body(&r)["items"][0]["status"], 201, "{:?}", body(&r));
+    let r = team
+        .d
+        .admin
+        .post_json(
+            &format!("/v1/nouns/{NS}/notes/single/quarantine"),
+            &json!({}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.status.is_success(),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let seen = s
+        .until(|e| e.event == "noun" && e.data["quarantined"] == true)
+        .await;
+    let keys: Vec<&Value> = seen.iter().map(|e| &e.data["key"]).collect();
+    assert_eq!(
+        keys,
+        [&json!("single"), &json!("batched"), &json!("single")],
+        "{seen:?}"
+    );
+}

@@ -71,12 +71,7 @@ pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     while let Some(joined) = running.join_next().await {
         let (i, result) = joined.map_err(|e| ApiError::internal(&e))?;
         answers[i] = Some(match result {
-            Ok((status, reply, written)) => {
-                if let Some((path, entry)) = written {
-                    ctx.events.noun_written(path, entry);
-                }
-                succeeded(status, reply)
-            }
+            Ok((status, reply)) => succeeded(status, reply),
             Err(e) => failed(e),
         });
     }

@@ -20,16 +20,10 @@ pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiEr
     let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
     let prepared = Prepared::new(principal, path, &env)?;
     let started = std::time::Instant::now();
-    let (status, reply, written) = ctx.blocking(move |store| prepared.run(store)).await?;
+    let (status, reply) = ctx.blocking(move |store| prepared.run(store)).await?;
     ctx.metrics.noun_put(started.elapsed());
-    if let Some((path, entry)) = written {
-        ctx.events.noun_written(path, entry);
-    }
     Ok(json_response(status, &reply))
 }
-
-/// A noun version a put wrote.
-pub type Written = (NounPath, store::VersionEntry);
 
 /// A noun put that has passed every check made before the store is
 /// touched, ready to run on the blocking pool. The single route and the
@@ -73,12 +67,7 @@ impl Prepared {
 
     /// Runs the put against the store (blocking file I/O): the status and
     /// the answer the route sends.
-    /// Runs the put; with it, the version written (not for a dry run or
-    /// an unchanged body), for the event stream.
-    pub fn run(
-        self,
-        store: &Store,
-    ) -> Result<(StatusCode, PutNounReply, Option<Written>), ApiError> {
+    pub fn run(self, store: &Store) -> Result<(StatusCode, PutNounReply), ApiError> {
         let Prepared {
             principal,
             path,
@@ -116,12 +105,6 @@ impl Prepared {
         } else {
             status
         };
-        let written = match &outcome {
-            PutOutcome::Create { entry } | PutOutcome::NewVersion { entry } if !request.dry_run => {
-                Some((path.clone(), entry.clone()))
-            }
-            _ => None,
-        };
         Ok((
             status,
             PutNounReply {
@@ -135,7 +118,6 @@ impl Prepared {
                 current_version: current,
                 dry_run: request.dry_run,
             },
-            written,
         ))
     }
 }

@@ -178,6 +178,15 @@ struct Inner {
     packs: pack::Packs,
     locks: noun::KeyLocks,
     sync: sync::GroupSync,
+    /// Told of every noun version written or re-flagged (the event stream).
+    watcher: std::sync::OnceLock<Arc<dyn NounWatcher>>,
+}
+
+/// Told of every noun change once it is on disk, whoever made it (a put,
+/// a batch, an import, a promotion, a quarantine).
+pub trait NounWatcher: Send + Sync + std::fmt::Debug {
+    /// `entry` is now the latest version of `path`.
+    fn written(&self, path: &NounPath, entry: &VersionEntry);
 }
 
 impl Store {
@@ -208,6 +217,7 @@ impl Store {
                 later: later::Later::default(),
                 packs,
                 locks: noun::KeyLocks::new(),
+                watcher: std::sync::OnceLock::new(),
                 root,
             }),
         })
@@ -238,6 +248,17 @@ impl Store {
         self.inner
             .objects
             .put(&self.inner.writer, bytes, durability)
+    }
+
+    /// Has `watcher` told of every noun change from now on (set once).
+    pub fn watch_nouns(&self, watcher: Arc<dyn NounWatcher>) {
+        let _ = self.inner.watcher.set(watcher);
+    }
+
+    fn noun_written(&self, path: &NounPath, entry: &VersionEntry) {
+        if let Some(w) = self.inner.watcher.get() {
+            w.written(path, entry);
+        }
     }
 
     /// Stores bytes as an object later, off the caller's path: for bytes

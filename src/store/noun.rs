@@ -258,6 +258,7 @@ impl Store {
             });
             next.versions.push(entry.clone());
             self.append_version(path, body, &next)?;
+            self.noun_written(path, &entry);
         }
         Ok(if current_version == 0 {
             PutOutcome::Create { entry }
@@ -287,6 +288,7 @@ impl Store {
                 entry.quarantined = quarantined;
             }
             self.write_ref(path, &next)?;
+            self.noun_written(path, next.latest());
         }
         Ok(next)
     }
