@@ -26,6 +26,10 @@ struct Args {
     /// Use (and keep) this root instead of a temporary one.
     #[arg(long)]
     root: Option<std::path::PathBuf>,
+    /// Only fill the root (give `--root`), to copy it and time starts
+    /// by hand or under a profiler.
+    #[arg(long, requires = "root")]
+    fill_only: bool,
     /// Ignored (cargo bench passes it).
     #[arg(long, hide = true)]
     bench: bool,
@@ -120,6 +124,9 @@ fn main() {
     );
     fill(&root, args.tasks);
     println!("journal {} MiB", journal_size(&root) >> 20);
+    if args.fill_only {
+        return;
+    }
     start(&root, "first start (replay)");
     start(&root, "second start (snapshot)");
 }

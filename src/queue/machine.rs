@@ -13,6 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::event::{Event, NewTask};
 use super::index::Index;
+use super::names::Names;
 use super::spec::QueueConfig;
 use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
@@ -43,6 +44,8 @@ pub struct State {
     pub index: Index,
     /// Split bounds.
     pub limits: SplitLimits,
+    /// The names tasks share.
+    names: Names,
 }
 
 impl State {
@@ -54,6 +57,7 @@ impl State {
             next_id: 1,
             index: Index::default(),
             limits,
+            names: Names::default(),
         }
     }
 
@@ -97,9 +101,11 @@ impl State {
             Event::Enqueued { task, at } => self.insert(task, None, *at),
             Event::Claimed { id, lease, at } => {
                 self.leave(*id);
+                let mut held = Box::new(lease.clone());
+                self.names.share(&mut held.holder);
                 let t = self.task_mut(*id);
                 t.attempt = lease.attempt;
-                t.lease = Some(lease.clone());
+                t.lease = Some(held);
                 t.staged.clear();
                 t.handles.push(lease.handle.clone());
                 t.park = None;
@@ -153,12 +159,12 @@ impl State {
                 if let Some(failure) = &receipt.failure {
                     t.reason = Some(failure.clone());
                 }
-                t.submission = Some(super::task::Submission {
+                t.submission = Some(Box::new(super::task::Submission {
                     attempt: t.attempt,
                     lease_id: lease_id.clone(),
                     request: *request,
                     receipt: *receipt_sha256,
-                });
+                }));
                 let state = if *ok {
                     TaskState::Succeeded
                 } else {
@@ -168,7 +174,7 @@ impl State {
             }
             Event::Parked { id, park, at } => {
                 self.leave(*id);
-                self.task_mut(*id).park = Some(park.clone());
+                self.task_mut(*id).park = Some(Box::new(park.clone()));
                 self.enter(*id, TaskState::Parked, *at);
             }
             Event::Resumed {
@@ -228,20 +234,10 @@ impl State {
         if !blocked.is_empty() {
             self.index.blocked.insert(new.id, blocked.len());
         }
-        if let (Some(key), Some(fp)) = (&new.spec.idempotency_key, new.fingerprint) {
-            self.index.idempotency.insert(
-                (
-                    new.spec.namespace.clone(),
-                    new.requester.clone(),
-                    key.clone(),
-                ),
-                (new.id, fp),
-            );
-        }
         if let Some(p) = parent {
             self.task_mut(p).children.push(new.id);
         }
-        self.tasks.push(Task {
+        let mut task = Task {
             id: new.id,
             spec: new.spec.clone(),
             requester: new.requester.clone(),
@@ -261,7 +257,10 @@ impl State {
             reason: None,
             created_at: at,
             updated_at: at,
-        });
+        };
+        self.names.share_task(&mut task);
+        self.tasks.push(task);
+        self.index.idempotency.insert(&self.tasks, new.id);
         self.next_id = self.next_id.max(new.id.0 + 1);
         self.index.count_in(&new.spec.queue, TaskState::Pending);
         if blocked.is_empty() {
@@ -362,10 +361,12 @@ impl State {
         }
     }
 
-    /// Rebuilds a state from a snapshot's parts, deriving every index.
+    /// Rebuilds a state from a snapshot's parts, deriving every index;
+    /// `names` holds the names the tasks share (see [`Names`]).
     pub fn restore(
         queues: BTreeMap<Name, QueueConfig>,
         tasks: TaskTable,
+        names: Names,
         next_id: u64,
         limits: SplitLimits,
         now: Timestamp,
@@ -402,12 +403,7 @@ impl State {
                     .handles
                     .insert(h.clone(), (*id, Attempt(i as u32 + 1)));
             }
-            if let (Some(key), Some(fp)) = (&s.idempotency_key, t.fingerprint) {
-                index.idempotency.insert(
-                    (s.namespace.clone(), t.requester.clone(), key.clone()),
-                    (*id, fp),
-                );
-            }
+            index.idempotency.insert(&tasks, *id);
         }
         State {
             queues,
@@ -415,6 +411,7 @@ impl State {
             next_id,
             index,
             limits,
+            names,
         }
     }
 

@@ -113,8 +113,12 @@ fn derived(st: &State) -> Value {
     let mut idem: Vec<_> = st
         .index
         .idempotency
-        .iter()
-        .map(|((n, r, k), (t, _))| format!("{n}/{r}/{k}={t}"))
+        .ids()
+        .map(|id| &st.tasks[&id])
+        .map(|t| {
+            let k = t.spec.idempotency_key.as_deref().unwrap_or_default();
+            format!("{}/{}/{k}={}", t.spec.namespace, t.requester, t.id)
+        })
         .collect();
     idem.sort();
     let counts: BTreeMap<String, Vec<(String, u64)>> = st
@@ -216,7 +220,7 @@ proptest! {
                     terminal.insert(t.id, serde_json::to_string(t).unwrap());
                 }
             }
-            let rebuilt = State::restore(st.queues.clone(), st.tasks.clone(), st.next_id, limits, now);
+            let rebuilt = State::restore(st.queues.clone(), st.tasks.clone(), Default::default(), st.next_id, limits, now);
             prop_assert_eq!(derived(&st), derived(&rebuilt), "indexes drifted from the tasks");
         }
         let mut replayed = State::new(limits);

@@ -28,6 +28,7 @@ mod commit;
 mod decide;
 pub mod errors;
 mod event;
+mod idempotency;
 mod index;
 pub mod journal;
 mod lease;
@@ -35,6 +36,7 @@ mod lifecycle;
 pub mod machine;
 #[cfg(test)]
 mod machine_props;
+pub mod names;
 pub mod placement;
 pub mod receipt;
 pub mod recover;

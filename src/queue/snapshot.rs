@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Error;
 use super::machine::{SplitLimits, State};
+use super::names::Names;
 use super::spec::QueueConfig;
 use super::table::TaskTable;
 use super::task::Task;
@@ -125,12 +126,14 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         return Err(corrupt(1, format!("unknown format {:?}", meta.format)));
     }
     let mut tasks = TaskTable::default();
+    let mut names = Names::default();
     for i in 0..meta.tasks {
         let n = usize::try_from(i).unwrap_or(usize::MAX).saturating_add(2);
         let line = next_line(n)?;
         sha2::Digest::update(&mut hash, &line);
         sha2::Digest::update(&mut hash, b"\n");
-        let t: Task = serde_json::from_slice(&line).map_err(|e| corrupt(n, e.to_string()))?;
+        let mut t: Task = serde_json::from_slice(&line).map_err(|e| corrupt(n, e.to_string()))?;
+        names.share_task(&mut t);
         if t.id.0 != tasks.len() as u64 + 1 {
             return Err(corrupt(n, format!("task {} is out of order", t.id)));
         }
@@ -151,6 +154,6 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         .into_iter()
         .map(|q| (q.name.clone(), q))
         .collect();
-    let state = State::restore(queues, tasks, meta.next_id, limits, Timestamp::now());
+    let state = State::restore(queues, tasks, names, meta.next_id, limits, Timestamp::now());
     Ok(Some((state, meta.next_segment)))
 }

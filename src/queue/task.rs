@@ -206,9 +206,10 @@ pub struct Task {
     /// Claims so far (the current or last attempt).
     #[serde(default, skip_serializing_if = "Attempt::is_zero")]
     pub attempt: Attempt,
-    /// The live lease, when claimed.
+    /// The live lease, when claimed (boxed, like the other fields most
+    /// tasks never set, to keep the table of tasks small).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<Lease>,
+    pub lease: Option<Box<Lease>>,
     /// Not claimable before this instant (backoff, or the spec's `not_before`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<Timestamp>,
@@ -226,10 +227,10 @@ pub struct Task {
     pub fingerprint: Option<Sha256>,
     /// The last submission, for idempotent resends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submission: Option<Submission>,
+    pub submission: Option<Box<Submission>>,
     /// Why it is parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub park: Option<Park>,
+    pub park: Option<Box<Park>>,
     /// Why it failed without a receipt (`attempts_exhausted`), or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -6,6 +6,7 @@
 //! separators, NUL and the empty string by construction.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -15,8 +16,9 @@ use super::Error;
 pub const MAX_NAME_LEN: usize = 128;
 
 /// A checked name segment: safe to use as one path component under the root.
+/// Clones share the text, so a name repeated by many tasks can be held once.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Name(Box<str>);
+pub struct Name(Arc<str>);
 
 impl Name {
     /// Checks `value` against the name rule; `field` names it in the error.
