@@ -55,9 +55,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("binding {}; is another process using it?", config.listen))?;
         let addr = listener.local_addr()?;
-        println!("listening on http://{addr}");
+        // Handlers first: whoever reads the address may signal at once.
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
+        println!("listening on http://{addr}");
         let shutdown = async move {
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM received; draining"),
