@@ -2,9 +2,10 @@
 //! the task enqueued under it. Keys are scoped per requesting key, so one
 //! key's idempotency key never reveals another key's task.
 //!
-//! The index holds task ids only: an entry's key and fingerprint are read
-//! from its task, so a million keyed tasks cost a slot of 9 bytes each
-//! instead of a copy of every key.
+//! The index holds task ids and key hashes only: an entry's key and
+//! fingerprint are read from its task, so a keyed task costs a slot of 17
+//! bytes instead of a copy of its key; the hash is kept so growing the
+//! table need not visit every task again.
 
 use std::hash::{BuildHasher, RandomState};
 
@@ -19,7 +20,8 @@ use crate::store::{Name, Sha256};
 /// Keyed tasks by (namespace, requester, idempotency key).
 #[derive(Debug, Default)]
 pub struct Idempotency {
-    table: HashTable<TaskId>,
+    /// (hash of the key, task).
+    table: HashTable<(u64, TaskId)>,
     hasher: RandomState,
 }
 
@@ -47,11 +49,12 @@ impl Idempotency {
         key: &str,
     ) -> Option<TaskId> {
         let wanted = (namespace.as_str(), requester.as_str(), key);
+        let hash = self.hasher.hash_one(wanted);
         self.table
-            .find(self.hasher.hash_one(wanted), |id| {
-                key_of(&tasks[id]) == Some(wanted)
+            .find(hash, |(h, id)| {
+                *h == hash && key_of(&tasks[id]) == Some(wanted)
             })
-            .copied()
+            .map(|(_, id)| *id)
     }
 
     /// Files task `id` (already in `tasks`) under its key, if it has one,
@@ -60,24 +63,22 @@ impl Idempotency {
         let Some(key) = key_of(&tasks[&id]) else {
             return;
         };
-        let Idempotency { table, hasher } = self;
-        let rehash =
-            |other: &TaskId| hasher.hash_one(key_of(&tasks[other]).expect("filed tasks have keys"));
-        match table.entry(
-            hasher.hash_one(key),
-            |other| key_of(&tasks[other]) == Some(key),
-            rehash,
+        let hash = self.hasher.hash_one(key);
+        match self.table.entry(
+            hash,
+            |(h, other)| *h == hash && key_of(&tasks[other]) == Some(key),
+            |(h, _)| *h,
         ) {
-            Entry::Occupied(mut e) => *e.get_mut() = id,
+            Entry::Occupied(mut e) => e.get_mut().1 = id,
             Entry::Vacant(e) => {
-                e.insert(id);
+                e.insert((hash, id));
             }
         }
     }
 
     /// Every filed task, in no order.
     pub fn ids(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.table.iter().copied()
+        self.table.iter().map(|(_, id)| *id)
     }
 }
 

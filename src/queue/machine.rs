@@ -98,7 +98,7 @@ impl State {
             Event::QueueSet { config } => {
                 self.queues.insert(config.name.clone(), config.clone());
             }
-            Event::Enqueued { task, at } => self.insert(task, None, *at),
+            Event::Enqueued { task, at } => self.insert((**task).clone(), None, *at),
             Event::Claimed { id, lease, at } => {
                 self.leave(*id);
                 let mut held = Box::new(lease.clone());
@@ -189,13 +189,7 @@ impl State {
                 t.not_before = None;
                 self.enter(*id, TaskState::Queued, *at);
             }
-            Event::Split { id, children, at } => {
-                self.leave(*id);
-                for child in children {
-                    self.insert(child, Some(*id), *at);
-                }
-                self.enter(*id, TaskState::Waiting, *at);
-            }
+            Event::Split { id, children, at } => self.split(*id, children.clone(), *at),
             Event::Cancelled { id, by, at } => {
                 let mut doomed = Vec::new();
                 self.collect_live_descendants(*id, &mut doomed);
@@ -215,43 +209,68 @@ impl State {
         }
     }
 
+    /// Applies one event, taking it apart (replay): new tasks keep the
+    /// event's own allocations rather than copies of them.
+    pub fn apply_owned(&mut self, ev: Event) {
+        match ev {
+            Event::Enqueued { task, at } => self.insert(*task, None, at),
+            Event::Split { id, children, at } => self.split(id, children, at),
+            ev => self.apply(&ev),
+        }
+    }
+
+    fn split(&mut self, id: TaskId, children: Vec<NewTask>, at: Timestamp) {
+        self.leave(id);
+        for child in children {
+            self.insert(child, Some(id), at);
+        }
+        self.enter(id, TaskState::Waiting, at);
+    }
+
     fn task_mut(&mut self, id: TaskId) -> &mut Task {
         self.tasks.get_mut(&id).expect("events name existing tasks")
     }
 
-    fn insert(&mut self, new: &NewTask, parent: Option<TaskId>, at: Timestamp) {
+    fn insert(&mut self, new: NewTask, parent: Option<TaskId>, at: Timestamp) {
+        let NewTask {
+            id,
+            mut spec,
+            requester,
+            fingerprint,
+        } = new;
         let depth = parent.map_or(0, |p| self.tasks[&p].depth + 1);
-        let blocked = new
-            .spec
+        let blocked = spec
             .depends_on
             .iter()
             .filter(|u| self.tasks.get(u).is_some_and(|t| !t.state.is_terminal()))
             .copied()
             .collect::<Vec<_>>();
         for u in &blocked {
-            self.index.dependents.entry(*u).or_default().push(new.id);
+            self.index.dependents.entry(*u).or_default().push(id);
         }
         if !blocked.is_empty() {
-            self.index.blocked.insert(new.id, blocked.len());
+            self.index.blocked.insert(id, blocked.len());
         }
         if let Some(p) = parent {
-            self.task_mut(p).children.push(new.id);
+            self.task_mut(p).children.push(id);
         }
+        spec.shrink_to_fit();
+        let (queue, not_before) = (spec.queue.clone(), spec.not_before);
         let mut task = Task {
-            id: new.id,
-            spec: new.spec.clone(),
-            requester: new.requester.clone(),
+            id,
+            spec,
+            requester,
             parent,
             depth,
             children: Vec::new(),
             state: TaskState::Pending,
             attempt: Attempt(0),
             lease: None,
-            not_before: new.spec.not_before,
+            not_before,
             receipts: Vec::new(),
             staged: Default::default(),
             handles: Vec::new(),
-            fingerprint: new.fingerprint,
+            fingerprint,
             submission: None,
             park: None,
             reason: None,
@@ -260,12 +279,12 @@ impl State {
         };
         self.names.share_task(&mut task);
         self.tasks.push(task);
-        self.index.idempotency.insert(&self.tasks, new.id);
-        self.next_id = self.next_id.max(new.id.0 + 1);
-        self.index.count_in(&new.spec.queue, TaskState::Pending);
+        self.index.idempotency.insert(&self.tasks, id);
+        self.next_id = self.next_id.max(id.0 + 1);
+        self.index.count_in(&queue, TaskState::Pending);
         if blocked.is_empty() {
-            self.index.count_out(&new.spec.queue, TaskState::Pending);
-            self.enter(new.id, TaskState::Queued, at);
+            self.index.count_out(&queue, TaskState::Pending);
+            self.enter(id, TaskState::Queued, at);
         }
     }
 

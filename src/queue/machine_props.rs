@@ -226,7 +226,7 @@ proptest! {
         let mut replayed = State::new(limits);
         for ev in &log {
             let back: Event = serde_json::from_slice(&serde_json::to_vec(ev).unwrap()).unwrap();
-            replayed.apply(&back);
+            replayed.apply_owned(back);
         }
         prop_assert_eq!(tasks_json(&st), tasks_json(&replayed), "replay diverged from the live state");
     }

@@ -37,8 +37,10 @@ pub mod machine;
 #[cfg(test)]
 mod machine_props;
 pub mod names;
+mod pipeline;
 pub mod placement;
 pub mod receipt;
+mod records;
 pub mod recover;
 pub mod snapshot;
 pub mod spec;

@@ -240,6 +240,17 @@ pub struct Task {
     pub updated_at: Timestamp,
 }
 
+/// Moves a list with spare room into an allocation of exactly its length.
+/// (Shrinking in place would leave the spare room as a free fragment too
+/// small for the next task's allocations; a whole freed buffer is reused.)
+pub(super) fn refit<T>(list: &mut Vec<T>) {
+    if list.capacity() > list.len() {
+        let mut exact = Vec::with_capacity(list.len());
+        exact.append(list);
+        *list = exact;
+    }
+}
+
 /// A fresh lease id: 128 random bits from the OS, as hex.
 pub fn new_lease_id() -> LeaseId {
     let mut buf = [0u8; 16];
@@ -251,6 +262,14 @@ impl Task {
     /// What the access rules need to know about this task.
     pub fn facts(&self, server_queue: bool) -> crate::store::envelope::TaskFacts<'_> {
         self.spec.facts(&self.requester, server_queue)
+    }
+
+    /// Drops the spare room of the task's lists, as after parsing it.
+    pub fn shrink_to_fit(&mut self) {
+        self.spec.shrink_to_fit();
+        refit(&mut self.children);
+        refit(&mut self.receipts);
+        refit(&mut self.handles);
     }
 
     /// `ok` of a terminal task: true iff it succeeded.
