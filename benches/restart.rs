@@ -4,19 +4,24 @@
 //! memory. The first start replays the journal (and compacts it into a
 //! snapshot); the second loads the snapshot.
 //!
+//! With `--submitted N` the first N tasks are also claimed and submitted,
+//! so the journal holds their receipts and the start re-packs them and
+//! indexes the packs.
+//!
 //! ```sh
 //! cargo bench --bench restart                 # 1,000,000 tasks
-//! cargo bench --bench restart -- --tasks 100000
+//! cargo bench --bench restart -- --tasks 100000 --submitted 100000
 //! ```
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tessera::config::QueueLimits;
-use tessera::queue::{Queue, QueueConfig, TaskSpec};
-use tessera::store::{Access, Name, Store};
+use tessera::queue::{Queue, QueueConfig, SubmitInput, TaskSpec};
+use tessera::store::{Access, Name, Sha256, Store};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -26,6 +31,9 @@ struct Args {
     /// Use (and keep) this root instead of a temporary one.
     #[arg(long)]
     root: Option<std::path::PathBuf>,
+    /// Tasks to claim and submit after the fill (receipts in the journal).
+    #[arg(long, default_value_t = 0)]
+    submitted: usize,
     /// Only fill the root (give `--root`), to copy it and time starts
     /// by hand or under a profiler.
     #[arg(long, requires = "root")]
@@ -35,7 +43,64 @@ struct Args {
     bench: bool,
 }
 
-fn fill(root: &std::path::Path, n: usize) {
+/// Claims and submits `n` tasks, 64 at a time.
+async fn submit(queue: &Queue, n: usize) {
+    let queue_name = Name::parse("queue", "bench.q").expect("name");
+    let worker = Name::parse("key", "kworker").expect("name");
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
+    let workers: Vec<_> = (0..64)
+        .map(|w| {
+            let (queue, queue_name, worker, left) = (
+                queue.clone(),
+                queue_name.clone(),
+                worker.clone(),
+                left.clone(),
+            );
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while left
+                    .fetch_update(SeqCst, SeqCst, |l| l.checked_sub(1))
+                    .is_ok()
+                {
+                    i += 1;
+                    let handle = move || format!("wh-bench-{w}-{i}");
+                    let claim = queue
+                        .claim_next(
+                            &queue_name,
+                            None,
+                            &worker,
+                            &handle,
+                            &|_| true,
+                            Duration::ZERO,
+                            |_, c| c.clone(),
+                        )
+                        .await
+                        .expect("claim")
+                        .expect("a ready task");
+                    let input = SubmitInput {
+                        ok: true,
+                        outputs: Vec::new(),
+                        evidence: Vec::new(),
+                        note: Some(format!("bench result {}", claim.id)),
+                        worker: None,
+                        checks: None,
+                        failure: None,
+                        request: Sha256::of(claim.id.to_string().as_bytes()),
+                    };
+                    queue
+                        .submit(claim.id, &claim.lease.id, &input, &worker)
+                        .await
+                        .expect("submit");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.expect("worker");
+    }
+}
+
+fn fill(root: &std::path::Path, n: usize, submitted: usize) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let store = Store::open(root, Access::Exclusive).expect("store");
@@ -63,8 +128,17 @@ fn fill(root: &std::path::Path, n: usize) {
                 r.expect("enqueued");
             }
         }
-        queue.close();
         println!("filled {n} tasks in {:.1} s", started.elapsed().as_secs_f64());
+        if submitted > 0 {
+            let started = Instant::now();
+            submit(&queue, submitted.min(n)).await;
+            println!(
+                "claimed and submitted {} tasks in {:.1} s",
+                submitted.min(n),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        queue.close();
     });
 }
 
@@ -122,7 +196,7 @@ fn main() {
         args.tasks,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    fill(&root, args.tasks);
+    fill(&root, args.tasks, args.submitted);
     println!("journal {} MiB", journal_size(&root) >> 20);
     if args.fill_only {
         return;

@@ -195,6 +195,7 @@ impl Store {
                 .map(|d| d.try_clone())
                 .transpose()
                 .map_err(|e| io_err("cloning objects/packs", e))?,
+            access == Access::Exclusive,
         )?;
         Ok(Store {
             inner: Arc::new(Inner {
