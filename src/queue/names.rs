@@ -9,19 +9,34 @@ use super::spec::TaskSpec;
 use super::task::Task;
 use crate::store::Name;
 
+/// Names looked up last, compared before hashing (tasks in a row mostly
+/// repeat the same few).
+const RECENT: usize = 8;
+
 /// The shared names of a state.
 #[derive(Debug, Default)]
-pub struct Names(HashSet<Name>);
+pub struct Names {
+    all: HashSet<Name>,
+    recent: Vec<Name>,
+}
 
 impl Names {
     /// Replaces `name` with its shared copy (which it becomes if it is new).
     pub fn share(&mut self, name: &mut Name) {
-        match self.0.get(name) {
+        if let Some(shared) = self.recent.iter().find(|r| r.as_str() == name.as_str()) {
+            *name = shared.clone();
+            return;
+        }
+        match self.all.get(name) {
             Some(shared) => *name = shared.clone(),
             None => {
-                self.0.insert(name.clone());
+                self.all.insert(name.clone());
             }
         }
+        if self.recent.len() == RECENT {
+            self.recent.remove(0);
+        }
+        self.recent.push(name.clone());
     }
 
     /// Shares the names of a spec.
