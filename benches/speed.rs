@@ -168,7 +168,7 @@ async fn cycles(client: &Client, workers: usize, seconds: u64) -> Phase {
 /// second starts from what the first left.
 fn restart(tasks: usize) {
     let root = tempfile::tempdir().expect("temp root");
-    support::fill(root.path(), tasks);
+    support::fill(root.path(), tasks, 0);
     for n in 1..=2 {
         let served = support::serve(root.path(), "warn");
         println!(

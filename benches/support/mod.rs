@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -176,9 +177,69 @@ pub async fn nouns(client: &Client, clients: usize, seconds: u64) {
     get.print();
 }
 
+/// Claims and submits `n` tasks, 64 at a time.
+async fn submit(queue: &tessera::queue::Queue, n: usize) {
+    use tessera::queue::SubmitInput;
+    use tessera::store::{Name, Sha256};
+    let queue_name = Name::parse("queue", "bench.q").expect("name");
+    let worker = Name::parse("key", "kworker").expect("name");
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
+    let workers: Vec<_> = (0..64)
+        .map(|w| {
+            let (queue, queue_name, worker, left) = (
+                queue.clone(),
+                queue_name.clone(),
+                worker.clone(),
+                left.clone(),
+            );
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while left
+                    .fetch_update(SeqCst, SeqCst, |l| l.checked_sub(1))
+                    .is_ok()
+                {
+                    i += 1;
+                    let handle = move || format!("wh-bench-{w}-{i}");
+                    let claim = queue
+                        .claim_next(
+                            &queue_name,
+                            None,
+                            &worker,
+                            &handle,
+                            &|_| true,
+                            Duration::ZERO,
+                            |_, c| c.clone(),
+                        )
+                        .await
+                        .expect("claim")
+                        .expect("a ready task");
+                    let input = SubmitInput {
+                        ok: true,
+                        outputs: Vec::new(),
+                        evidence: Vec::new(),
+                        note: Some(format!("bench result {}", claim.id)),
+                        worker: None,
+                        checks: None,
+                        failure: None,
+                        request: Sha256::of(claim.id.to_string().as_bytes()),
+                    };
+                    queue
+                        .submit(claim.id, &claim.lease.id, &input, &worker)
+                        .await
+                        .expect("submit");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.expect("worker");
+    }
+}
+
 /// Fills the journal of the root at `root` with `n` no-op tasks, through
-/// the queue API in this process (no daemon), 10,000 per batch.
-pub fn fill(root: &Path, n: usize) {
+/// the queue API in this process (no daemon), 10,000 per batch; the first
+/// `submitted` of them are then claimed and submitted.
+pub fn fill(root: &Path, n: usize, submitted: usize) {
     use tessera::config::QueueLimits;
     use tessera::queue::{Queue, QueueConfig, TaskSpec};
     use tessera::store::{Access, Name, Store};
@@ -209,8 +270,17 @@ pub fn fill(root: &Path, n: usize) {
                 r.expect("enqueued");
             }
         }
-        queue.close();
         println!("filled {n} tasks in {:.1} s", started.elapsed().as_secs_f64());
+        if submitted > 0 {
+            let started = Instant::now();
+            submit(&queue, submitted.min(n)).await;
+            println!(
+                "claimed and submitted {} tasks in {:.1} s",
+                submitted.min(n),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        queue.close();
     });
 }
 

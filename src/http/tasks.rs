@@ -85,7 +85,7 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
         children: t.children.iter().filter_map(related).collect(),
         upstream: t.spec.depends_on.iter().filter_map(related).collect(),
         receipts: t.receipts.clone(),
-        park: t.park.clone(),
+        park: t.park.as_deref().cloned(),
         reason: t.reason.clone(),
         staged: t.staged.clone(),
         created_at: t.created_at,

@@ -83,11 +83,7 @@ impl State {
         sees: &dyn Fn(&Task) -> bool,
     ) -> Result<Enqueue, EnqueueError> {
         if let Some(key) = &spec.idempotency_key
-            && let Some((id, fp)) = self.index.idempotency.get(&(
-                spec.namespace.clone(),
-                requester.clone(),
-                key.clone(),
-            ))
+            && let Some((id, fp)) = self.idempotent(&spec.namespace, requester, key)
         {
             return if *fp == spec.fingerprint() {
                 Ok(Enqueue::Existing(*id))

@@ -1,7 +1,8 @@
 //! In-memory indexes over the tasks, derived from them and kept in step by
 //! `machine` (never journaled; rebuilt by replay):
 //! ready sets per (queue, kind) in claim order, delayed tasks by due time,
-//! live leases by expiry, idempotency keys, dependents, handles, and counts.
+//! live leases by expiry, idempotency keys (`idempotency`), dependents,
+//! handles, and counts.
 //!
 //! Invariants:
 //! 1. A task is in exactly one of `ready` or `delayed` iff it is `queued`.
@@ -14,8 +15,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use jiff::Timestamp;
 
+use super::idempotency::Idempotency;
 use super::task::{Attempt, TaskId, TaskState};
-use crate::store::{Name, Sha256};
+use crate::store::Name;
 
 /// Claim order inside one ready set: higher priority first, then older.
 pub type ReadyKey = (Reverse<i32>, TaskId);
@@ -29,10 +31,8 @@ pub struct Index {
     pub delayed: BTreeSet<(Timestamp, TaskId)>,
     /// Claimed, by lease expiry.
     pub leases: BTreeSet<(Timestamp, TaskId)>,
-    /// (namespace, requester key, idempotency key) → task and spec
-    /// fingerprint: keys are scoped per requesting key, so one key's
-    /// idempotency key never reveals another key's task.
-    pub idempotency: HashMap<(Name, Name, String), (TaskId, Sha256)>,
+    /// (namespace, requester key, idempotency key) → task.
+    pub idempotency: Idempotency,
     /// Upstream → the pending tasks waiting on it.
     pub dependents: HashMap<TaskId, Vec<TaskId>>,
     /// Pending task → upstream tasks not yet terminal.

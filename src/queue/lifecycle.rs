@@ -33,7 +33,11 @@ impl Queue {
             .expect("an unused handle turns up");
         let ev = st.decide_claim(id, holder, lease_id, handle, at)?;
         let seq = self.commit(st, &ev)?;
-        let lease = st.tasks[&id].lease.clone().expect("just claimed");
+        let lease = st.tasks[&id]
+            .lease
+            .as_deref()
+            .cloned()
+            .expect("just claimed");
         Ok((seq, Claim { id, lease }))
     }
 

@@ -15,6 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::event::{Event, NewTask};
 use super::index::Index;
+use super::names::Names;
 use super::spec::{QueueConfig, UpstreamFailure};
 use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
@@ -54,6 +55,8 @@ pub struct State {
     /// The transitions of the change being applied, when recorded (see
     /// [`State::apply_recorded`]).
     transitions: Option<Vec<Transition>>,
+    /// The names tasks share.
+    names: Names,
 }
 
 /// One task's change of state.
@@ -77,6 +80,7 @@ impl State {
             index: Index::default(),
             limits,
             transitions: None,
+            names: Names::default(),
         }
     }
 
@@ -135,12 +139,14 @@ impl State {
             Event::QueueSet { config } => {
                 self.queues.insert(config.name.clone(), config.clone());
             }
-            Event::Enqueued { task, at } => self.insert(task, None, *at),
+            Event::Enqueued { task, at } => self.insert((**task).clone(), None, *at),
             Event::Claimed { id, lease, at } => {
                 self.leave(*id);
+                let mut held = Box::new(lease.clone());
+                self.names.share(&mut held.holder);
                 let t = self.task_mut(*id);
                 t.attempt = lease.attempt;
-                t.lease = Some(lease.clone());
+                t.lease = Some(held);
                 t.staged.clear();
                 t.handles.push(lease.handle.clone());
                 t.park = None;
@@ -192,12 +198,12 @@ impl State {
                 if let Some(failure) = &receipt.failure {
                     t.reason = Some(failure.clone());
                 }
-                t.submission = Some(super::task::Submission {
+                t.submission = Some(Box::new(super::task::Submission {
                     attempt: t.attempt,
                     lease_id: lease_id.clone(),
                     request: *request,
                     receipt: *receipt_sha256,
-                });
+                }));
                 let state = match (ok, retry_at) {
                     (true, _) => TaskState::Succeeded,
                     (false, Some(nb)) => {
@@ -224,7 +230,7 @@ impl State {
             }
             Event::Parked { id, park, at } => {
                 self.leave(*id);
-                self.task_mut(*id).park = Some(park.clone());
+                self.task_mut(*id).park = Some(Box::new(park.clone()));
                 self.enter(*id, TaskState::Parked, *at);
             }
             Event::Resumed {
@@ -239,13 +245,7 @@ impl State {
                 t.not_before = None;
                 self.enter(*id, TaskState::Queued, *at);
             }
-            Event::Split { id, children, at } => {
-                self.leave(*id);
-                for child in children {
-                    self.insert(child, Some(*id), *at);
-                }
-                self.enter(*id, TaskState::Waiting, *at);
-            }
+            Event::Split { id, children, at } => self.split(*id, children.clone(), *at),
             Event::Cancelled { id, by, at } => {
                 let mut doomed = Vec::new();
                 self.collect_live_descendants(*id, &mut doomed);
@@ -265,60 +265,81 @@ impl State {
         }
     }
 
+    /// Applies one event, taking it apart (replay): new tasks keep the
+    /// event's own allocations rather than copies of them.
+    pub fn apply_owned(&mut self, ev: Event) {
+        match ev {
+            Event::Enqueued { task, at } => self.insert(*task, None, at),
+            Event::Split { id, children, at } => self.split(id, children, at),
+            ev => self.apply(&ev),
+        }
+    }
+
+    fn split(&mut self, id: TaskId, children: Vec<NewTask>, at: Timestamp) {
+        self.leave(id);
+        for child in children {
+            self.insert(child, Some(id), at);
+        }
+        self.enter(id, TaskState::Waiting, at);
+    }
+
     fn task_mut(&mut self, id: TaskId) -> &mut Task {
         self.tasks.get_mut(&id).expect("events name existing tasks")
     }
 
-    fn insert(&mut self, new: &NewTask, parent: Option<TaskId>, at: Timestamp) {
+    fn insert(&mut self, new: NewTask, parent: Option<TaskId>, at: Timestamp) {
+        let NewTask {
+            id,
+            mut spec,
+            requester,
+            fingerprint,
+        } = new;
         let depth = parent.map_or(0, |p| self.tasks[&p].depth + 1);
-        if let (Some(key), Some(fp)) = (&new.spec.idempotency_key, new.fingerprint) {
-            self.index.idempotency.insert(
-                (
-                    new.spec.namespace.clone(),
-                    new.requester.clone(),
-                    key.clone(),
-                ),
-                (new.id, fp),
-            );
-        }
         if let Some(p) = parent {
-            self.task_mut(p).children.push(new.id);
+            self.task_mut(p).children.push(id);
         }
-        self.tasks.push(Task {
-            id: new.id,
-            spec: new.spec.clone(),
-            requester: new.requester.clone(),
+        spec.shrink_to_fit();
+        let not_before = spec.not_before;
+        let mut task = Task {
+            id,
+            spec,
+            requester,
             parent,
             depth,
             children: Vec::new(),
             state: TaskState::Pending,
             attempt: Attempt(0),
             lease: None,
-            not_before: new.spec.not_before,
+            not_before,
             receipts: Vec::new(),
             staged: Default::default(),
             handles: Vec::new(),
-            fingerprint: new.fingerprint,
+            fingerprint,
             submission: None,
             park: None,
             reason: None,
             created_at: at,
             updated_at: at,
-        });
-        self.next_id = self.next_id.max(new.id.0 + 1);
+        };
+        self.names.share_task(&mut task);
+        self.tasks.push(task);
+        self.index.idempotency.insert(&self.tasks, id);
+        self.next_id = self.next_id.max(id.0 + 1);
+        let new = &self.tasks[&id];
         let ended_badly = new.spec.depends_on.iter().find_map(|u| {
             let u = self.tasks.get(u)?;
             matches!(u.state, TaskState::Failed | TaskState::Cancelled).then_some((u.id, u.state))
         });
+        let cancel = new.spec.on_upstream_failure == UpstreamFailure::Cancel;
         let state = match ended_badly {
-            Some((u, how)) if new.spec.on_upstream_failure == UpstreamFailure::Cancel => {
-                self.task_mut(new.id).reason = Some(upstream_ended(u, how));
+            Some((u, how)) if cancel => {
+                self.task_mut(id).reason = Some(upstream_ended(u, how));
                 TaskState::Cancelled
             }
-            _ if self.block(new.id) => TaskState::Pending,
+            _ if self.block(id) => TaskState::Pending,
             _ => TaskState::Queued,
         };
-        self.enter(new.id, state, at);
+        self.enter(id, state, at);
         if let Some(last) = self.transitions.as_mut().and_then(|r| r.last_mut()) {
             last.from = None;
         }
@@ -474,10 +495,12 @@ impl State {
         }
     }
 
-    /// Rebuilds a state from a snapshot's parts, deriving every index.
+    /// Rebuilds a state from a snapshot's parts, deriving every index;
+    /// `names` holds the names the tasks share (see [`Names`]).
     pub fn restore(
         queues: BTreeMap<Name, QueueConfig>,
         tasks: TaskTable,
+        names: Names,
         next_id: u64,
         limits: SplitLimits,
         now: Timestamp,
@@ -514,12 +537,7 @@ impl State {
                     .handles
                     .insert(h.clone(), (*id, Attempt(i as u32 + 1)));
             }
-            if let (Some(key), Some(fp)) = (&s.idempotency_key, t.fingerprint) {
-                index.idempotency.insert(
-                    (s.namespace.clone(), t.requester.clone(), key.clone()),
-                    (*id, fp),
-                );
-            }
+            index.idempotency.insert(&tasks, *id);
         }
         State {
             queues,
@@ -528,6 +546,7 @@ impl State {
             index,
             limits,
             transitions: None,
+            names,
         }
     }
 

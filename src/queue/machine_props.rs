@@ -121,8 +121,12 @@ fn derived(st: &State) -> Value {
     let mut idem: Vec<_> = st
         .index
         .idempotency
-        .iter()
-        .map(|((n, r, k), (t, _))| format!("{n}/{r}/{k}={t}"))
+        .ids()
+        .map(|id| &st.tasks[&id])
+        .map(|t| {
+            let k = t.spec.idempotency_key.as_deref().unwrap_or_default();
+            format!("{}/{}/{k}={}", t.spec.namespace, t.requester, t.id)
+        })
         .collect();
     idem.sort();
     let counts: BTreeMap<String, Vec<(String, u64)>> = st
@@ -240,13 +244,13 @@ proptest! {
                     terminal.insert(t.id, serde_json::to_string(t).unwrap());
                 }
             }
-            let rebuilt = State::restore(st.queues.clone(), st.tasks.clone(), st.next_id, limits, now);
+            let rebuilt = State::restore(st.queues.clone(), st.tasks.clone(), Default::default(), st.next_id, limits, now);
             prop_assert_eq!(derived(&st), derived(&rebuilt), "indexes drifted from the tasks");
         }
         let mut replayed = State::new(limits);
         for ev in &log {
             let back: Event = serde_json::from_slice(&serde_json::to_vec(ev).unwrap()).unwrap();
-            replayed.apply(&back);
+            replayed.apply_owned(back);
         }
         prop_assert_eq!(tasks_json(&st), tasks_json(&replayed), "replay diverged from the live state");
     }

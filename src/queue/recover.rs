@@ -18,10 +18,9 @@ use std::io::BufReader;
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::commit::Committer;
-use super::event::Event;
 use super::journal::{self, Damage, segment_name, segment_number};
 use super::machine::{SplitLimits, State};
-use super::{Error, snapshot};
+use super::{Error, pipeline, records, snapshot};
 use crate::store::atomic::sync_dir;
 use crate::store::{self, Durability, Sha256, Store};
 
@@ -172,6 +171,8 @@ pub fn replay(
     }
 
     let mut replayed_bytes = 0;
+    // Buffers every segment's reader and parsers reuse.
+    let (batches, vecs) = (pipeline::Pool::default(), pipeline::Pool::default());
     let start = if had_snapshot {
         first
     } else {
@@ -198,44 +199,39 @@ pub fn replay(
             .metadata()
             .map_err(|e| store::io_err(format!("reading {path}'s size"), e))?
             .len();
-        let mut failed: Option<(u64, String)> = None;
-        let end = journal::read(
-            BufReader::with_capacity(1 << 20, file),
-            |offset, payload| match apply_record(
-                store,
-                on != OnFinding::Report,
-                &mut state,
-                payload,
-                &mut rec,
-            ) {
-                Ok(()) => Ok(()),
-                Err(Stop::Bad(what)) => {
-                    failed = Some((offset, what));
-                    Err(Stop::Halt)
-                }
-                Err(other) => Err(other),
-            },
-        );
+        let write = on != OnFinding::Report;
+        // A reader thread hands batches over as it reads them; helpers
+        // parse them; this thread applies them.
+        let (read, applied) = std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(4);
+            let reader = scope.spawn(|| {
+                let r = BufReader::with_capacity(1 << 20, file);
+                records::read_segment(r, &batches, move |batch| tx.send(batch).is_ok())
+            });
+            let applied = pipeline::ordered_map(
+                rx.into_iter().map(Ok),
+                |batch| records::parse(batch, &batches, &vecs),
+                |parsed| records::apply(store, write, &mut state, &mut rec, parsed, &vecs),
+            );
+            (reader.join(), applied)
+        });
         let later = &segments[i + 1..];
-        let end = match end {
-            Ok(end) => end,
-            Err(Stop::Halt) => {
-                let (offset, what) = failed.expect("a halt records why");
-                let following =
-                    count_from(dir, &name, offset)?.saturating_sub(1) + count_segments(dir, later)?;
-                let finding = Finding {
-                    path,
-                    offset,
-                    following,
-                    what,
-                    salvageable: true,
-                };
-                let next = n + 1;
-                return settle_at(store, on, finding, state, next, rec, &name, later);
-            }
-            Err(Stop::Fail(e)) => return Err(e),
-            Err(Stop::Bad(_)) => unreachable!("bad records halt"),
-        };
+        if let Err((offset, what)) = applied {
+            let following =
+                count_from(dir, &name, offset)?.saturating_sub(1) + count_segments(dir, later)?;
+            let finding = Finding {
+                path,
+                offset,
+                following,
+                what,
+                salvageable: true,
+            };
+            let next = n + 1;
+            return settle_at(store, on, finding, state, next, rec, &name, later);
+        }
+        let end = read
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?
+            .expect("every batch was taken");
         rec.records += end.records;
         replayed_bytes += end.valid_len;
         let damage = match end.damage {
@@ -268,58 +264,6 @@ pub fn replay(
     rec.replay_ms = started.elapsed().as_millis() as u64;
     rec.compacted = replayed_bytes > COMPACT_BYTES || segments.len() > COMPACT_SEGMENTS;
     Ok((state, next, rec, None))
-}
-
-/// Why a replay stopped inside a segment.
-enum Stop {
-    /// A record that is not an event or that the state cannot take.
-    Bad(String),
-    /// Stop reading (the reason was recorded).
-    Halt,
-    /// The store failed.
-    Fail(Error),
-}
-
-impl From<std::io::Error> for Stop {
-    fn from(e: std::io::Error) -> Stop {
-        Stop::Fail(e.into())
-    }
-}
-
-/// Applies one journal record, re-materializing its receipt object when
-/// `write` (a report only checks that the receipt hashes to its name).
-fn apply_record(
-    store: &Store,
-    write: bool,
-    state: &mut State,
-    payload: &[u8],
-    rec: &mut Recovery,
-) -> Result<(), Stop> {
-    let ev: Event = serde_json::from_slice(payload)
-        .map_err(|e| Stop::Bad(format!("a record that is not a journal event ({e})")))?;
-    state
-        .applies(&ev)
-        .map_err(|e| Stop::Bad(format!("a record the queue cannot apply: {e}")))?;
-    if let Event::Submitted {
-        receipt,
-        receipt_sha256,
-        ..
-    } = &ev
-    {
-        let bytes = receipt.bytes();
-        if Sha256::of(&bytes) != *receipt_sha256 {
-            return Err(Stop::Bad(format!(
-                "receipt {receipt_sha256} does not hash to its name"
-            )));
-        }
-        if write {
-            store.put_object_later(*receipt_sha256, bytes);
-        } else {
-            rec.journal_receipts.insert(*receipt_sha256);
-        }
-    }
-    state.apply(&ev);
-    Ok(())
 }
 
 fn list_segments(dir: &Dir) -> Result<Vec<u64>, Error> {

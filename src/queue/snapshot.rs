@@ -16,13 +16,15 @@
 //! is durable, and receipt objects are synced (syncfs) before that, since
 //! the deleted segments were their durable copy.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
 use super::machine::{SplitLimits, State};
+use super::names::Names;
+use super::pipeline::{self, Pool};
 use super::spec::QueueConfig;
 use super::table::TaskTable;
 use super::task::Task;
@@ -40,24 +42,6 @@ struct Trailer {
     sha256: crate::store::Sha256,
 }
 
-/// A writer that hashes what passes through it.
-struct Hashing<'a> {
-    inner: &'a mut dyn std::io::Write,
-    hash: sha2::Sha256,
-}
-
-impl std::io::Write for Hashing<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        sha2::Digest::update(&mut self.hash, &buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Meta {
@@ -68,7 +52,11 @@ struct Meta {
     tasks: u64,
 }
 
+/// Tasks encoded or parsed per job of the pipeline.
+const CHUNK: usize = 4096;
+
 /// Writes a snapshot of `state` covering segments below `next_segment`.
+/// Helper threads encode the tasks; this thread hashes and writes them.
 pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Error> {
     let meta = Meta {
         format: FORMAT.into(),
@@ -80,24 +68,74 @@ pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Erro
     store
         .writer()
         .write_with(&store.root().journal, FILE, |out| {
-            let mut w = Hashing {
-                inner: out,
-                hash: sha2::Digest::new(),
+            let mut hash: sha2::Sha256 = sha2::Digest::new();
+            let mut put = |bytes: &[u8]| {
+                sha2::Digest::update(&mut hash, bytes);
+                out.write_all(bytes)
             };
-            serde_json::to_writer(&mut w, &meta)?;
-            w.write_all(b"\n")?;
-            for t in state.tasks.values() {
-                serde_json::to_writer(&mut w, t)?;
-                w.write_all(b"\n")?;
-            }
-            let sha256 = crate::store::Sha256::from_digest(sha2::Digest::finalize(w.hash));
+            let mut head = serde_json::to_vec(&meta)?;
+            head.push(b'\n');
+            put(&head)?;
+            let bufs = Pool::default();
+            pipeline::ordered_map(
+                state
+                    .tasks
+                    .as_slice()
+                    .chunks(CHUNK)
+                    .map(Ok::<_, std::io::Error>),
+                |tasks| encode(tasks, &bufs),
+                |lines| {
+                    let mut lines = lines?;
+                    put(&lines)?;
+                    lines.clear();
+                    bufs.give(lines);
+                    Ok(())
+                },
+            )?;
+            let sha256 = crate::store::Sha256::from_digest(sha2::Digest::finalize(hash));
             serde_json::to_writer(&mut *out, &Trailer { sha256 })?;
             out.write_all(b"\n")
         })?;
     Ok(())
 }
 
+/// Tasks as JSON lines, into a buffer from `bufs`.
+fn encode(tasks: &[Task], bufs: &Pool<Vec<u8>>) -> std::io::Result<Vec<u8>> {
+    let mut out = bufs.take();
+    for t in tasks {
+        serde_json::to_writer(&mut out, t)?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Task lines read in one piece: the line number of the first, and the
+/// lines, each ending in a newline.
+struct Lines {
+    first: usize,
+    bytes: Vec<u8>,
+}
+
+fn corrupt(line: usize, message: impl std::fmt::Display) -> Error {
+    Error::CorruptJournal {
+        path: format!("journal/{FILE}"),
+        message: format!("line {line}: {message}"),
+    }
+}
+
+/// Parses task lines, checking nothing but their JSON, into a vector
+/// from `vecs`; hands the lines' buffer back with the tasks.
+fn parse(lines: Lines, vecs: &Pool<Vec<Task>>) -> Result<(Vec<Task>, Vec<u8>), Error> {
+    let mut tasks = vecs.take();
+    for (i, line) in lines.bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        let task = serde_json::from_slice(trim(line)).map_err(|e| corrupt(lines.first + i, e))?;
+        tasks.push(task);
+    }
+    Ok((tasks, lines.bytes))
+}
+
 /// Loads the snapshot, if there is one: the state and its `next_segment`.
+/// This thread reads and hashes the lines; helper threads parse them.
 pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, Error> {
     let dir = &store.root().journal;
     let file = match dir.open(FILE) {
@@ -105,45 +143,79 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(store::io_err("opening journal/snapshot.jsonl", e).into()),
     };
-    let corrupt = |line: usize, message: String| Error::CorruptJournal {
-        path: format!("journal/{FILE}"),
-        message: format!("line {line}: {message}"),
-    };
-    let mut lines = BufReader::with_capacity(1 << 20, file).split(b'\n');
+    let len = file
+        .metadata()
+        .map_err(|e| store::io_err("reading the snapshot's size", e))?
+        .len();
+    let mut r = BufReader::with_capacity(1 << 20, file);
     let mut hash: sha2::Sha256 = sha2::Digest::new();
-    let mut next_line = |n: usize| -> Result<Vec<u8>, Error> {
-        lines
-            .next()
-            .ok_or_else(|| corrupt(n, "the file ends early (no checksum line)".into()))?
-            .map_err(|e| store::io_err("reading the snapshot", e).into())
+    // Appends line `n` to `buf`, with its newline when it has one.
+    let mut read_line = |n: usize, buf: &mut Vec<u8>| -> Result<(), Error> {
+        match r.read_until(b'\n', buf) {
+            Ok(0) => Err(corrupt(n, "the file ends early (no checksum line)")),
+            Ok(_) => Ok(()),
+            Err(e) => Err(store::io_err("reading the snapshot", e).into()),
+        }
     };
-    let first = next_line(1)?;
+    let mut first = Vec::new();
+    read_line(1, &mut first)?;
     sha2::Digest::update(&mut hash, &first);
-    sha2::Digest::update(&mut hash, b"\n");
-    let meta: Meta = serde_json::from_slice(&first).map_err(|e| corrupt(1, e.to_string()))?;
+    let meta: Meta = serde_json::from_slice(trim(&first)).map_err(|e| corrupt(1, e))?;
     if meta.format != FORMAT {
         return Err(corrupt(1, format!("unknown format {:?}", meta.format)));
     }
-    let mut tasks = TaskTable::default();
-    for i in 0..meta.tasks {
-        let n = usize::try_from(i).unwrap_or(usize::MAX).saturating_add(2);
-        let line = next_line(n)?;
-        sha2::Digest::update(&mut hash, &line);
-        sha2::Digest::update(&mut hash, b"\n");
-        let t: Task = serde_json::from_slice(&line).map_err(|e| corrupt(n, e.to_string()))?;
-        if t.id.0 != tasks.len() as u64 + 1 {
-            return Err(corrupt(n, format!("task {} is out of order", t.id)));
-        }
-        tasks.push(t);
-    }
+    let count = usize::try_from(meta.tasks).unwrap_or(usize::MAX);
+    let mut tasks = TaskTable::with_capacity(count.min(usize::try_from(len / 64).unwrap_or(0)));
+    let mut names = Names::default();
+    let (bufs, vecs) = (Pool::default(), Pool::default());
+    let mut read = 0;
+    let pieces = std::iter::from_fn(|| {
+        (read < count).then(|| {
+            let lines = CHUNK.min(count - read);
+            let mut piece = Lines {
+                first: read + 2,
+                bytes: bufs.take(),
+            };
+            for n in piece.first..piece.first + lines {
+                read_line(n, &mut piece.bytes)?;
+            }
+            read += lines;
+            sha2::Digest::update(&mut hash, &piece.bytes);
+            Ok(piece)
+        })
+    });
+    pipeline::ordered_map(
+        pieces,
+        |lines| parse(lines, &vecs),
+        |parsed| {
+            let (mut parsed, mut bytes) = parsed?;
+            for mut t in parsed.drain(..) {
+                if t.id.0 != tasks.len() as u64 + 1 {
+                    return Err(corrupt(
+                        tasks.len() + 2,
+                        format!("task {} is out of order", t.id),
+                    ));
+                }
+                t.shrink_to_fit();
+                names.share_task(&mut t);
+                tasks.push(t);
+            }
+            vecs.give(parsed);
+            bytes.clear();
+            bufs.give(bytes);
+            Ok(())
+        },
+    )?;
     let n = tasks.len() + 2;
-    let trailer: Trailer = serde_json::from_slice(&next_line(n)?)
+    let mut last = Vec::new();
+    read_line(n, &mut last)?;
+    let trailer: Trailer = serde_json::from_slice(trim(&last))
         .map_err(|e| corrupt(n, format!("not the checksum line: {e}")))?;
     let actual = crate::store::Sha256::from_digest(sha2::Digest::finalize(hash));
     if trailer.sha256 != actual {
         return Err(corrupt(
             n,
-            "the checksum does not match the snapshot's bytes: it is damaged".into(),
+            "the checksum does not match the snapshot's bytes: it is damaged",
         ));
     }
     let queues = meta
@@ -151,6 +223,113 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         .into_iter()
         .map(|q| (q.name.clone(), q))
         .collect();
-    let state = State::restore(queues, tasks, meta.next_id, limits, Timestamp::now());
+    let state = State::restore(queues, tasks, names, meta.next_id, limits, Timestamp::now());
     Ok(Some((state, meta.next_segment)))
+}
+
+/// A line without its newline.
+fn trim(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\n").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::Timestamp;
+    use serde_json::json;
+
+    use super::*;
+    use crate::queue::{Enqueue, QueueConfig, TaskSpec};
+    use crate::store::{Access, Name};
+
+    const LIMITS: SplitLimits = SplitLimits {
+        max_depth: 2,
+        max_children: 4,
+    };
+
+    /// A state with `n` tasks, some keyed, one claimed: more than one
+    /// chunk of the pipeline.
+    fn state(n: usize) -> State {
+        let mut st = State::new(LIMITS);
+        let config: QueueConfig = serde_json::from_value(json!({"name": "q"})).unwrap();
+        st.apply(&st.decide_queue(config).unwrap());
+        let me = Name::parse("key", "k1").unwrap();
+        let at = Timestamp::from_second(1_900_000_000).unwrap();
+        for i in 0..n {
+            let spec: TaskSpec = serde_json::from_value(json!({
+                "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+                "tags": ["a", format!("t{}", i % 3)], "brief": {"i": i},
+                "idempotency_key": (i % 2 == 0).then(|| format!("key-{i}")),
+            }))
+            .unwrap();
+            let Ok(Enqueue::New(ev, _)) = st.decide_enqueue(spec, &me, at, &|_| true) else {
+                panic!("a new task");
+            };
+            st.apply(&ev);
+        }
+        let claim = st
+            .decide_claim(
+                crate::queue::TaskId(2),
+                &me,
+                crate::queue::task::new_lease_id(),
+                "wh-x".into(),
+                at,
+            )
+            .unwrap();
+        st.apply(&claim);
+        st
+    }
+
+    fn tasks_json(st: &State) -> Vec<String> {
+        st.tasks
+            .values()
+            .map(|t| serde_json::to_string(t).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_written_snapshot_loads_back_to_the_same_state() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), Access::Exclusive).unwrap();
+        let st = state(2 * CHUNK + 7);
+        write(&store, &st, 5).unwrap();
+        let (back, next) = load(&store, LIMITS).unwrap().expect("a snapshot");
+        assert_eq!(next, 5);
+        assert_eq!(back.next_id, st.next_id);
+        assert_eq!(back.queues, st.queues);
+        assert_eq!(tasks_json(&back), tasks_json(&st));
+        let me = Name::parse("key", "k1").unwrap();
+        let ns = Name::parse("ns", "ns").unwrap();
+        assert_eq!(
+            back.idempotent(&ns, &me, "key-4").map(|(id, _)| *id),
+            st.idempotent(&ns, &me, "key-4").map(|(id, _)| *id)
+        );
+        assert!(back.idempotent(&ns, &me, "key-5").is_none());
+        assert_eq!(
+            back.index_counts(&st.tasks[&crate::queue::TaskId(1)].spec.queue),
+            st.index_counts(&st.tasks[&crate::queue::TaskId(1)].spec.queue)
+        );
+    }
+
+    #[test]
+    fn a_bad_line_past_the_first_chunk_is_named_and_a_cut_file_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), Access::Exclusive).unwrap();
+        write(&store, &state(CHUNK + 10), 1).unwrap();
+        let path = root.path().join("journal").join(FILE);
+        let good = std::fs::read(&path).unwrap();
+        let line = CHUNK + 5;
+        let mut bad = good.clone();
+        let at = good
+            .split_inclusive(|b| *b == b'\n')
+            .take(line - 1)
+            .map(<[u8]>::len)
+            .sum::<usize>();
+        bad[at] = b'x';
+        std::fs::write(&path, &bad).unwrap();
+        let err = load(&store, LIMITS).unwrap_err().to_string();
+        assert!(err.contains(&format!("line {line}:")), "{err}");
+        std::fs::write(&path, &good[..good.len() / 2]).unwrap();
+        let err = load(&store, LIMITS).unwrap_err().to_string();
+        assert!(err.contains("ends early") || err.contains("line"), "{err}");
+    }
 }

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
-use super::task::TaskId;
+use super::task::{TaskId, refit};
 use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
@@ -184,6 +184,15 @@ impl TaskSpec {
             return Err(("depends_on", "at most 256 upstream tasks".into()));
         }
         Ok(())
+    }
+
+    /// Drops the spare room of the spec's lists (one parsed from JSON has
+    /// room to grow; a task keeps its spec for good).
+    pub fn shrink_to_fit(&mut self) {
+        refit(&mut self.allowed_surfaces);
+        refit(&mut self.target_cohorts);
+        refit(&mut self.tags);
+        refit(&mut self.depends_on);
     }
 
     /// What the access rules need to know about a task with this spec,

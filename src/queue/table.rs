@@ -16,6 +16,16 @@ fn slot(id: TaskId) -> Option<usize> {
 }
 
 impl TaskTable {
+    /// An empty table with room for `n` tasks.
+    pub fn with_capacity(n: usize) -> TaskTable {
+        TaskTable(Vec::with_capacity(n))
+    }
+
+    /// Every task, in id order, as a slice.
+    pub fn as_slice(&self) -> &[Task] {
+        &self.0
+    }
+
     /// The task with this id.
     pub fn get(&self, id: &TaskId) -> Option<&Task> {
         self.0.get(slot(*id)?)

@@ -215,9 +215,10 @@ pub struct Task {
     /// Claims so far (the current or last attempt).
     #[serde(default, skip_serializing_if = "Attempt::is_zero")]
     pub attempt: Attempt,
-    /// The live lease, when claimed.
+    /// The live lease, when claimed (boxed, like the other fields most
+    /// tasks never set, to keep the table of tasks small).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease: Option<Lease>,
+    pub lease: Option<Box<Lease>>,
     /// Not claimable before this instant (backoff, or the spec's `not_before`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<Timestamp>,
@@ -235,10 +236,10 @@ pub struct Task {
     pub fingerprint: Option<Sha256>,
     /// The last submission, for idempotent resends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submission: Option<Submission>,
+    pub submission: Option<Box<Submission>>,
     /// Why it is parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub park: Option<Park>,
+    pub park: Option<Box<Park>>,
     /// Why it failed without a receipt (`attempts_exhausted`), or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -248,7 +249,18 @@ pub struct Task {
     pub updated_at: Timestamp,
 }
 
-/// A fresh lease id: 128 random bits, as hex.
+/// Moves a list with spare room into an allocation of exactly its length.
+/// (Shrinking in place would leave the spare room as a free fragment too
+/// small for the next task's allocations; a whole freed buffer is reused.)
+pub(super) fn refit<T>(list: &mut Vec<T>) {
+    if list.capacity() > list.len() {
+        let mut exact = Vec::with_capacity(list.len());
+        exact.append(list);
+        *list = exact;
+    }
+}
+
+/// A fresh lease id: 128 random bits from the OS, as hex.
 pub fn new_lease_id() -> LeaseId {
     let mut buf = [0u8; 16];
     // The thread's CSPRNG (ChaCha, seeded and reseeded by the OS): no
@@ -261,6 +273,14 @@ impl Task {
     /// What the access rules need to know about this task.
     pub fn facts(&self, server_queue: bool) -> crate::store::envelope::TaskFacts<'_> {
         self.spec.facts(&self.requester, server_queue)
+    }
+
+    /// Drops the spare room of the task's lists, as after parsing it.
+    pub fn shrink_to_fit(&mut self) {
+        self.spec.shrink_to_fit();
+        refit(&mut self.children);
+        refit(&mut self.receipts);
+        refit(&mut self.handles);
     }
 
     /// `ok` of a terminal task: true iff it succeeded.

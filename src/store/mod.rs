@@ -207,6 +207,7 @@ impl Store {
                 .map(|d| d.try_clone())
                 .transpose()
                 .map_err(|e| io_err("cloning objects/packs", e))?,
+            access == Access::Exclusive,
         )?;
         let sync = sync::GroupSync::new(&tmp)?;
         Ok(Store {

@@ -6,6 +6,7 @@
 //! separators, NUL and the empty string by construction.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -15,8 +16,9 @@ use super::Error;
 pub const MAX_NAME_LEN: usize = 128;
 
 /// A checked name segment: safe to use as one path component under the root.
+/// Clones share the text, so a name repeated by many tasks can be held once.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Name(Box<str>);
+pub struct Name(Arc<str>);
 
 impl Name {
     /// Checks `value` against the name rule; `field` names it in the error.
@@ -74,10 +76,30 @@ impl Serialize for Name {
     }
 }
 
+/// Names this thread deserialized last, reused when they come again.
+const RECENT: usize = 8;
+
+thread_local! {
+    static RECENT_NAMES: std::cell::RefCell<Vec<Name>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl<'de> Deserialize<'de> for Name {
+    /// Checks the name; one equal to a name this thread deserialized
+    /// lately shares its text (a snapshot repeats a queue's name a
+    /// million times, and allocates it once).
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Name::parse("name", &s).map_err(serde::de::Error::custom)
+        RECENT_NAMES.with_borrow_mut(|recent| {
+            if let Some(n) = recent.iter().find(|n| n.as_str() == s) {
+                return Ok(n.clone());
+            }
+            let n = Name::parse("name", &s).map_err(serde::de::Error::custom)?;
+            if recent.len() == RECENT {
+                recent.remove(0);
+            }
+            recent.push(n.clone());
+            Ok(n)
+        })
     }
 }
 
@@ -117,6 +139,19 @@ mod tests {
         ($($input:expr => $ok:expr),* $(,)?) => {
             $( assert_eq!(is_valid($input), $ok, "name {:?}", $input); )*
         };
+    }
+
+    #[test]
+    fn a_name_deserialized_again_shares_its_text_and_bad_ones_are_refused() {
+        let a: Name = serde_json::from_str("\"work.q\"").unwrap();
+        let b: Name = serde_json::from_str("\"work.q\"").unwrap();
+        assert!(std::ptr::eq(a.as_str(), b.as_str()));
+        for i in 0..2 * RECENT {
+            let _: Name = serde_json::from_str(&format!("\"n{i}\"")).unwrap();
+        }
+        let c: Name = serde_json::from_str("\"work.q\"").unwrap();
+        assert_eq!(a, c);
+        assert!(serde_json::from_str::<Name>("\"../x\"").is_err());
     }
 
     #[test]

@@ -2,8 +2,24 @@
 //! journal records) appended to `objects/packs/<20 digits>.pack` instead of
 //! one file each, so a submit costs no inode. Each record is
 //! `len: u32 LE | sha256: 32 bytes | bytes`; an in-memory index maps a hash
-//! to its place, rebuilt at open by reading the packs. Every read re-hashes
-//! the bytes, as for loose objects.
+//! to its place, rebuilt at open. Every read re-hashes the bytes, as for
+//! loose objects.
+//!
+//! A pack from an earlier run is closed (each run appends to a new one).
+//! The first open that finds it without an index reads it, re-hashing each
+//! record, and writes `<20 digits>.idx` beside it:
+//!
+//! ```text
+//! "tessera-pack-index-1\n" | pack length: u64 LE | count: u64 LE
+//! count × (sha256: 32 bytes | offset: u64 LE | len: u32 LE)
+//! sha256 of every byte before it: 32 bytes
+//! ```
+//!
+//! Later opens load the index instead of the pack when its checksum holds
+//! and it names the pack's current length; otherwise they read the pack
+//! again. Indexes are derived data, written without fsync (a torn one
+//! fails its checksum); a pack with a damaged record gets none, so each
+//! open finds the damage again (and fsck reports it).
 //!
 //! Packs are written without fsync: a crash may cut the newest pack's tail,
 //! and replay hands the lost receipts over again. Each run appends to a new
@@ -95,9 +111,85 @@ fn scan(file: &File) -> std::io::Result<(Records, bool)> {
     }
 }
 
+const INDEX_MAGIC: &[u8] = b"tessera-pack-index-1\n";
+const INDEX_ENTRY: usize = 32 + 8 + 4;
+
+fn index_name(n: u64) -> String {
+    format!("{n:020}.idx")
+}
+
+/// The index of a pack `pack_len` bytes long.
+fn encode_index(pack_len: u64, records: &Records) -> Vec<u8> {
+    let mut out = Vec::with_capacity(INDEX_MAGIC.len() + 16 + records.len() * INDEX_ENTRY + 32);
+    out.extend_from_slice(INDEX_MAGIC);
+    out.extend_from_slice(&pack_len.to_le_bytes());
+    out.extend_from_slice(&(records.len() as u64).to_le_bytes());
+    for (sha, offset, len) in records {
+        out.extend_from_slice(sha.as_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    let sum = Sha256::of(&out);
+    out.extend_from_slice(sum.as_bytes());
+    out
+}
+
+/// The records an index lists, if its checksum holds and it is the index
+/// of a pack `pack_len` bytes long.
+fn decode_index(bytes: &[u8], pack_len: u64) -> Option<Records> {
+    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
+    if Sha256::of(body).as_bytes() != sum {
+        return None;
+    }
+    let rest = body.strip_prefix(INDEX_MAGIC)?;
+    let (head, entries) = rest.split_at_checked(16)?;
+    let u64_at = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let count = usize::try_from(u64_at(&head[8..])).ok()?;
+    if u64_at(&head[..8]) != pack_len || entries.len() != count.checked_mul(INDEX_ENTRY)? {
+        return None;
+    }
+    let records = entries
+        .chunks_exact(INDEX_ENTRY)
+        .map(|e| {
+            let sha = Sha256::from_bytes(e[..32].try_into().expect("32 bytes"));
+            let len = u32::from_le_bytes(e[40..].try_into().expect("4 bytes"));
+            (sha, u64_at(&e[32..40]), len)
+        })
+        .collect::<Records>();
+    records
+        .iter()
+        .all(|(_, offset, len)| offset + u64::from(*len) <= pack_len)
+        .then_some(records)
+}
+
+/// A closed pack's records: from its index when that holds, else read
+/// (and re-hashed) from the pack, writing the index for the next open
+/// when `write`.
+fn records_of(dir: &Dir, n: u64, file: &File, write: bool) -> std::io::Result<Records> {
+    let pack_len = file.metadata()?.len();
+    if let Ok(bytes) = dir.read(index_name(n))
+        && let Some(records) = decode_index(&bytes, pack_len)
+    {
+        return Ok(records);
+    }
+    let (records, damaged) = scan(file)?;
+    if write && !damaged {
+        let tmp = format!("{}.tmp", index_name(n));
+        let written = dir
+            .write(&tmp, encode_index(pack_len, &records))
+            .and_then(|()| dir.rename(&tmp, dir, index_name(n)));
+        if let Err(e) = written {
+            let _ = dir.remove_file(&tmp);
+            tracing::warn!(pack = %pack_name(n), error = %e, "could not write a pack index; the next start reads the pack again");
+        }
+    }
+    Ok(records)
+}
+
 impl Packs {
-    /// Opens the packs in `dir` and indexes their records.
-    pub fn open(dir: Option<Dir>) -> Result<Packs, Error> {
+    /// Opens the packs in `dir` and indexes their records; `write` lets it
+    /// write the pack indexes it lacks (not on a read-only open).
+    pub fn open(dir: Option<Dir>, write: bool) -> Result<Packs, Error> {
         let mut state = State::default();
         if let Some(d) = &dir {
             for entry in d
@@ -112,7 +204,7 @@ impl Packs {
                     .open(pack_name(n))
                     .map_err(|e| io_err(format!("opening objects/packs/{}", pack_name(n)), e))?
                     .into_std();
-                let (records, _) = scan(&file)
+                let records = records_of(d, n, &file, write)
                     .map_err(|e| io_err(format!("reading objects/packs/{}", pack_name(n)), e))?;
                 for (sha, offset, len) in records {
                     state.index.entry(sha).or_insert(Loc {
@@ -278,7 +370,7 @@ mod tests {
     #[test]
     fn packed_objects_read_back_survive_a_reopen_and_a_cut_tail() {
         let tmp = tempfile::tempdir().unwrap();
-        let packs = Packs::open(Some(dir(tmp.path()))).unwrap();
+        let packs = Packs::open(Some(dir(tmp.path())), true).unwrap();
         let items: Vec<(Sha256, Vec<u8>)> = (0..5)
             .map(|i| format!("{{\"receipt\":{i}}}").into_bytes())
             .map(|b| (Sha256::of(&b), b))
@@ -300,7 +392,7 @@ mod tests {
             .unwrap()
             .set_len(len - 3)
             .unwrap();
-        let packs = Packs::open(Some(dir(tmp.path()))).unwrap();
+        let packs = Packs::open(Some(dir(tmp.path())), true).unwrap();
         assert_eq!(packs.len(), 4, "a cut tail loses only the last record");
         assert!(packs.check().is_empty(), "a cut tail is not damage");
         packs.append(&refs[4..]).unwrap();
@@ -312,11 +404,73 @@ mod tests {
         let mut bytes = std::fs::read(&name).unwrap();
         bytes[HEADER + 2] ^= 1;
         std::fs::write(&name, bytes).unwrap();
-        let packs = Packs::open(Some(dir(tmp.path()))).unwrap();
+        let packs = Packs::open(Some(dir(tmp.path())), true).unwrap();
         assert_eq!(packs.check().len(), 1, "a flipped byte is damage");
         assert!(
-            packs.get(&items[0].0).unwrap().is_none(),
-            "and its object is not served"
+            packs.get(&items[0].0).is_err(),
+            "its object is listed by the pack's index but not served"
         );
+        std::fs::remove_file(tmp.path().join(index_name(0))).unwrap();
+        let packs = Packs::open(Some(dir(tmp.path())), true).unwrap();
+        assert!(
+            packs.get(&items[0].0).unwrap().is_none(),
+            "read again, the pack stops at the damage"
+        );
+        assert!(
+            !tmp.path().join(index_name(0)).exists(),
+            "a damaged pack gets no index"
+        );
+    }
+
+    #[test]
+    fn a_closed_pack_is_indexed_once_and_a_bad_or_stale_index_is_ignored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let items: Vec<(Sha256, Vec<u8>)> = (0..50)
+            .map(|i| format!("{{\"receipt\":{i}}}").into_bytes())
+            .map(|b| (Sha256::of(&b), b))
+            .collect();
+        let refs: Vec<(Sha256, &[u8])> = items.iter().map(|(s, b)| (*s, b.as_slice())).collect();
+        Packs::open(Some(dir(tmp.path())), true)
+            .unwrap()
+            .append(&refs[..40])
+            .unwrap();
+        let idx = tmp.path().join(index_name(0));
+        assert!(!idx.exists(), "the pack is still open");
+        let read_only = Packs::open(Some(dir(tmp.path())), false).unwrap();
+        assert_eq!(read_only.len(), 40);
+        assert!(!idx.exists(), "a read-only open writes nothing");
+        let packs = Packs::open(Some(dir(tmp.path())), true).unwrap();
+        assert_eq!(packs.len(), 40);
+        let good = std::fs::read(&idx).expect("the first open indexes the closed pack");
+        let records = scan(&File::open(tmp.path().join(pack_name(0))).unwrap())
+            .unwrap()
+            .0;
+        let pack_len = std::fs::metadata(tmp.path().join(pack_name(0)))
+            .unwrap()
+            .len();
+        assert_eq!(decode_index(&good, pack_len), Some(records.clone()));
+        assert_eq!(decode_index(&good, pack_len + 1), None, "stale");
+        for at in [0, INDEX_MAGIC.len() + 3, good.len() / 2, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[at] ^= 1;
+            assert_eq!(decode_index(&bad, pack_len), None, "a flipped byte at {at}");
+        }
+        assert_eq!(
+            decode_index(&good[..good.len() - 5], pack_len),
+            None,
+            "torn"
+        );
+
+        std::fs::write(&idx, &good[..20]).unwrap();
+        let packs = Packs::open(Some(dir(tmp.path())), true).unwrap();
+        assert_eq!(packs.len(), 40, "a bad index is ignored and the pack read");
+        assert_eq!(
+            std::fs::read(&idx).unwrap(),
+            good,
+            "and its index written again"
+        );
+        for (sha, bytes) in &items[..40] {
+            assert_eq!(packs.get(sha).unwrap().as_deref(), Some(bytes.as_slice()));
+        }
     }
 }

@@ -47,9 +47,24 @@ impl FromStr for Sha256 {
     type Err = BadSha256;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let nibble = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
         let mut out = [0u8; 32];
-        if s.len() != 64 || !lower || hex::decode_to_slice(s, &mut out).is_err() {
+        let parsed = s.len() == 64
+            && out
+                .iter_mut()
+                .zip(s.as_bytes().chunks_exact(2))
+                .all(|(o, pair)| match (nibble(pair[0]), nibble(pair[1])) {
+                    (Some(hi), Some(lo)) => {
+                        *o = hi << 4 | lo;
+                        true
+                    }
+                    _ => false,
+                });
+        if !parsed {
             return Err(BadSha256(s.chars().take(80).collect()));
         }
         Ok(Sha256(out))
@@ -89,12 +104,18 @@ mod tests {
     fn parses_only_lowercase_hex_of_the_right_length() {
         let good = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         assert_eq!(good.parse::<Sha256>().unwrap(), Sha256::of(b""));
+        for bytes in [&b"x"[..], b"tessera", &[0xff; 100]] {
+            let sha = Sha256::of(bytes);
+            assert_eq!(sha.hex().parse::<Sha256>().unwrap(), sha);
+        }
         for bad in [
             "",
             "E3B0",
             &good.to_uppercase(),
             &good[1..],
             &format!("{good}0"),
+            &format!("{}g", &good[..63]),
+            &format!("{}\u{e9}", &good[..62]),
         ] {
             assert!(bad.parse::<Sha256>().is_err(), "{bad:?} must be rejected");
         }
