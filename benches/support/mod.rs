@@ -221,6 +221,7 @@ async fn submit(queue: &tessera::queue::Queue, n: usize) {
                         worker: None,
                         checks: None,
                         failure: None,
+                        final_failure: false,
                         request: Sha256::of(claim.id.to_string().as_bytes()),
                     };
                     queue

@@ -288,7 +288,14 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
     }});
     let ev: Event = serde_json::from_value(old).expect("an old record still parses");
     assert_eq!(st.applies(&ev), Ok(()));
-    let mut replayed = State::restore(st.queues.clone(), st.tasks.clone(), st.next_id, limits, now);
+    let mut replayed = State::restore(
+        st.queues.clone(),
+        st.tasks.clone(),
+        Default::default(),
+        st.next_id,
+        limits,
+        now,
+    );
     replayed.apply(&ev);
     assert_eq!(replayed.tasks[&id].state, TaskState::Failed);
 

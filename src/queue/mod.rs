@@ -40,8 +40,8 @@ mod lifecycle;
 pub mod machine;
 #[cfg(test)]
 mod machine_props;
-mod observe;
 pub mod names;
+mod observe;
 mod pipeline;
 pub mod placement;
 pub mod receipt;

@@ -22,7 +22,7 @@ use super::journal::{self, Damage, segment_name, segment_number};
 use super::machine::{SplitLimits, State};
 use super::{Error, pipeline, records, snapshot};
 use crate::store::atomic::sync_dir;
-use crate::store::{self, Durability, Sha256, Store};
+use crate::store::{self, Durability, Store};
 
 /// Replayed journal bytes past which the start compacts into a snapshot.
 const COMPACT_BYTES: u64 = 64 * 1024 * 1024;
