@@ -205,7 +205,7 @@ pub fn fill(root: &Path, n: usize) {
                 })
                 .collect();
             done += batch.len();
-            for r in queue.enqueue_many(batch, &requester, &|_| true, false).await.expect("enqueue") {
+            for r in queue.enqueue_many(batch, &requester, None, &|_| true, false).await.expect("enqueue") {
                 r.expect("enqueued");
             }
         }

@@ -22,6 +22,11 @@ pub struct NewTask {
     /// The spec's fingerprint, when it has an idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<Sha256>,
+    /// The seed pack whose import enqueued it (a label that grants
+    /// nothing); absent for other enqueues, for split children and in
+    /// records older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
 }
 
 /// One state change. Externally tagged (`{"claimed": {...}}`): an

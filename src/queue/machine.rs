@@ -288,6 +288,7 @@ impl State {
             id: new.id,
             spec: new.spec.clone(),
             requester: new.requester.clone(),
+            source_pack: new.source_pack.clone(),
             parent,
             depth,
             children: Vec::new(),

@@ -297,11 +297,13 @@ impl Queue {
 
     /// Enqueues several specs (each passed `TaskSpec::check` on the way
     /// in) under one lock and one durability wait, each with its own
-    /// outcome; with `dry_run`, decides each and writes nothing.
+    /// outcome; with `dry_run`, decides each and writes nothing. Tasks
+    /// created record `source_pack`, the seed pack they come from.
     pub async fn enqueue_many(
         &self,
         specs: Vec<TaskSpec>,
         requester: &Name,
+        source_pack: Option<&Name>,
         sees: &(dyn Fn(&Task) -> bool + Sync),
         dry_run: bool,
     ) -> Result<Vec<Result<Enqueued, EnqueueError>>, JournalError> {
@@ -310,15 +312,19 @@ impl Queue {
             let mut st = self.lock();
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
-                out.push(match st.decide_enqueue(spec, requester, at, sees) {
-                    Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
-                    Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
-                    Ok(Enqueue::New(ev, id)) => self
-                        .commit(&mut st, &ev)
-                        .map(|_| Enqueued::Created(id, st.tasks[&id].state))
-                        .map_err(EnqueueError::from),
-                    Err(e) => Err(e),
-                });
+                out.push(
+                    match st.decide_enqueue(spec, requester, source_pack, at, sees) {
+                        Ok(Enqueue::Existing(id)) => {
+                            Ok(Enqueued::Existing(id, st.tasks[&id].state))
+                        }
+                        Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
+                        Ok(Enqueue::New(ev, id)) => self
+                            .commit(&mut st, &ev)
+                            .map(|_| Enqueued::Created(id, st.tasks[&id].state))
+                            .map_err(EnqueueError::from),
+                        Err(e) => Err(e),
+                    },
+                );
             }
             (self.inner.committer.appended(), out)
         };

@@ -48,6 +48,10 @@ pub struct VersionEntry {
     pub owner: Option<String>,
     /// Readable by admin only while set.
     pub quarantined: bool,
+    /// The seed pack whose import wrote this version (a label that grants
+    /// nothing); absent for other writes and in ref files older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
 }
 
 /// A noun's ref file: where it lives and its versions in order.
@@ -109,6 +113,8 @@ pub struct PutRequest {
     pub media_type: String,
     /// The noun's type.
     pub noun_type: Option<String>,
+    /// The seed pack the write comes from (recorded on the new version).
+    pub source_pack: Option<Name>,
 }
 
 /// What a put did (or, for a dry run, would do).
@@ -248,6 +254,7 @@ impl Store {
             allowed_surfaces: meta.allowed_surfaces,
             owner: meta.owner,
             quarantined: latest.is_some_and(|e| e.quarantined),
+            source_pack: req.source_pack.clone(),
         };
         if !req.dry_run {
             let mut next = current.unwrap_or_else(|| NounRef {
