@@ -157,3 +157,19 @@ pub enum Event {
         sha256: Sha256,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_enqueue_recorded_before_source_pack_replays_without_one_and_encodes_the_same() {
+        let old = r#"{"enqueued":{"task":{"id":"t1","spec":{"namespace":"n","queue":"q","kind":"k","effect_class":"read","visibility_scope":"surface_only","brief":{}},"requester":"k1"},"at":"2026-01-01T00:00:00Z"}}"#;
+        let ev: Event = serde_json::from_str(old).unwrap();
+        let Event::Enqueued { task, .. } = &ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(task.source_pack, None);
+        assert_eq!(serde_json::to_string(&ev).unwrap(), old);
+    }
+}

@@ -119,3 +119,87 @@ fn names(dir: &Dir, what: &str, suffix: &str, only: Option<&Name>) -> Result<Vec
     out.sort();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Access, PutRequest, VersionMeta, Visibility};
+
+    fn put(store: &Store, ns: &str, st: &str, key: &str, pack: Option<&str>) {
+        let path = NounPath::parse(ns, st, key).unwrap();
+        let req = PutRequest {
+            expected_version: None,
+            skip_unchanged: true,
+            dry_run: false,
+            media_type: "application/json".into(),
+            noun_type: None,
+            source_pack: pack.map(|p| Name::parse("pack", p).unwrap()),
+        };
+        store
+            .put_noun::<Error>(&path, b"{}\n", &req, |_| {
+                Ok(VersionMeta {
+                    created_by: "k1".into(),
+                    producer_surface: None,
+                    visibility: Visibility::Public,
+                    allowed_surfaces: Vec::new(),
+                    owner: None,
+                })
+            })
+            .unwrap();
+    }
+
+    fn keys(page: &Page<NounRef>) -> Vec<String> {
+        page.items
+            .iter()
+            .map(|n| format!("{}/{}/{}", n.namespace, n.store, n.key))
+            .collect()
+    }
+
+    #[test]
+    fn nouns_list_in_name_order_page_by_page_within_a_namespace_or_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Access::Exclusive).unwrap();
+        for (ns, st, key) in [
+            ("b", "s", "k"),
+            ("a", "t", "x"),
+            ("a", "s", "a.b"),
+            ("a", "s", "a"),
+        ] {
+            put(&store, ns, st, key, (key == "a").then_some("p"));
+        }
+        let all = |_: &Name| true;
+        let list = |within: &Within, after: Option<&NounPath>, limit| {
+            store.list_nouns(within, after, limit, &all, Some).unwrap()
+        };
+        let everything = list(&Within::default(), None, 10);
+        assert_eq!(keys(&everything), ["a/s/a", "a/s/a.b", "a/t/x", "b/s/k"]);
+        assert!(everything.next.is_none());
+        let first = list(&Within::default(), None, 2);
+        assert_eq!(keys(&first), ["a/s/a", "a/s/a.b"]);
+        let rest = list(&Within::default(), first.next.as_ref(), 2);
+        assert_eq!(keys(&rest), ["a/t/x", "b/s/k"]);
+        assert!(
+            list(&Within::default(), rest.next.as_ref(), 2)
+                .items
+                .is_empty()
+        );
+        let store_s = Within {
+            namespace: None,
+            store: Some(Name::parse("store", "s").unwrap()),
+        };
+        assert_eq!(
+            keys(&list(&store_s, None, 10)),
+            ["a/s/a", "a/s/a.b", "b/s/k"]
+        );
+        let hidden_a = store
+            .list_nouns(&Within::default(), None, 10, &|ns| ns.as_str() != "a", Some)
+            .unwrap();
+        assert_eq!(keys(&hidden_a), ["b/s/k"]);
+        let by_pack = store
+            .list_nouns(&Within::default(), None, 10, &all, |n| {
+                n.latest().source_pack.is_some().then_some(n)
+            })
+            .unwrap();
+        assert_eq!(keys(&by_pack), ["a/s/a"]);
+    }
+}

@@ -362,3 +362,37 @@ fn ref_bytes(next: &NounRef) -> Vec<u8> {
 fn ref_file_name(key: &Name) -> String {
     format!("{key}.json")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_file_written_before_source_pack_reads_back_and_writes_the_same_bytes() {
+        let old = r#"{
+  "namespace": "n",
+  "store": "s",
+  "key": "k",
+  "versions": [
+    {
+      "version": 1,
+      "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+      "size": 0,
+      "media_type": "application/json",
+      "type": null,
+      "created_at": "2026-01-01T00:00:00Z",
+      "created_by": "k1",
+      "producer_surface": null,
+      "visibility": "public",
+      "allowed_surfaces": [],
+      "owner": null,
+      "quarantined": false
+    }
+  ]
+}
+"#;
+        let parsed: NounRef = serde_json::from_str(old).unwrap();
+        assert_eq!(parsed.latest().source_pack, None);
+        assert_eq!(String::from_utf8(ref_bytes(&parsed)).unwrap(), old);
+    }
+}
