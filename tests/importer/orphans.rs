@@ -220,3 +220,19 @@ async fn two_packs_writing_one_noun_get_a_warning_in_the_plan() {
         "warning      noun  work.inputs/keep: also written by pack other; pack other wrote the latest version (2); two packs writing one noun replace each other's versions"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_without_nouns_read_still_imports_and_is_told_nouns_were_not_checked() {
+    let env = Env::start().await;
+    let secret = Env::issue(&env.d, crate::importer_grants(&["nouns:read"])).await;
+    std::fs::write(&env.key_file, secret).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("tidy");
+    write_pack(&pack, "tidy", KEEP_NOUN, KEEP_TASK);
+    let run = env.import(&pack, &["--prune"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.summary(),
+        "note         nouns were not checked for orphans or other packs: listing them needs nouns:read"
+    );
+}

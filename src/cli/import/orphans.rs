@@ -41,6 +41,8 @@ pub(super) struct Found {
     nouns: Vec<NounSummary>,
     /// Nouns of this pack that other packs wrote too.
     shared: Vec<NounSummary>,
+    /// The key may not list nouns, so none were checked.
+    nouns_unchecked: bool,
 }
 
 /// What a prune did to one orphan task.
@@ -114,16 +116,20 @@ async fn find(client: &Client, plan: &Plan) -> anyhow::Result<Found> {
             found.tasks.push(t);
         }
     }
-    found.nouns = listed(client, &format!("namespace={ns}&source_pack={pack}"))
-        .await?
+    let Some(written) = listed(client, &format!("namespace={ns}&source_pack={pack}")).await? else {
+        found.nouns_unchecked = true;
+        return Ok(found);
+    };
+    found.nouns = written
         .into_iter()
         .filter(|n| !nouns.contains(&(n.store.as_str(), n.key.as_str())))
         .collect();
     let stores: BTreeSet<&str> = nouns.iter().map(|(store, _)| *store).collect();
     for store in stores {
+        let in_store = listed(client, &format!("namespace={ns}&store={store}")).await?;
         found.shared.extend(
-            listed(client, &format!("namespace={ns}&store={store}"))
-                .await?
+            in_store
+                .unwrap_or_default()
                 .into_iter()
                 .filter(|n| nouns.contains(&(n.store.as_str(), n.key.as_str())))
                 .filter(|n| n.source_packs.iter().any(|p| p.as_str() != pack)),
@@ -151,21 +157,26 @@ async fn tasks(client: &Client, query: &str) -> anyhow::Result<Vec<TaskView>> {
     }
 }
 
-/// Every noun `GET /v1/nouns?{query}` lists, page by page.
-async fn listed(client: &Client, query: &str) -> anyhow::Result<Vec<NounSummary>> {
+/// Every noun `GET /v1/nouns?{query}` lists, page by page; `None` when
+/// the key may not list nouns (no `nouns:read`).
+async fn listed(client: &Client, query: &str) -> anyhow::Result<Option<Vec<NounSummary>>> {
     let mut out = Vec::new();
     let mut cursor = String::new();
     loop {
-        let page: NounList = client
+        let reply = client
             .get(&format!("/v1/nouns?{query}&limit={PAGE}{cursor}"))
-            .await?
+            .await?;
+        if reply.status == http::StatusCode::FORBIDDEN {
+            return Ok(None);
+        }
+        let page: NounList = reply
             .success()
             .context("listing the nouns of this pack's namespace")?
             .json()?;
         out.extend(page.nouns);
         match page.next_cursor {
             Some(next) => cursor = format!("&cursor={next}"),
-            None => return Ok(out),
+            None => return Ok(Some(out)),
         }
     }
 }
@@ -267,6 +278,12 @@ fn print(plan: &Plan, found: &Found, prune: bool, pruned: &[(crate::queue::TaskI
             n.store,
             n.key,
             others.join(", ")
+        ));
+    }
+    if found.nouns_unchecked {
+        line(format!(
+            "{:<11}  nouns were not checked for orphans or other packs: listing them needs nouns:read",
+            "note"
         ));
     }
     if found.tasks.is_empty() && found.nouns.is_empty() {
