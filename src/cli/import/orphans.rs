@@ -32,7 +32,7 @@ const PAGE: usize = 1000;
 
 /// What was found besides the pack's own items.
 #[derive(Debug, Default)]
-pub(super) struct Found {
+struct Found {
     /// Orphan tasks that have not ended, in id order.
     tasks: Vec<TaskView>,
     /// Orphan tasks that ended (left as they are, counted).
