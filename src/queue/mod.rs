@@ -312,19 +312,16 @@ impl Queue {
             let mut st = self.lock();
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
-                out.push(
-                    match st.decide_enqueue(spec, requester, source_pack, at, sees) {
-                        Ok(Enqueue::Existing(id)) => {
-                            Ok(Enqueued::Existing(id, st.tasks[&id].state))
-                        }
-                        Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
-                        Ok(Enqueue::New(ev, id)) => self
-                            .commit(&mut st, &ev)
-                            .map(|_| Enqueued::Created(id, st.tasks[&id].state))
-                            .map_err(EnqueueError::from),
-                        Err(e) => Err(e),
-                    },
-                );
+                let decided = st.decide_enqueue(spec, requester, source_pack, at, sees);
+                out.push(match decided {
+                    Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
+                    Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
+                    Ok(Enqueue::New(ev, id)) => self
+                        .commit(&mut st, &ev)
+                        .map(|_| Enqueued::Created(id, st.tasks[&id].state))
+                        .map_err(EnqueueError::from),
+                    Err(e) => Err(e),
+                });
             }
             (self.inner.committer.appended(), out)
         };
