@@ -248,6 +248,7 @@ fn grant_check_cost() {
         allowed_surfaces: Vec::new(),
         owner: Some(record.key_id.to_string()),
         quarantined: false,
+        source_pack: None,
     };
     let n = 1_000_000;
     let start = Instant::now();

@@ -195,6 +195,7 @@ pub async fn promote(
                 dry_run: false,
                 media_type: pinned.media_type,
                 noun_type: pinned.noun_type,
+                source_pack: None,
             };
             let outcome = store.put_noun::<store::Error>(&path, &bytes, &request, |latest| {
                 let latest = latest.expect("the pinned noun exists");

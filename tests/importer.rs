@@ -3,12 +3,15 @@
 //! YAML and TOML give the same records; every invalid pack fails with its
 //! expected report and writes nothing; catalog pins gate the import;
 //! conflicts stop an import before it writes. The batch routes' access
-//! rows are in `importer/batch_access.rs`, watch mode in `importer/watch.rs`.
+//! rows are in `importer/batch_access.rs`, watch mode in `importer/watch.rs`,
+//! orphans, `--prune` and shared nouns in `importer/orphans.rs`.
 
 mod support;
 
 #[path = "importer/batch_access.rs"]
 mod batch_access;
+#[path = "importer/orphans.rs"]
+mod orphans;
 #[path = "importer/packs.rs"]
 mod packs;
 #[path = "importer/watch.rs"]

@@ -267,7 +267,7 @@ pub fn fill(root: &Path, n: usize, submitted: usize) {
                 })
                 .collect();
             done += batch.len();
-            for r in queue.enqueue_many(batch, &requester, &|_| true, false).await.expect("enqueue") {
+            for r in queue.enqueue_many(batch, &requester, None, &|_| true, false).await.expect("enqueue") {
                 r.expect("enqueued");
             }
         }

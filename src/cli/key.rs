@@ -66,7 +66,8 @@ pub struct IssueArgs {
     remote: RemoteArgs,
 }
 
-fn parse_name(s: &str) -> Result<Name, String> {
+/// A name argument (queue, kind), checked by the name rule.
+pub(super) fn parse_name(s: &str) -> Result<Name, String> {
     Name::parse("name", s).map_err(|e| e.to_string())
 }
 

@@ -4,6 +4,7 @@
 
 mod enqueue;
 pub mod exit;
+mod export;
 mod fsck;
 mod import;
 mod key;
@@ -68,6 +69,10 @@ pub enum Command {
     /// Import a seed pack (nouns, tasks, catalog pins) through a running
     /// daemon; `--plan` shows what would change and writes nothing.
     Import(import::ImportArgs),
+    /// Write the nouns the key may read (and the tasks of chosen queues)
+    /// as a folder of canonical JSON files to review in git.
+    #[command(after_help = EXIT_CODES)]
+    Export(export::ExportArgs),
     /// Create, list and show queues through a running daemon.
     #[command(subcommand, after_help = EXIT_CODES)]
     Queue(queue::QueueCommand),
@@ -95,6 +100,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
         Command::Key(cmd) => remote::block_on(key::run(cmd)),
         Command::Import(args) => remote::block_on(import::run(args)),
+        Command::Export(args) => remote::block_on(export::run(args)),
         Command::Queue(cmd) => remote::block_on(queue::run(cmd)),
         Command::Task(cmd) => remote::block_on(task::run(cmd)),
         Command::Status(args) => remote::block_on(status::run(args)),

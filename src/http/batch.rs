@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use super::error::{ApiError, ErrorCode};
 use super::nouns::Prepared;
 use super::request::{Req, parse_json};
-use super::tasks::{authorize_spec, enqueue_outcome};
+use super::tasks::{authorize_spec, enqueue_outcome, query_name};
 use super::wire::{
     BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS, NounBatch, NounBatchItem, PutNoun,
     PutNounReply, TaskBatch, TaskOutcome,
@@ -31,7 +31,7 @@ use super::wire::{
 use super::{Ctx, Resp, json_response};
 use crate::auth::{Principal, Scope, access};
 use crate::queue::{Task, TaskSpec};
-use crate::store::NounPath;
+use crate::store::{Name, NounPath};
 
 /// A batch body may be this many times the single-request body limit.
 const BATCH_BODY_FACTOR: usize = 4;
@@ -40,10 +40,12 @@ const BATCH_BODY_FACTOR: usize = 4;
 /// waits on its own fsyncs, so overlapping them is what makes a batch fast.
 const PUT_CONCURRENCY: usize = 32;
 
-/// `POST /v1/batch/nouns`: `{items: [{namespace, store, key, envelope}]}`.
+/// `POST /v1/batch/nouns[?source_pack=P]`: `{items: [{namespace, store,
+/// key, envelope}]}`; every version written records the seed pack `P`.
 pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req)?;
     access::require(&principal, Scope::CasWrite)?;
+    let source_pack = query_name(&req, "source_pack")?;
     let batch: NounBatch = req
         .json(ctx.limits.max_body_bytes * BATCH_BODY_FACTOR)
         .await?;
@@ -52,7 +54,7 @@ pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let permits = Arc::new(Semaphore::new(PUT_CONCURRENCY));
     let mut running = JoinSet::new();
     for (i, item) in batch.items.iter().enumerate() {
-        match prepare_put(ctx, &principal, item) {
+        match prepare_put(ctx, &principal, item, source_pack.clone()) {
             Err(e) => answers[i] = Some(failed(e)),
             Ok(prepared) => {
                 let permit = permits
@@ -82,18 +84,25 @@ pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 }
 
 /// One item of a noun batch, checked as `PUT /v1/nouns/...` checks it.
-fn prepare_put(ctx: &Ctx, p: &Principal, item: &NounBatchItem) -> Result<Prepared, ApiError> {
+fn prepare_put(
+    ctx: &Ctx,
+    p: &Principal,
+    item: &NounBatchItem,
+    source_pack: Option<Name>,
+) -> Result<Prepared, ApiError> {
     let path = NounPath::parse(&item.namespace, &item.store, &item.key)?;
     access::may_write_nouns(p, &path.namespace)?;
     let env: PutNoun = item_json(ctx, &item.envelope)?;
-    Prepared::new(p.clone(), path, &env)
+    Prepared::new(p.clone(), path, &env, source_pack)
 }
 
-/// `POST /v1/batch/tasks[?dry_run=true]`: `{items: [TaskSpec]}`, enqueued
-/// in order under one queue lock and one durability wait.
+/// `POST /v1/batch/tasks[?dry_run=true][&source_pack=P]`: `{items:
+/// [TaskSpec]}`, enqueued in order under one queue lock and one durability
+/// wait; every task created records the seed pack `P`.
 pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let dry_run = req.query("dry_run") == Some("true");
+    let source_pack = query_name(&req, "source_pack")?;
     access::require(&p, Scope::VerbsEnqueue)?;
     let batch: TaskBatch = req
         .json(ctx.limits.max_body_bytes * BATCH_BODY_FACTOR)
@@ -113,7 +122,7 @@ pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
     let outcomes = ctx
         .queue
-        .enqueue_many(specs, &p.key_id, &sees, dry_run)
+        .enqueue_many(specs, &p.key_id, source_pack.as_ref(), &sees, dry_run)
         .await?;
     let mut created = 0;
     for (slot, outcome) in slots.into_iter().zip(outcomes) {

@@ -4,7 +4,7 @@
 
 use http::StatusCode;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id};
 use super::wire::{
@@ -13,7 +13,7 @@ use super::wire::{
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::access;
-use crate::queue::{BulkAction, LeaseId, Park, Task, TaskId};
+use crate::queue::{BulkAction, LeaseId, Park, Task, TaskId, TaskState};
 use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
@@ -193,14 +193,33 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
     ))
 }
 
-/// `POST /v1/tasks/{id}/cancel`: the requester or an admin.
+/// `POST /v1/tasks/{id}/cancel[?if_state=pending,queued,parked]`: the
+/// requester or an admin. With `if_state`, only a task in one of those
+/// states is cancelled (else `409 invalid_state`, nothing changed).
 pub async fn cancel(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
+    let only = if_state(&req)?;
     check(ctx, id, &p, access::may_cancel)?;
-    let state = ctx.queue.cancel(id, &p.key_id).await?;
+    let state = ctx.queue.cancel(id, &p.key_id, only.as_deref()).await?;
     tracing::info!(task = %id, by = %p.key_id, "task cancelled");
     Ok(state_reply(id, state))
+}
+
+/// The `if_state` query of a cancel: comma-separated states.
+fn if_state(req: &Req) -> Result<Option<Vec<TaskState>>, ApiError> {
+    req.query("if_state")
+        .map(|list| {
+            list.split(',')
+                .map(|s| {
+                    s.parse().map_err(|m: String| {
+                        ApiError::new(ErrorCode::InvalidQuery, format!("if_state: {m}"))
+                            .with(serde_json::json!({"field": "if_state"}))
+                    })
+                })
+                .collect()
+        })
+        .transpose()
 }
 
 /// `POST /v1/tasks/{id}/retry {}` (or no body): the requester or an admin queues a
@@ -255,6 +274,7 @@ pub async fn bulk(ctx: &Ctx, mut req: Req, action: BulkAction) -> Result<Resp, A
         kind: body.kind,
         state: body.state,
         namespace: body.namespace,
+        source_pack: body.source_pack,
     };
     let select =
         |st: &crate::queue::State, t: &Task| filter.matches(t) && rule(&p, &st.facts(t)).is_ok();

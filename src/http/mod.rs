@@ -23,6 +23,7 @@ pub mod error;
 mod events;
 mod keys;
 mod lifecycle;
+mod noun_list;
 mod nouns;
 mod ops;
 mod promotions;

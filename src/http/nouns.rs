@@ -6,19 +6,21 @@ use serde_json::json;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
+use super::tasks::query_name;
 use super::wire::{PutNoun, PutNounReply};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, WantedMeta};
 use crate::auth::{self, Principal, parse_surface};
 use crate::store::{self, Name, NounPath, PutOutcome, PutRequest, Sha256, Store, canonical_json};
 
-/// `PUT /v1/nouns/{ns}/{store}/{key}`.
+/// `PUT /v1/nouns/{ns}/{store}/{key}[?source_pack=P]`.
 pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     access::may_write_nouns(&principal, &path.namespace)?;
+    let source_pack = query_name(&req, "source_pack")?;
     let env: PutNoun = req.json(ctx.limits.max_body_bytes).await?;
-    let prepared = Prepared::new(principal, path, &env)?;
+    let prepared = Prepared::new(principal, path, &env, source_pack)?;
     let started = std::time::Instant::now();
     let (status, reply) = ctx.blocking(move |store| prepared.run(store)).await?;
     ctx.metrics.noun_put(started.elapsed());
@@ -38,8 +40,14 @@ pub struct Prepared {
 
 impl Prepared {
     /// Checks a put envelope for `path` (the caller has run
-    /// `access::may_write_nouns` for its namespace).
-    pub fn new(principal: Principal, path: NounPath, env: &PutNoun) -> Result<Prepared, ApiError> {
+    /// `access::may_write_nouns` for its namespace); `source_pack` is the
+    /// seed pack the write comes from, recorded on the new version.
+    pub fn new(
+        principal: Principal,
+        path: NounPath,
+        env: &PutNoun,
+        source_pack: Option<Name>,
+    ) -> Result<Prepared, ApiError> {
         let (bytes, media_type) = body_bytes(env)?;
         if env.expected_version.is_none() && !env.skip_unchanged {
             return Err(ApiError::new(ErrorCode::MissingField,
@@ -57,6 +65,7 @@ impl Prepared {
                 dry_run: env.dry_run,
                 media_type,
                 noun_type: env.noun_type.clone(),
+                source_pack,
             },
             wanted: wanted_meta(env)?,
             principal,
@@ -152,6 +161,7 @@ fn as_if_missing(
             allowed_surfaces: meta.allowed_surfaces,
             owner: meta.owner,
             quarantined: false,
+            source_pack: request.source_pack.clone(),
         },
     })
 }

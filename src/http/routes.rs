@@ -15,8 +15,8 @@ use super::request::Req;
 use crate::queue::BulkAction;
 
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, site, status, tasks,
-    worker,
+    Ctx, Resp, batch, events, keys, lifecycle, noun_list, nouns, ops, promotions, queues, site,
+    status, tasks, worker,
 };
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
@@ -109,6 +109,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::GET, [""]) => site::index(&req),
         (Method::GET, ["ui", name]) => site::file(&req, name),
 
+        (Method::GET, ["v1", "nouns"]) => noun_list::list(ctx, req).await,
         (Method::PUT, ["v1", "nouns", ns, st, key]) => nouns::put(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key]) => nouns::get(ctx, req, [ns, st, key]).await,
         (Method::GET, ["v1", "nouns", ns, st, key, "versions"]) => {

@@ -79,6 +79,7 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
         idempotency_key: t.spec.idempotency_key.clone(),
         brief: t.spec.brief.clone(),
         requester: t.requester.clone(),
+        source_pack: t.source_pack.clone(),
         lease,
         not_before: t.not_before,
         parent: t.parent.filter(|id| visible(id).is_some()),
@@ -185,19 +186,20 @@ pub fn enqueue_outcome(
     ))
 }
 
-/// `POST /v1/tasks[?dry_run=true]`. A dry run answers
+/// `POST /v1/tasks[?dry_run=true][&source_pack=P]`. A dry run answers
 /// `{outcome: create | unchanged | conflict, task_id?, dry_run}` and
-/// writes nothing.
+/// writes nothing; a task created records the seed pack `P`.
 pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let dry_run = req.query("dry_run") == Some("true");
+    let source_pack = query_name(&req, "source_pack")?;
     access::require(&p, auth::Scope::VerbsEnqueue)?;
     let mut spec: TaskSpec = req.json(ctx.limits.max_body_bytes).await?;
     authorize_spec(ctx, &p, &mut spec).await?;
     let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
     let outcome = ctx
         .queue
-        .enqueue_many(vec![spec], &p.key_id, &sees, dry_run)
+        .enqueue_many(vec![spec], &p.key_id, source_pack.as_ref(), &sees, dry_run)
         .await?
         .remove(0);
     let (status, answer) = enqueue_outcome(outcome, dry_run)?;
@@ -245,6 +247,8 @@ pub struct Filter {
     pub state: Option<TaskState>,
     /// Only this namespace.
     pub namespace: Option<Name>,
+    /// Only tasks the import of this seed pack enqueued.
+    pub source_pack: Option<Name>,
 }
 
 impl Filter {
@@ -257,19 +261,23 @@ impl Filter {
                 .namespace
                 .as_ref()
                 .is_none_or(|n| t.spec.namespace == *n)
+            && self
+                .source_pack
+                .as_ref()
+                .is_none_or(|p| t.source_pack.as_ref() == Some(p))
     }
 }
 
 /// A name-valued query parameter.
-fn query_name(req: &Req, field: &'static str) -> Result<Option<Name>, ApiError> {
+pub fn query_name(req: &Req, field: &'static str) -> Result<Option<Name>, ApiError> {
     Ok(req
         .query(field)
         .map(|v| Name::parse(field, v))
         .transpose()?)
 }
 
-/// `GET /v1/tasks?queue=&kind=&state=&namespace=&cursor=&limit=`: tasks
-/// the key may see.
+/// `GET /v1/tasks?queue=&kind=&state=&namespace=&source_pack=&cursor=&limit=`:
+/// tasks the key may see.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let state: Option<TaskState> = req
@@ -288,6 +296,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         kind: query_name(&req, "kind")?,
         state,
         namespace: query_name(&req, "namespace")?,
+        source_pack: query_name(&req, "source_pack")?,
     };
     let page = ctx
         .queue

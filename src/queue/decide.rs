@@ -73,12 +73,14 @@ impl State {
         Ok(())
     }
 
-    /// Enqueue a spec. `sees` says whether the requester may see a task
-    /// (for `depends_on`, which may only name visible tasks).
+    /// Enqueue a spec, from the seed pack `source_pack` when an import
+    /// sends it. `sees` says whether the requester may see a task (for
+    /// `depends_on`, which may only name visible tasks).
     pub fn decide_enqueue(
         &self,
         spec: TaskSpec,
         requester: &Name,
+        source_pack: Option<&Name>,
         at: Timestamp,
         sees: &dyn Fn(&Task) -> bool,
     ) -> Result<Enqueue, EnqueueError> {
@@ -98,6 +100,7 @@ impl State {
             fingerprint: spec.idempotency_key.as_ref().map(|_| spec.fingerprint()),
             spec,
             requester: requester.clone(),
+            source_pack: source_pack.cloned(),
         };
         Ok(Enqueue::New(
             Event::Enqueued {
@@ -361,6 +364,7 @@ impl State {
                 spec,
                 requester: t.requester.clone(),
                 fingerprint: None,
+                source_pack: None,
             });
         }
         Ok(Event::Split {

@@ -22,6 +22,11 @@ pub struct NewTask {
     /// The spec's fingerprint, when it has an idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<Sha256>,
+    /// The seed pack whose import enqueued it (a label that grants
+    /// nothing); absent for other enqueues, for split children and in
+    /// records older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
 }
 
 /// One state change. Externally tagged (`{"claimed": {...}}`): an
@@ -151,4 +156,20 @@ pub enum Event {
         /// The part's object.
         sha256: Sha256,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_enqueue_recorded_before_source_pack_replays_without_one_and_encodes_the_same() {
+        let old = r#"{"enqueued":{"task":{"id":"t1","spec":{"namespace":"n","queue":"q","kind":"k","effect_class":"read","visibility_scope":"surface_only","brief":{}},"requester":"k1"},"at":"2026-01-01T00:00:00Z"}}"#;
+        let ev: Event = serde_json::from_str(old).unwrap();
+        let Event::Enqueued { task, .. } = &ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(task.source_pack, None);
+        assert_eq!(serde_json::to_string(&ev).unwrap(), old);
+    }
 }

@@ -248,10 +248,27 @@ impl Queue {
         .await
     }
 
-    /// Cancels a task and its live descendants.
-    pub async fn cancel(&self, id: TaskId, by: &Name) -> Result<TaskState, TaskCallError> {
+    /// Cancels a task and its live descendants. With `only`, the task must
+    /// be in one of those states when the cancel is decided (under the
+    /// lock), else it is left alone with `InvalidState`: a prune never
+    /// cancels a task a worker claimed after it was listed.
+    pub async fn cancel(
+        &self,
+        id: TaskId,
+        by: &Name,
+        only: Option<&[TaskState]>,
+    ) -> Result<TaskState, TaskCallError> {
         self.run_then(
-            |st| Ok((st.decide_cancel(id, by, Timestamp::now())?, ())),
+            |st| {
+                let state = st.task(id)?.state;
+                if only.is_some_and(|states| !states.contains(&state)) {
+                    return Err(TaskCallError::InvalidState {
+                        state,
+                        action: "cancel",
+                    });
+                }
+                Ok((st.decide_cancel(id, by, Timestamp::now())?, ()))
+            },
             |st, ()| st.tasks[&id].state,
         )
         .await

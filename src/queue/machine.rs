@@ -293,6 +293,7 @@ impl State {
             mut spec,
             requester,
             fingerprint,
+            source_pack,
         } = new;
         let depth = parent.map_or(0, |p| self.tasks[&p].depth + 1);
         if let Some(p) = parent {
@@ -304,6 +305,7 @@ impl State {
             id,
             spec,
             requester,
+            source_pack,
             parent,
             depth,
             children: Vec::new(),

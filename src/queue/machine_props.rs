@@ -176,7 +176,7 @@ proptest! {
                 Op::Enqueue { deps, priority, key, cancel_on_failure } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     let deps = if ids.is_empty() { vec![] } else { deps.iter().map(|d| ids[d % ids.len()]).collect() };
-                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, now, &|_| true) {
+                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, None, now, &|_| true) {
                         Ok(Enqueue::New(ev, _)) => Some(ev),
                         _ => None,
                     }
@@ -271,7 +271,7 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
         serde_json::from_value(json!({"name": "q", "max_attempts": 3})).unwrap();
     st.apply(&st.decide_queue(config).unwrap());
     let Ok(Enqueue::New(ev, id)) =
-        st.decide_enqueue(spec(vec![], 0, None, false), &me, now, &|_| true)
+        st.decide_enqueue(spec(vec![], 0, None, false), &me, None, now, &|_| true)
     else {
         panic!("enqueued")
     };

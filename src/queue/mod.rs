@@ -301,11 +301,13 @@ impl Queue {
 
     /// Enqueues several specs (each passed `TaskSpec::check` on the way
     /// in) under one lock and one durability wait, each with its own
-    /// outcome; with `dry_run`, decides each and writes nothing.
+    /// outcome; with `dry_run`, decides each and writes nothing. Tasks
+    /// created record `source_pack`, the seed pack they come from.
     pub async fn enqueue_many(
         &self,
         specs: Vec<TaskSpec>,
         requester: &Name,
+        source_pack: Option<&Name>,
         sees: &(dyn Fn(&Task) -> bool + Sync),
         dry_run: bool,
     ) -> Result<Vec<Result<Enqueued, EnqueueError>>, JournalError> {
@@ -314,7 +316,8 @@ impl Queue {
             let mut st = self.lock();
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
-                out.push(match st.decide_enqueue(spec, requester, at, sees) {
+                let decided = st.decide_enqueue(spec, requester, source_pack, at, sees);
+                out.push(match decided {
                     Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
                     Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
                     Ok(Enqueue::New(ev, id)) => self

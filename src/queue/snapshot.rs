@@ -261,7 +261,7 @@ mod tests {
                 "idempotency_key": (i % 2 == 0).then(|| format!("key-{i}")),
             }))
             .unwrap();
-            let Ok(Enqueue::New(ev, _)) = st.decide_enqueue(spec, &me, at, &|_| true) else {
+            let Ok(Enqueue::New(ev, _)) = st.decide_enqueue(spec, &me, None, at, &|_| true) else {
                 panic!("a new task");
             };
             st.apply(&ev);

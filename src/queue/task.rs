@@ -201,6 +201,9 @@ pub struct Task {
     pub spec: TaskSpec,
     /// The key id that enqueued it (the requester); children inherit it.
     pub requester: Name,
+    /// The seed pack whose import enqueued it (a label; children have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
     /// The task it was split from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<TaskId>,

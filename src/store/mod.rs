@@ -26,6 +26,7 @@ pub mod envelope;
 pub mod fsck;
 pub mod health;
 mod later;
+pub mod listing;
 pub mod name;
 pub mod noun;
 pub mod object;

@@ -48,6 +48,10 @@ pub struct VersionEntry {
     pub owner: Option<String>,
     /// Readable by admin only while set.
     pub quarantined: bool,
+    /// The seed pack whose import wrote this version (a label that grants
+    /// nothing); absent for other writes and in ref files older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
 }
 
 /// A noun's ref file: where it lives and its versions in order.
@@ -109,6 +113,8 @@ pub struct PutRequest {
     pub media_type: String,
     /// The noun's type.
     pub noun_type: Option<String>,
+    /// The seed pack the write comes from (recorded on the new version).
+    pub source_pack: Option<Name>,
 }
 
 /// What a put did (or, for a dry run, would do).
@@ -248,6 +254,7 @@ impl Store {
             allowed_surfaces: meta.allowed_surfaces,
             owner: meta.owner,
             quarantined: latest.is_some_and(|e| e.quarantined),
+            source_pack: req.source_pack.clone(),
         };
         if !req.dry_run {
             let mut next = current.unwrap_or_else(|| NounRef {
@@ -354,4 +361,38 @@ fn ref_bytes(next: &NounRef) -> Vec<u8> {
 
 fn ref_file_name(key: &Name) -> String {
     format!("{key}.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_file_written_before_source_pack_reads_back_and_writes_the_same_bytes() {
+        let old = r#"{
+  "namespace": "n",
+  "store": "s",
+  "key": "k",
+  "versions": [
+    {
+      "version": 1,
+      "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+      "size": 0,
+      "media_type": "application/json",
+      "type": null,
+      "created_at": "2026-01-01T00:00:00Z",
+      "created_by": "k1",
+      "producer_surface": null,
+      "visibility": "public",
+      "allowed_surfaces": [],
+      "owner": null,
+      "quarantined": false
+    }
+  ]
+}
+"#;
+        let parsed: NounRef = serde_json::from_str(old).unwrap();
+        assert_eq!(parsed.latest().source_pack, None);
+        assert_eq!(String::from_utf8(ref_bytes(&parsed)).unwrap(), old);
+    }
 }

@@ -17,9 +17,12 @@ const LOCK_FILE: &str = "daemon.lock";
 /// The areas under the root, created on first start.
 const AREAS: [&str; 6] = ["objects", "nouns", "workspace", "journal", "auth", "tmp"];
 
-/// What the `.gitignore` at the root keeps out of git: runtime state and
-/// secrets. Objects, nouns and workspace files stay reviewable.
-const GITIGNORE: &str = "journal/\nauth/\ntmp/\ndaemon.lock\n";
+/// What the `.gitignore` at the root keeps out of git: runtime state,
+/// secrets, per-task worker output (`workspace/`, rewritten by every
+/// projection) and the receipt packs (appended to, their durable copy is
+/// the journal). Noun ref files and body objects stay; reviewers read
+/// `tessera export` instead (README, "Reviewing in git").
+const GITIGNORE: &str = "journal/\nauth/\ntmp/\ndaemon.lock\nworkspace/\nobjects/packs/\n";
 
 /// How a root is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,8 +10,10 @@
 //! with refs and `depends_on` resolved. Both go through the batch routes
 //! (`send`). With `--plan` every step is a dry run, and an apply is a dry
 //! run first, so a conflict or a refusal found there writes nothing.
-//! `outcome` prints one line per item and a summary; `watch` imports again
-//! on every change.
+//! `outcome` prints one line per item and a summary; `orphans` then lists
+//! what earlier imports of the pack created that it no longer has (and
+//! with `--prune` cancels such tasks that have not started); `watch`
+//! imports again on every change.
 //!
 //! Exit codes: 0 when nothing would change or the import went through; 2
 //! when `--plan` finds something to change; 1 for an invalid pack, a
@@ -19,6 +21,7 @@
 
 mod catalog;
 mod nouns;
+mod orphans;
 mod outcome;
 mod send;
 mod tasks;
@@ -47,6 +50,11 @@ pub struct ImportArgs {
     /// until Ctrl-C.
     #[arg(long)]
     pub watch: bool,
+    /// Cancel the tasks an earlier import of this pack created that the
+    /// pack no longer has, while they are pending, queued or parked (with
+    /// --plan: show which it would cancel).
+    #[arg(long, conflicts_with = "watch")]
+    pub prune: bool,
     /// The daemon and the key.
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -77,7 +85,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     };
     let done = import(&client, &plan, mode).await?;
     outcome::print(&done.lines, show, &done.summary);
-    Ok(done.tally.exit_code(mode))
+    orphans::run(&client, &plan, mode, args.prune, done.tally.exit_code(mode)).await
 }
 
 /// Plans the pack; on problems prints every diagnostic on stdout.

@@ -33,8 +33,8 @@ pub(super) async fn put_all(
         .iter()
         .map(|n| item(&plan.pack, n, mode))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let answers =
-        send::batch::<_, PutNounReply>(client, "/v1/batch/nouns", &items, progress).await?;
+    let path = format!("/v1/batch/nouns?source_pack={}", plan.pack.name);
+    let answers = send::batch::<_, PutNounReply>(client, &path, &items, progress).await?;
     let mut lines = Vec::with_capacity(answers.len());
     let mut pins = Pins::new();
     for (noun, answer) in plan.nouns.iter().zip(answers) {

@@ -43,10 +43,11 @@ pub(super) async fn enqueue_all(
     mode: Mode,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Line>> {
-    let path = match mode {
-        Mode::Plan => "/v1/batch/tasks?dry_run=true",
-        Mode::Apply => "/v1/batch/tasks",
-    };
+    let path = format!(
+        "/v1/batch/tasks?dry_run={}&source_pack={}",
+        mode == Mode::Plan,
+        plan.pack.name
+    );
     let mut lines: Vec<Option<Line>> = vec![None; plan.tasks.len()];
     let mut known: HashMap<&str, Upstream> = HashMap::new();
     for layer in layers(&plan.tasks) {
@@ -64,7 +65,7 @@ pub(super) async fn enqueue_all(
                 }
             }
         }
-        let answers = send::batch::<_, TaskOutcome>(client, path, &specs, progress).await?;
+        let answers = send::batch::<_, TaskOutcome>(client, &path, &specs, progress).await?;
         for ((i, partial), answer) in sent.into_iter().zip(answers) {
             let task = &plan.tasks[i];
             let (l, upstream) = judge(task, answer, partial);

@@ -6,10 +6,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 mod batch;
+mod noun_list;
 mod status;
 mod tasks;
 
 pub use batch::*;
+pub use noun_list::*;
 pub use status::*;
 pub use tasks::*;
 

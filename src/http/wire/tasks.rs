@@ -106,6 +106,9 @@ pub struct TaskView {
     pub brief: Box<RawValue>,
     /// The requester key.
     pub requester: Name,
+    /// The seed pack whose import enqueued it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
     /// The live lease.
     pub lease: Option<LeaseView>,
     /// Not claimable before.
@@ -306,6 +309,9 @@ pub struct BulkBody {
     /// Only this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Name>,
+    /// Only tasks the import of this seed pack enqueued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_pack: Option<Name>,
     /// Count only; change nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,

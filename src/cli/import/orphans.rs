@@ -1,0 +1,310 @@
+//! Orphans and shared nouns: what an earlier import of this pack created
+//! that the pack no longer has, and nouns another pack writes too.
+//!
+//! The daemon records the seed pack behind every noun version and task an
+//! import writes (`?source_pack=` on the batch routes). After the items,
+//! this module asks it for the pack's records in the pack's namespace
+//! (`GET /v1/tasks?source_pack=`, `GET /v1/nouns?source_pack=`) and keeps
+//! those the pack no longer names: tasks by idempotency key, nouns by
+//! store and key. With `--prune`, an apply cancels each orphan task still
+//! pending, queued or parked (`cancel?if_state=...`, decided under the
+//! queue's lock, so a task a worker claimed meanwhile is left running);
+//! running and finished tasks are never touched, and nouns are reported,
+//! never deleted. A noun of this pack that another pack also wrote gets a
+//! warning (the two imports would keep replacing each other's version).
+
+use std::collections::{BTreeSet, HashSet};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use tessera_importer::Plan;
+
+use super::Mode;
+use crate::client::Client;
+use crate::http::wire::{NounList, NounSummary, TaskList, TaskView};
+use crate::queue::TaskState;
+
+/// The states a prune cancels: the task has not started, or waits for input.
+const PRUNABLE: [TaskState; 3] = [TaskState::Pending, TaskState::Queued, TaskState::Parked];
+
+/// A page size for the listings.
+const PAGE: usize = 1000;
+
+/// What was found besides the pack's own items.
+#[derive(Debug, Default)]
+struct Found {
+    /// Orphan tasks that have not ended, in id order.
+    tasks: Vec<TaskView>,
+    /// Orphan tasks that ended (left as they are, counted).
+    finished: usize,
+    /// Orphan nouns, in (store, key) order.
+    nouns: Vec<NounSummary>,
+    /// Nouns of this pack that other packs wrote too.
+    shared: Vec<NounSummary>,
+    /// The key may not list nouns, so none were checked.
+    nouns_unchecked: bool,
+}
+
+/// What a prune did to one orphan task.
+#[derive(Debug)]
+enum Pruned {
+    /// Cancelled.
+    Cancelled,
+    /// Left alone: it was running or had ended when the cancel came.
+    Left(String),
+    /// The daemon refused the cancel.
+    Failed(String),
+}
+
+/// Finds, and with `prune` in an apply that went through, prunes; prints
+/// the findings after the import's own lines. Returns the exit code:
+/// `items` (the import's), or 2 for a plan in which `--prune` would cancel
+/// something, or 1 when a cancel was refused.
+pub(super) async fn run(
+    client: &Client,
+    plan: &Plan,
+    mode: Mode,
+    prune: bool,
+    items: ExitCode,
+) -> anyhow::Result<ExitCode> {
+    let found = find(client, plan).await?;
+    let pruning = prune && mode == Mode::Apply && items == ExitCode::SUCCESS;
+    let mut pruned = Vec::new();
+    if pruning {
+        for t in found.tasks.iter().filter(|t| PRUNABLE.contains(&t.state)) {
+            pruned.push((t.task_id, cancel(client, t).await?));
+        }
+    }
+    print(plan, &found, prune, &pruned);
+    let would_cancel = found.tasks.iter().any(|t| PRUNABLE.contains(&t.state));
+    Ok(
+        if pruned.iter().any(|(_, p)| matches!(p, Pruned::Failed(_))) {
+            ExitCode::FAILURE
+        } else if mode == Mode::Plan && prune && would_cancel && items == ExitCode::SUCCESS {
+            ExitCode::from(2)
+        } else {
+            items
+        },
+    )
+}
+
+/// Lists the pack's records in its namespace and keeps the orphans and
+/// the shared nouns.
+async fn find(client: &Client, plan: &Plan) -> anyhow::Result<Found> {
+    let (ns, pack) = (&plan.pack.namespace, &plan.pack.name);
+    let keys: HashSet<&str> = plan
+        .tasks
+        .iter()
+        .map(|t| t.idempotency_key.as_str())
+        .collect();
+    let nouns: HashSet<(&str, &str)> = plan
+        .nouns
+        .iter()
+        .map(|n| (n.store.as_str(), n.key.as_str()))
+        .collect();
+    let mut found = Found::default();
+    for t in tasks(client, &format!("namespace={ns}&source_pack={pack}")).await? {
+        if t.idempotency_key
+            .as_deref()
+            .is_some_and(|k| keys.contains(k))
+        {
+            continue;
+        }
+        if t.state.is_terminal() {
+            found.finished += 1;
+        } else {
+            found.tasks.push(t);
+        }
+    }
+    let Some(written) = listed(client, &format!("namespace={ns}&source_pack={pack}")).await? else {
+        found.nouns_unchecked = true;
+        return Ok(found);
+    };
+    found.nouns = written
+        .into_iter()
+        .filter(|n| !nouns.contains(&(n.store.as_str(), n.key.as_str())))
+        .collect();
+    let stores: BTreeSet<&str> = nouns.iter().map(|(store, _)| *store).collect();
+    for store in stores {
+        let in_store = listed(client, &format!("namespace={ns}&store={store}")).await?;
+        found.shared.extend(
+            in_store
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| nouns.contains(&(n.store.as_str(), n.key.as_str())))
+                .filter(|n| n.source_packs.iter().any(|p| p.as_str() != pack)),
+        );
+    }
+    Ok(found)
+}
+
+/// Every task `GET /v1/tasks?{query}` lists, page by page.
+async fn tasks(client: &Client, query: &str) -> anyhow::Result<Vec<TaskView>> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page: TaskList = client
+            .get(&format!("/v1/tasks?{query}&limit={PAGE}{cursor}"))
+            .await?
+            .success()
+            .context("listing the tasks this pack created")?
+            .json()?;
+        out.extend(page.tasks);
+        match page.next_cursor {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Every noun `GET /v1/nouns?{query}` lists, page by page; `None` when
+/// the key may not list nouns (no `nouns:read`).
+async fn listed(client: &Client, query: &str) -> anyhow::Result<Option<Vec<NounSummary>>> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let reply = client
+            .get(&format!("/v1/nouns?{query}&limit={PAGE}{cursor}"))
+            .await?;
+        if reply.status == http::StatusCode::FORBIDDEN {
+            return Ok(None);
+        }
+        let page: NounList = reply
+            .success()
+            .context("listing the nouns of this pack's namespace")?
+            .json()?;
+        out.extend(page.nouns);
+        match page.next_cursor {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return Ok(Some(out)),
+        }
+    }
+}
+
+/// Cancels one orphan task unless it started or ended meanwhile.
+async fn cancel(client: &Client, t: &TaskView) -> anyhow::Result<Pruned> {
+    let states: Vec<&str> = PRUNABLE.iter().map(|s| s.as_str()).collect();
+    let path = format!(
+        "/v1/tasks/{}/cancel?if_state={}",
+        t.task_id,
+        states.join(",")
+    );
+    let reply = client.send(http::Method::POST, &path, None, &[]).await?;
+    Ok(match reply.status.as_u16() {
+        200 => Pruned::Cancelled,
+        409 if reply.error_code().as_deref() == Some("invalid_state") => {
+            let state = reply.value()["error"]["details"]["state"]
+                .as_str()
+                .unwrap_or("changed")
+                .to_string();
+            Pruned::Left(format!(
+                "it became {state} after it was listed; left as it is"
+            ))
+        }
+        _ => Pruned::Failed(match reply.success() {
+            Ok(_) => "the daemon answered without cancelling".into(),
+            Err(e) => format!("cancel refused: {e}"),
+        }),
+    })
+}
+
+/// The task's local id in the pack (`seed:<pack>:<id>`), else its key or id.
+fn local_id(plan: &Plan, t: &TaskView) -> String {
+    let prefix = format!("seed:{}:", plan.pack.name);
+    match t.idempotency_key.as_deref() {
+        Some(k) => k.strip_prefix(&prefix).unwrap_or(k).to_string(),
+        None => t.task_id.to_string(),
+    }
+}
+
+/// Prints one line per orphan and shared noun, then a summary, when there
+/// is anything to say.
+fn print(plan: &Plan, found: &Found, prune: bool, pruned: &[(crate::queue::TaskId, Pruned)]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let mut line = |s: String| {
+        let _ = writeln!(out, "{s}");
+    };
+    for t in &found.tasks {
+        let id = local_id(plan, t);
+        let head = format!("task  {id}  ({}, {})", t.task_id, t.state.as_str());
+        let done = pruned.iter().find(|(i, _)| *i == t.task_id).map(|(_, p)| p);
+        line(match (done, PRUNABLE.contains(&t.state)) {
+            (Some(Pruned::Cancelled), _) => {
+                format!("{:<11}  {head}: no longer in the pack", "cancelled")
+            }
+            (Some(Pruned::Left(why)), _) => {
+                format!("{:<11}  {head}: no longer in the pack; {why}", "orphan")
+            }
+            (Some(Pruned::Failed(why)), _) => {
+                format!("{:<11}  {head}: no longer in the pack; {why}", "error")
+            }
+            (None, true) if prune => format!(
+                "{:<11}  {head}: no longer in the pack; an import with --prune cancels it",
+                "orphan"
+            ),
+            (None, true) => format!(
+                "{:<11}  {head}: no longer in the pack; --prune would cancel it",
+                "orphan"
+            ),
+            (None, false) => format!(
+                "{:<11}  {head}: no longer in the pack; running, so --prune leaves it",
+                "orphan"
+            ),
+        });
+    }
+    for n in &found.nouns {
+        line(format!(
+            "{:<11}  noun  {}/{}  (version {}): no longer in the pack; nouns are never deleted",
+            "orphan", n.store, n.key, n.latest.version
+        ));
+    }
+    for n in &found.shared {
+        let others: Vec<&str> = n
+            .source_packs
+            .iter()
+            .map(|p| p.as_str())
+            .filter(|p| *p != plan.pack.name)
+            .collect();
+        let latest = match &n.latest.source_pack {
+            Some(p) if p.as_str() != plan.pack.name => {
+                format!("; pack {p} wrote the latest version ({})", n.latest.version)
+            }
+            _ => String::new(),
+        };
+        line(format!(
+            "{:<11}  noun  {}/{}: also written by pack {}{latest}; two packs writing one noun replace each other's versions",
+            "warning",
+            n.store,
+            n.key,
+            others.join(", ")
+        ));
+    }
+    if found.nouns_unchecked {
+        line(format!(
+            "{:<11}  nouns were not checked for orphans or other packs: listing them needs nouns:read",
+            "note"
+        ));
+    }
+    if found.tasks.is_empty() && found.nouns.is_empty() {
+        return;
+    }
+    let cancelled = pruned
+        .iter()
+        .filter(|(_, p)| matches!(p, Pruned::Cancelled))
+        .count();
+    let finished = match found.finished {
+        0 => String::new(),
+        n => format!(" ({n} more ended and are left as they are)"),
+    };
+    line(format!(
+        "orphans: {} tasks{finished}, {} nouns no longer in the pack{}",
+        found.tasks.len(),
+        found.nouns.len(),
+        if pruned.is_empty() {
+            String::new()
+        } else {
+            format!("; {cancelled} tasks cancelled")
+        }
+    ));
+}
