@@ -66,20 +66,19 @@ async fn agent_key(t: &Team) -> String {
         "verbs:claim",
         "verbs:submit"
     ]);
-    let r = t
-        .d
-        .admin
-        .post_json(
-            "/v1/keys",
-            &json!({"label": "mcp-agent", "grants": {
-                "queues": ["work.external"],
-                "kinds": ["verb.solve_draft"],
-                "effect_classes": ["write-internal"],
-                "scopes": scopes
-            }}),
-        )
-        .await
-        .unwrap();
+    let r =
+        t.d.admin
+            .post_json(
+                "/v1/keys",
+                &json!({"label": "mcp-agent", "grants": {
+                    "queues": ["work.external"],
+                    "kinds": ["verb.solve_draft"],
+                    "effect_classes": ["write-internal"],
+                    "scopes": scopes
+                }}),
+            )
+            .await
+            .unwrap();
     assert_status!(r, 201);
     body(&r)["secret"].as_str().unwrap().to_string()
 }
@@ -127,8 +126,15 @@ impl StdioMcp {
                 }),
             )
             .await;
-        assert_eq!(init["result"]["serverInfo"]["name"], json!("tessera"), "{init}");
-        assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
+        assert_eq!(
+            init["result"]["serverInfo"]["name"],
+            json!("tessera"),
+            "{init}"
+        );
+        assert!(
+            init["result"]["capabilities"]["tools"].is_object(),
+            "{init}"
+        );
         mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
         mcp
@@ -215,15 +221,29 @@ fn check_tool_list(list: &Value) {
     };
     let claim = schema("claim");
     for field in ["queue", "kinds", "wait_ms"] {
-        assert!(claim["properties"][field].is_object(), "claim.{field}: {claim}");
+        assert!(
+            claim["properties"][field].is_object(),
+            "claim.{field}: {claim}"
+        );
     }
     let put = schema("put_noun");
     for field in ["namespace", "expected_version", "visibility", "body"] {
-        assert!(put["properties"][field].is_object(), "put_noun.{field}: {put}");
+        assert!(
+            put["properties"][field].is_object(),
+            "put_noun.{field}: {put}"
+        );
     }
     let enqueue = schema("enqueue").to_string();
-    for field in ["effect_class", "visibility_scope", "idempotency_key", "write-internal"] {
-        assert!(enqueue.contains(field), "enqueue schema lacks {field}: {enqueue}");
+    for field in [
+        "effect_class",
+        "visibility_scope",
+        "idempotency_key",
+        "write-internal",
+    ] {
+        assert!(
+            enqueue.contains(field),
+            "enqueue schema lacks {field}: {enqueue}"
+        );
     }
 }
 
@@ -250,11 +270,12 @@ async fn tessera_mcp_on_stdio_runs_a_whole_cycle_for_a_handle_holder() {
         )
         .await)
     .clone();
-    let pin = |v: &Value, store: &str| {
-        json!({"namespace": NS, "store": store, "key": "mcp", "version": v["version"], "sha256": v["sha256"]})
-    };
+    let pin = |v: &Value, store: &str| json!({"namespace": NS, "store": store, "key": "mcp", "version": v["version"], "sha256": v["sha256"]});
     let (c, input) = (pin(&c, "work.contracts"), pin(&input, "work.inputs"));
-    let spec = spec("verb.solve_draft", json!({"contract_ref": c, "input_ref": input}));
+    let spec = spec(
+        "verb.solve_draft",
+        json!({"contract_ref": c, "input_ref": input}),
+    );
     let enqueued = keyed.tool("enqueue", json!({"spec": spec})).await;
     let id = ok(&enqueued)["task_id"].as_str().unwrap().to_string();
     assert_eq!(
@@ -269,7 +290,10 @@ async fn tessera_mcp_on_stdio_runs_a_whole_cycle_for_a_handle_holder() {
     // A bad handle: a tool error carrying the API's status and code.
     let (status, code) = refused(
         &keyed
-            .tool("submit", json!({"body": "x", "handle": "wh-00000000000000000000000000"}))
+            .tool(
+                "submit",
+                json!({"body": "x", "handle": "wh-00000000000000000000000000"}),
+            )
             .await,
     );
     assert!(status == 401 || status == 404, "{status} {code}");
@@ -294,7 +318,10 @@ async fn tessera_mcp_on_stdio_runs_a_whole_cycle_for_a_handle_holder() {
     let beat = agent.tool("heartbeat", json!({})).await;
     assert!(ok(&beat)["expires_at"].is_string(), "{beat}");
     let staged = agent
-        .tool("stage_part", json!({"name": "notes.md", "content": "# Notes\n3² + 4²"}))
+        .tool(
+            "stage_part",
+            json!({"name": "notes.md", "content": "# Notes\n3² + 4²"}),
+        )
         .await;
     assert_eq!(ok(&staged)["name"], json!("notes.md"));
     let parts = agent.tool("list_parts", json!({})).await;
@@ -335,18 +362,26 @@ impl HttpMcp {
             )
             .await
             .unwrap();
-        assert!(reply.status.is_success(), "{}: {}", reply.status, String::from_utf8_lossy(&reply.body));
+        assert!(
+            reply.status.is_success(),
+            "{}: {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        );
         if reply.body.is_empty() {
             return Value::Null;
         }
         let text = String::from_utf8_lossy(&reply.body).into_owned();
-        if reply.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+        if reply
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
             let data = text
                 .lines()
+                .rev()
                 .filter_map(|l| l.strip_prefix("data:"))
                 .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .last()
+                .find(|d| !d.is_empty())
                 .expect("an SSE data line");
             return serde_json::from_str(data).unwrap();
         }
@@ -364,7 +399,11 @@ impl HttpMcp {
 
     async fn tool(&mut self, bearer: &str, name: &str, arguments: Value) -> Value {
         let answer = self
-            .request(bearer, "tools/call", json!({"name": name, "arguments": arguments}))
+            .request(
+                bearer,
+                "tools/call",
+                json!({"name": name, "arguments": arguments}),
+            )
             .await;
         answer["result"].clone()
     }
@@ -413,19 +452,36 @@ async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
             }),
         )
         .await;
-    assert_eq!(init["result"]["serverInfo"]["name"], json!("tessera"), "{init}");
+    assert_eq!(
+        init["result"]["serverInfo"]["name"],
+        json!("tessera"),
+        "{init}"
+    );
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     mcp.post(&key, initialized, LEGACY).await;
     check_tool_list(&mcp.request(&key, "tools/list", json!({})).await);
 
     let c = put_noun(&t.requester, "work.contracts", "mcp", contract()).await;
-    let input = put_noun(&t.requester, "work.inputs", "mcp", json!({"numbers": [3, 4]})).await;
-    let spec = spec("verb.solve_draft", json!({"contract_ref": c, "input_ref": input}));
+    let input = put_noun(
+        &t.requester,
+        "work.inputs",
+        "mcp",
+        json!({"numbers": [3, 4]}),
+    )
+    .await;
+    let spec = spec(
+        "verb.solve_draft",
+        json!({"contract_ref": c, "input_ref": input}),
+    );
 
     // Enqueued by a client with the Tasks extension: an MCP task whose id
     // is the Tessera task's, working while the task waits.
     let created = mcp
-        .with_tasks(&key, "tools/call", json!({"name": "enqueue", "arguments": {"spec": spec}}))
+        .with_tasks(
+            &key,
+            "tools/call",
+            json!({"name": "enqueue", "arguments": {"spec": spec}}),
+        )
         .await;
     let created = &created["result"];
     assert_eq!(created["resultType"], json!("task"), "{created}");
@@ -433,21 +489,38 @@ async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
     let id = created["taskId"].as_str().unwrap().to_string();
     assert_eq!(task(&t.d.client(&key), &id).await["state"], json!("queued"));
 
-    let claimed = mcp.tool(&key, "claim", json!({"queue": "work.external"})).await;
+    let claimed = mcp
+        .tool(&key, "claim", json!({"queue": "work.external"}))
+        .await;
     let handle = ok(&claimed)["handle"].as_str().unwrap().to_string();
 
     // The handle as the bearer: the worker tools need no argument.
-    let (status, code) = refused(&mcp.tool(&handle, "put_noun", json!({"namespace": NS, "store": "s", "key": "k", "body": {}})).await);
+    let (status, code) = refused(
+        &mcp.tool(
+            &handle,
+            "put_noun",
+            json!({"namespace": NS, "store": "s", "key": "k", "body": {}}),
+        )
+        .await,
+    );
     assert_eq!((status, code.as_str()), (401, "unauthenticated"));
     let prompt = mcp.tool(&handle, "get_prompt", json!({})).await;
     assert_eq!(ok(&prompt)["task_id"], json!(id));
     let read = mcp
-        .tool(&handle, "read_noun", json!({"pin": ok(&prompt)["brief"]["input_ref"]}))
+        .tool(
+            &handle,
+            "read_noun",
+            json!({"pin": ok(&prompt)["brief"]["input_ref"]}),
+        )
         .await;
     assert_eq!(ok(&read)["body"], json!({"numbers": [3, 4]}));
     assert!(ok(&mcp.tool(&handle, "heartbeat", json!({})).await)["expires_at"].is_string());
     let staged = mcp
-        .tool(&handle, "stage_part", json!({"name": "notes.md", "content": "# Notes"}))
+        .tool(
+            &handle,
+            "stage_part",
+            json!({"name": "notes.md", "content": "# Notes"}),
+        )
         .await;
     assert_eq!(ok(&staged)["size"], json!(7));
     let parts = mcp.tool(&handle, "list_parts", json!({})).await;
@@ -455,28 +528,60 @@ async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
 
     // A bad part name is the API's 400, as a tool error.
     let (status, _) = refused(
-        &mcp.tool(&handle, "stage_part", json!({"name": "../x", "content": "x"}))
-            .await,
+        &mcp.tool(
+            &handle,
+            "stage_part",
+            json!({"name": "../x", "content": "x"}),
+        )
+        .await,
     );
     assert_eq!(status, 400);
 
-    let got = mcp.with_tasks(&key, "tasks/get", json!({"taskId": id})).await;
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
     assert_eq!(got["result"]["status"], json!("working"), "{got}");
 
     let done = mcp
-        .tool(&handle, "submit", json!({"body": "{\"sum_of_squares\": 25}", "handle": handle}))
+        .tool(
+            &handle,
+            "submit",
+            json!({"body": "{\"sum_of_squares\": 25}", "handle": handle}),
+        )
         .await;
     assert_eq!(ok(&done)["state"], json!("succeeded"), "{done}");
-    assert_eq!(task(&t.d.client(&key), &id).await["state"], json!("succeeded"));
+    assert_eq!(
+        task(&t.d.client(&key), &id).await["state"],
+        json!("succeeded")
+    );
 
-    let got = mcp.with_tasks(&key, "tasks/get", json!({"taskId": id})).await;
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
     let got = &got["result"];
     assert_eq!(got["status"], json!("completed"), "{got}");
     let output = &got["result"]["structuredContent"]["output"];
     assert_eq!(output["out"], json!({"sum_of_squares": 25}), "{got}");
 
+    // Not JSON-RPC, or not a POST: a client error, never a 500.
+    let accept = [("accept", "application/json, text/event-stream")];
+    let garbled =
+        t.d.admin
+            .send(Method::POST, "/mcp", Some("{not json".into()), &accept)
+            .await
+            .unwrap();
+    assert!(garbled.status.is_client_error(), "{}", garbled.status);
+    let get =
+        t.d.admin
+            .send(Method::GET, "/mcp", None, &accept)
+            .await
+            .unwrap();
+    assert!(get.status.is_client_error(), "{}", get.status);
+
     // A task the key may not see: a JSON-RPC error, not a leak.
-    let missing = mcp.with_tasks(&key, "tasks/get", json!({"taskId": "t999999"})).await;
+    let missing = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": "t999999"}))
+        .await;
     assert_eq!(missing["error"]["code"], json!(-32602), "{missing}");
     assert_eq!(missing["error"]["data"]["status"], json!(404));
 }
