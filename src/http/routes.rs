@@ -14,9 +14,10 @@ use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use crate::queue::BulkAction;
 
+use super::mcp;
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, mcp, nouns, ops, promotions, queues, site, status,
-    tasks, worker,
+    Ctx, Resp, batch, events, keys, lifecycle, nouns, ops, promotions, queues, site, status, tasks,
+    worker,
 };
 
 /// Routes one request from `peer` and turns any error into its JSON answer.

@@ -12,7 +12,7 @@
 //! | failed | failed (the reason as the error) |
 //! | cancelled | cancelled |
 
-use http::{Method, StatusCode};
+use http::Method;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolResult, DetailedTask, ErrorCode, GetTaskResult, JsonObject, Task, TaskPayload,
