@@ -108,13 +108,11 @@ async fn read<T: serde::de::DeserializeOwned>(
             .as_str()
             .unwrap_or("refused")
             .to_string();
-        return Err(
-            if reply.status.is_client_error() || reply.status == StatusCode::NOT_FOUND {
-                McpError::invalid_params(message, Some(data))
-            } else {
-                McpError::internal_error(message, Some(data))
-            },
-        );
+        return Err(if reply.status.is_client_error() {
+            McpError::invalid_params(message, Some(data))
+        } else {
+            McpError::internal_error(message, Some(data))
+        });
     }
     serde_json::from_slice(&reply.body).map_err(|e| McpError::internal_error(e.to_string(), None))
 }
