@@ -585,3 +585,41 @@ async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
     assert_eq!(missing["error"]["code"], json!(-32602), "{missing}");
     assert_eq!(missing["error"]["data"]["status"], json!(404));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_cancel_over_mcp_cancels_the_tessera_task() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let mut mcp = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let spec = spec("verb.solve_draft", json!({}));
+    let created = mcp
+        .with_tasks(
+            &key,
+            "tools/call",
+            json!({"name": "enqueue", "arguments": {"spec": spec}}),
+        )
+        .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+
+    let ack = mcp
+        .with_tasks(&key, "tasks/cancel", json!({"taskId": id}))
+        .await;
+    assert!(ack.get("error").is_none(), "{ack}");
+    assert_eq!(
+        task(&t.d.client(&key), &id).await["state"],
+        json!("cancelled")
+    );
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    assert_eq!(got["result"]["status"], json!("cancelled"), "{got}");
+
+    // A task the key cannot see: a JSON-RPC error carrying the 404.
+    let refused = mcp
+        .with_tasks(&key, "tasks/cancel", json!({"taskId": "t999999"}))
+        .await;
+    assert_eq!(refused["error"]["data"]["status"], json!(404), "{refused}");
+}
