@@ -14,8 +14,9 @@
 //! auth       keys, grants, visibility decisions, tokens    -> store
 //! store      the sandboxed root: objects, noun refs, the
 //!            envelope vocabulary (visibility, effect class) (bottom)
+//! mcp        MCP tools over any way to the HTTP API           -> client (http mounts it at /mcp)
 //! client     a small HTTP client for the CLI, tests, benches, example
-//! cli        the `tessera` command                         -> client, daemon, store, importer
+//! cli        the `tessera` command                         -> client, mcp, daemon, store, importer
 //! config     defaults, config file, flags
 //! ```
 //!
@@ -29,6 +30,7 @@ pub mod config;
 pub mod daemon;
 pub mod events;
 pub mod http;
+pub mod mcp;
 pub mod metrics;
 pub mod promotion;
 pub mod queue;

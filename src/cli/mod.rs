@@ -8,6 +8,7 @@ mod export;
 mod fsck;
 mod import;
 mod key;
+mod mcp;
 mod noun;
 mod queue;
 mod recover;
@@ -84,6 +85,9 @@ pub enum Command {
     /// daemon's health, journal size and free disk (admin).
     #[command(after_help = EXIT_CODES)]
     Status(status::StatusArgs),
+    /// Serve the Model Context Protocol on stdin/stdout: Tessera's agent
+    /// and worker calls as MCP tools, sent to a running daemon.
+    Mcp(mcp::McpArgs),
 }
 
 /// Runs a parsed command line; a failure is printed to stderr and
@@ -104,6 +108,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Queue(cmd) => remote::block_on(queue::run(cmd)),
         Command::Task(cmd) => remote::block_on(task::run(cmd)),
         Command::Status(args) => remote::block_on(status::run(args)),
+        Command::Mcp(args) => remote::block_on(mcp::run(args)),
     }
 }
 

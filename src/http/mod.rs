@@ -23,6 +23,7 @@ pub mod error;
 mod events;
 mod keys;
 mod lifecycle;
+mod mcp;
 mod noun_list;
 mod nouns;
 mod ops;

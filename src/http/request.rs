@@ -17,11 +17,19 @@ use super::budget::{BodyBudget, Reservation};
 use super::error::{ApiError, ErrorCode};
 use crate::store::canonical::{MAX_JSON_DEPTH, json_depth};
 
+/// Where a request's body comes from.
+enum Source {
+    /// A client's connection, read frame by frame.
+    Wire(Incoming),
+    /// Bytes already in hand (a tool call of `/mcp`, routed in-process).
+    Whole(Bytes),
+}
+
 /// A request split into its head and its (not yet read) body.
 pub struct Req {
     /// Method, URI, headers.
     pub parts: Parts,
-    body: Option<Incoming>,
+    body: Option<Source>,
     query: Vec<(String, String)>,
     peer: SocketAddr,
     budget: BodyBudget,
@@ -35,6 +43,16 @@ impl Req {
     /// its body will be read within `budget`.
     pub fn new(req: hyper::Request<Incoming>, peer: SocketAddr, budget: BodyBudget) -> Req {
         let (parts, body) = req.into_parts();
+        Req::assemble(parts, Source::Wire(body), peer, budget)
+    }
+
+    /// A request whose body is already read: `/mcp` tool calls take this
+    /// way through the routing table, with the caller's head and peer.
+    pub fn whole(parts: Parts, body: Bytes, peer: SocketAddr, budget: BodyBudget) -> Req {
+        Req::assemble(parts, Source::Whole(body), peer, budget)
+    }
+
+    fn assemble(parts: Parts, body: Source, peer: SocketAddr, budget: BodyBudget) -> Req {
         let query = parts
             .uri
             .query()
@@ -149,8 +167,14 @@ impl Req {
         if declared.is_some_and(|n| n > limit) {
             return Err(too_large());
         }
-        let Some(mut body) = self.body.take() else {
-            return Ok(Bytes::new());
+        let mut body = match self.body.take() {
+            None => return Ok(Bytes::new()),
+            Some(Source::Whole(bytes)) if bytes.len() as u64 > limit => return Err(too_large()),
+            Some(Source::Whole(bytes)) => {
+                self.reserve(bytes.len() as u64)?;
+                return Ok(bytes);
+            }
+            Some(Source::Wire(body)) => body,
         };
         let declared = declared.unwrap_or(0);
         self.reserve(declared)?;

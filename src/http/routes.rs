@@ -14,6 +14,7 @@ use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use crate::queue::BulkAction;
 
+use super::mcp;
 use super::{
     Ctx, Resp, batch, events, keys, lifecycle, noun_list, nouns, ops, promotions, queues, site,
     status, tasks, worker,
@@ -24,10 +25,16 @@ use super::{
 /// queue checks every change before applying it and its lock shrugs off
 /// poisoning, so one request never takes the others down.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
+    let req = Req::new(req, peer, ctx.bodies.clone());
+    answer(ctx, req).await
+}
+
+/// Routes one request already split into a [`Req`] (a connection's, or an
+/// `/mcp` tool call's) and turns any error into its JSON answer.
+pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     let started = Instant::now();
     let method = req.method().clone();
-    let route_of = template(req.uri().path());
-    let req = Req::new(req, peer, ctx.bodies.clone());
+    let route_of = template(req.parts.uri.path());
     let resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),
@@ -75,6 +82,7 @@ const LITERALS: &[&str] = &[
     "prompt",
     "artifact",
     "parts",
+    "mcp",
 ];
 
 /// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
@@ -168,6 +176,8 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         }
         (Method::POST, ["v1", "worker", "heartbeat"]) => worker::heartbeat(ctx, req).await,
         (Method::GET, ["v1", "worker", "parts"]) => worker::parts(ctx, req).await,
+
+        (_, ["mcp"]) => mcp::serve(ctx, req).await,
 
         _ => Err(ApiError::new(
             ErrorCode::NoRoute,

@@ -11,7 +11,9 @@ use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
 /// What a projection does when its placement cannot be written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckPolicy {
     /// Submit succeeds; the receipt records the projection as skipped.
@@ -22,7 +24,9 @@ pub enum CheckPolicy {
 }
 
 /// What a pending task does when an upstream task fails or is cancelled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UpstreamFailure {
     /// Runs anyway once every upstream has ended (its worker reads each
@@ -41,7 +45,7 @@ impl UpstreamFailure {
 }
 
 /// The task envelope. Unknown fields are refused.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// The namespace it lives in.
@@ -80,6 +84,7 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     /// The brief: opaque JSON (an object) for the worker.
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +98,7 @@ pub struct TaskSpec {
     pub priority: i32,
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub not_before: Option<Timestamp>,
     /// Overrides the queue's `max_attempts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

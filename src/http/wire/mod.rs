@@ -22,7 +22,7 @@ pub use crate::store::Pin;
 use crate::store::{Sha256, Visibility};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutNoun {
     /// The version this write follows (0 = create). May be omitted only

@@ -143,7 +143,7 @@ pub struct TaskList {
 }
 
 /// `POST /v1/queues/{queue}/claim`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimNext {
     /// Only these kinds.

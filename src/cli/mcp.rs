@@ -1,0 +1,53 @@
+//! `tessera mcp`: the MCP server on stdin/stdout, a client of a running
+//! daemon. Tool calls become HTTP API requests with the key from
+//! `--key-file` / `TESSERA_KEY` and the handle from `--handle` /
+//! `TESSERA_HANDLE` (a worker tool's `handle` argument overrides it).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use rmcp::ServiceExt;
+
+use super::exit::Usage;
+use crate::client::Client;
+use crate::mcp::{Credentials, Remote, Server};
+
+/// Where the daemon is and which credentials the tools send.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// The daemon's base URL.
+    #[arg(long, env = "TESSERA_SERVER", default_value = "http://127.0.0.1:7700")]
+    pub server: String,
+    /// A file holding the key for the key tools; else TESSERA_KEY, else none.
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+    /// A `wh-` handle for the worker tools.
+    #[arg(long, env = "TESSERA_HANDLE", hide_env_values = true)]
+    pub handle: Option<String>,
+}
+
+/// Serves MCP on stdio until the client closes stdin.
+pub async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
+    let key = match &args.key_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| Usage(format!("cannot read the key file {}: {e}", path.display())))?,
+        ),
+        None => std::env::var("TESSERA_KEY").ok(),
+    };
+    let credentials = Credentials {
+        key: key.map(|k| k.trim().to_string()).filter(|k| !k.is_empty()),
+        handle: args.handle.filter(|h| !h.is_empty()),
+    };
+    let api = Arc::new(Remote(Client::new(&args.server)));
+    let server = Server::new(api, credentials);
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("starting the MCP session on stdio")?;
+    running.waiting().await.context("serving MCP on stdio")?;
+    Ok(ExitCode::SUCCESS)
+}

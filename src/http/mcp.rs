@@ -1,0 +1,95 @@
+//! `/mcp`: the MCP server (`crate::mcp`) over streamable HTTP, mounted in
+//! the routing table without a web framework. rmcp's tower service runs
+//! stateless (no sessions: every POST stands alone and is answered as
+//! JSON), and each tool call goes through this daemon's own routing table
+//! in-process ([`InProcess`]) with the `/mcp` request's `Authorization`
+//! and peer address, so auth, grants, throttling, limits, metrics and
+//! error codes are exactly the HTTP API's.
+
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tower_service::Service;
+
+use super::body::Chunks;
+use super::error::ApiError;
+use super::request::Req;
+use super::{Ctx, Resp, routes};
+use crate::mcp::{Api, ApiCall, ApiReply, Credentials, Peer, Pending, Server};
+
+/// Chunks of an answer held for a slow reader.
+const CHUNK_DEPTH: usize = 16;
+
+/// `POST /mcp` (and the other methods streamable HTTP defines).
+pub async fn serve(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
+    let limit = ctx.limits.max_body_bytes.max(ctx.limits.worker_body_bytes);
+    let body = req.bytes(limit).await?;
+    let mut parts = req.parts.clone();
+    parts.extensions.insert(Peer(req.peer()));
+    let api: Arc<dyn Api> = Arc::new(InProcess(ctx.clone()));
+    let server = Server::new(api, Credentials::default());
+    // Every tool call needs the caller's own key or handle, as every API
+    // route does, so the Host check that guards credential-less local
+    // servers from DNS rebinding adds nothing here; the daemon answers
+    // on whatever name it is reached by.
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(limit)
+        .disable_allowed_hosts();
+    let mut service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let answer = service
+        .call(http::Request::from_parts(parts, Full::new(body)))
+        .await
+        .unwrap_or_else(|never| match never {});
+    let (parts, mut body) = answer.into_parts();
+    let (tx, out) = Chunks::channel(CHUNK_DEPTH);
+    tokio::spawn(async move {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data()
+                && tx.send(data).await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    Ok(Resp::from_parts(parts, out))
+}
+
+/// The daemon's own routing table as an [`Api`]: a tool call becomes a
+/// request with the `/mcp` caller's peer address, routed in this process.
+struct InProcess(Arc<Ctx>);
+
+impl Api for InProcess {
+    fn send(&self, call: ApiCall, origin: Option<&http::request::Parts>) -> Pending {
+        let ctx = self.0.clone();
+        let peer = origin.and_then(|p| p.extensions.get::<Peer>()).copied();
+        Box::pin(async move {
+            let Some(Peer(peer)) = peer else {
+                return Err("an in-process call needs the /mcp caller's address".into());
+            };
+            let mut head = http::Request::builder().method(call.method).uri(call.path);
+            if let Some(bearer) = &call.bearer {
+                head = head.header(http::header::AUTHORIZATION, format!("Bearer {bearer}"));
+            }
+            let (parts, ()) = head.body(()).map_err(|e| e.to_string())?.into_parts();
+            let body = call.body.unwrap_or_default();
+            let req = Req::whole(parts, body, peer, ctx.bodies.clone());
+            let resp = routes::answer(ctx, req).await;
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok(ApiReply {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        })
+    }
+}

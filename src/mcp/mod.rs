@@ -1,0 +1,228 @@
+//! The Model Context Protocol server: Tessera's worker and agent calls as
+//! MCP tools, over stdio (`tessera mcp`, a client of a running daemon) and
+//! over streamable HTTP (`/mcp` in the daemon, `http/mcp.rs`).
+//!
+//! One mechanism serves both transports: a tool builds the same request
+//! the HTTP API takes and sends it through an [`Api`] with the caller's
+//! credential, so authentication, grants, limits and error codes are the
+//! API's own. `tessera mcp` sends it over HTTP ([`remote::Remote`]); the
+//! daemon hands it to its own routing table in-process, with the `/mcp`
+//! caller's peer address. This module owns the tool list and their input
+//! types (`tools.rs`), how an answer becomes a tool result (`reply.rs`)
+//! and the MCP Tasks view of a Tessera task (`tasks.rs`); it knows no
+//! daemon internals.
+//!
+//! Credentials: tools for an agent holding a key (`claim`, `enqueue`,
+//! `get_task`, `put_noun`) send the key; tools for a worker holding a
+//! `wh-` handle send the `handle` argument when given, else the handle the
+//! server was started with. Over HTTP the request's `Authorization` bearer
+//! stands in for both.
+
+mod remote;
+mod reply;
+mod schema;
+mod tasks;
+mod tools;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, Method, StatusCode, header};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+
+pub use remote::Remote;
+
+/// The instructions an MCP client shows its model on connecting.
+const INSTRUCTIONS: &str = "Tessera routes agent work. With a key: `enqueue` a task, `claim` \
+the next task of a queue (the answer carries a `wh-` handle), `get_task`, `put_noun`. With a \
+handle: `get_prompt` (brief, directive, contract, pinned inputs), `read_noun` for a pin the \
+task names, `heartbeat` to keep the lease alive during long work, `stage_part`, `list_parts`, \
+then `submit` the final body, which ends the attempt.";
+
+/// One HTTP API request a tool makes.
+#[derive(Clone, Debug)]
+pub struct ApiCall {
+    /// Method.
+    pub method: Method,
+    /// Path and query, such as `/v1/worker/artifact?name=draft.md`.
+    pub path: String,
+    /// The credential sent as `Authorization: Bearer`.
+    pub bearer: Option<String>,
+    /// A body (JSON for key routes, raw bytes for parts and submits).
+    pub body: Option<Bytes>,
+}
+
+/// The API's answer, fully read.
+#[derive(Clone, Debug)]
+pub struct ApiReply {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: Bytes,
+}
+
+/// A boxed future of an [`Api`] call; `Err` says why the API could not be
+/// reached at all.
+pub type Pending = Pin<Box<dyn Future<Output = Result<ApiReply, String>> + Send>>;
+
+/// How tool calls reach the HTTP API.
+pub trait Api: Send + Sync + 'static {
+    /// Sends `call`; `origin` is the head of the `/mcp` request that
+    /// carried the tool call (absent over stdio).
+    fn send(&self, call: ApiCall, origin: Option<&Parts>) -> Pending;
+}
+
+/// The peer address of an `/mcp` request, kept in its head's extensions so
+/// an in-process call is throttled and logged as that peer's.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
+/// The credentials a server was started with (stdio); over HTTP the
+/// request's bearer is used instead.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    /// A key, for `claim`, `enqueue`, `get_task` and `put_noun`.
+    pub key: Option<String>,
+    /// A `wh-` handle (or token), for the worker tools.
+    pub handle: Option<String>,
+}
+
+/// The MCP server: a tool list over an [`Api`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Server {
+    api: Arc<dyn Api>,
+    credentials: Credentials,
+}
+
+impl Server {
+    /// A server sending its tool calls through `api`, with `credentials`
+    /// where a request carries none.
+    pub fn new(api: Arc<dyn Api>, credentials: Credentials) -> Server {
+        Server { api, credentials }
+    }
+
+    /// The gateway a tool call of `context` sends through.
+    fn gateway<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> Gateway<'a> {
+        let origin = context.extensions.get::<Parts>();
+        Gateway {
+            api: &*self.api,
+            origin,
+            bearer: origin.and_then(bearer),
+            credentials: &self.credentials,
+        }
+    }
+}
+
+/// The `Authorization: Bearer` credential of a request head.
+fn bearer(parts: &Parts) -> Option<String> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ")?.trim();
+    (!token.is_empty()).then(|| token.to_string())
+}
+
+/// Which credential a tool sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    /// An issued key.
+    Key,
+    /// A worker handle.
+    Handle,
+}
+
+/// One tool call's way to the API, with its credentials resolved.
+struct Gateway<'a> {
+    api: &'a dyn Api,
+    origin: Option<&'a Parts>,
+    bearer: Option<String>,
+    credentials: &'a Credentials,
+}
+
+impl Gateway<'_> {
+    /// Sends a request as `holder`; a worker tool's `handle` argument wins.
+    async fn send(
+        &self,
+        holder: Holder,
+        handle: Option<&str>,
+        method: Method,
+        path: String,
+        body: Option<Bytes>,
+    ) -> Result<ApiReply, String> {
+        let configured = match holder {
+            Holder::Key => &self.credentials.key,
+            Holder::Handle => &self.credentials.handle,
+        };
+        let bearer = match holder {
+            Holder::Handle => handle.map(str::to_string),
+            Holder::Key => None,
+        }
+        .or_else(|| self.bearer.clone())
+        .or_else(|| configured.clone());
+        let call = ApiCall {
+            method,
+            path,
+            bearer,
+            body,
+        };
+        self.api.send(call, self.origin).await
+    }
+}
+
+impl rmcp::ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("tessera", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let wants_task = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        let args = request.arguments.unwrap_or_default();
+        tools::call(&self.gateway(&context), &request.name, args, wants_task).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        tasks::get(&self.gateway(&context), &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        tasks::cancel(&self.gateway(&context), &request.task_id).await
+    }
+}

@@ -1,0 +1,358 @@
+//! The tools: their input types (schemas generated from the HTTP API's own
+//! request types by `schemars`), their descriptions, and the API request
+//! each one makes.
+
+use bytes::Bytes;
+use http::Method;
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::common::schema_for_type;
+use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, JsonObject, Tool};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{Gateway, Holder, reply, tasks};
+use crate::http::wire::{ClaimNext, PutNoun};
+use crate::queue::{TaskId, TaskSpec};
+use crate::store::{Name, Pin};
+
+/// `claim`: the next task of a queue, with its lease and worker handle.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClaimArgs {
+    /// The queue to claim from.
+    pub queue: Name,
+    /// The claim body of `POST /v1/queues/{queue}/claim`.
+    #[serde(flatten)]
+    pub next: ClaimNext,
+}
+
+/// `enqueue`: a task, as `POST /v1/tasks` takes it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueArgs {
+    /// The task envelope.
+    pub spec: TaskSpec,
+}
+
+/// `get_task`: one task the key may see.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetTaskArgs {
+    /// The task id, such as `t12`.
+    pub task_id: TaskId,
+}
+
+/// `put_noun`: a noun version, as `PUT /v1/nouns/{ns}/{store}/{key}` takes it.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PutNounArgs {
+    /// Namespace.
+    pub namespace: Name,
+    /// Store.
+    pub store: Name,
+    /// Key.
+    pub key: Name,
+    /// The put body.
+    #[serde(flatten)]
+    pub noun: PutNoun,
+}
+
+/// A worker tool with no input but the handle.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandleArgs {
+    /// The `wh-` handle from a claim; defaults to the server's own
+    /// (`--handle`, `TESSERA_HANDLE`, or the HTTP bearer).
+    #[serde(default)]
+    pub handle: Option<String>,
+}
+
+/// `stage_part`: one part of the attempt's output (last write wins).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StagePartArgs {
+    /// The part's name, as the contract's `parts` list it.
+    pub name: String,
+    /// The part's exact content.
+    pub content: String,
+    /// The `wh-` handle from a claim; defaults to the server's own.
+    #[serde(default)]
+    pub handle: Option<String>,
+}
+
+/// `submit`: the final body; ends the attempt.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitArgs {
+    /// The final body: a string is sent exactly, any other JSON value as
+    /// its JSON text.
+    pub body: Value,
+    /// Whether the work succeeded (default true).
+    #[serde(default)]
+    pub ok: Option<bool>,
+    /// With `ok: false`, fail the task now instead of retrying it.
+    #[serde(default, rename = "final")]
+    pub final_failure: bool,
+    /// The `wh-` handle from a claim; defaults to the server's own.
+    #[serde(default)]
+    pub handle: Option<String>,
+}
+
+/// `read_noun`: a pinned noun the task names (brief pins, finished steps'
+/// outputs and evidence), read as the claimant.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadNounArgs {
+    /// The pin, as the prompt lists it.
+    pub pin: Pin,
+    /// The `wh-` handle from a claim; defaults to the server's own.
+    #[serde(default)]
+    pub handle: Option<String>,
+}
+
+/// Every tool, with its description and input schema.
+pub fn list() -> Vec<Tool> {
+    fn tool<T: JsonSchema + 'static>(name: &'static str, description: &'static str) -> Tool {
+        Tool::new(name, description, schema_for_type::<T>())
+    }
+    vec![
+        tool::<ClaimArgs>(
+            "claim",
+            "Claim the next ready task of a queue (key). Answers the task, its lease and a `wh-` \
+             handle for the worker tools; `null` when none is ready.",
+        ),
+        tool::<EnqueueArgs>(
+            "enqueue",
+            "Enqueue a task (key). With the MCP Tasks extension the answer is an MCP task that \
+             follows the Tessera task's state.",
+        ),
+        tool::<GetTaskArgs>("get_task", "Show a task the key may see (key)."),
+        tool::<PutNounArgs>(
+            "put_noun",
+            "Write a noun version (key), compare-and-swap on `expected_version`.",
+        ),
+        tool::<HandleArgs>(
+            "get_prompt",
+            "The claimed task's prompt (handle): brief, directive, contract, expected parts and \
+             the pinned inputs.",
+        ),
+        tool::<ReadNounArgs>(
+            "read_noun",
+            "Read a noun the task pins, as its claimant (handle).",
+        ),
+        tool::<HandleArgs>(
+            "heartbeat",
+            "Extend the attempt's lease (handle); call it during long work.",
+        ),
+        tool::<StagePartArgs>(
+            "stage_part",
+            "Stage one part of the output (handle); staging never ends the attempt.",
+        ),
+        tool::<HandleArgs>(
+            "list_parts",
+            "The parts this attempt staged so far (handle).",
+        ),
+        tool::<SubmitArgs>(
+            "submit",
+            "Submit the final body (handle); ends the attempt and answers the receipt.",
+        ),
+    ]
+}
+
+/// Runs tool `name` with `args`; `wants_task` when the client declared the
+/// MCP Tasks extension.
+pub async fn call(
+    gw: &Gateway<'_>,
+    name: &str,
+    args: JsonObject,
+    wants_task: bool,
+) -> Result<CallToolResponse, McpError> {
+    let args = Value::Object(args);
+    let result = match name {
+        "claim" => match parse::<ClaimArgs>(args) {
+            Ok(a) => claim(gw, a).await,
+            Err(e) => e,
+        },
+        "enqueue" => match parse::<EnqueueArgs>(args) {
+            Ok(a) => return enqueue(gw, a, wants_task).await,
+            Err(e) => e,
+        },
+        "get_task" => match parse::<GetTaskArgs>(args) {
+            Ok(a) => key_json(gw, Method::GET, format!("/v1/tasks/{}", a.task_id), None).await,
+            Err(e) => e,
+        },
+        "put_noun" => match parse::<PutNounArgs>(args) {
+            Ok(a) => {
+                let path = format!("/v1/nouns/{}/{}/{}", a.namespace, a.store, a.key);
+                key_json(gw, Method::PUT, path, Some(to_json(&a.noun))).await
+            }
+            Err(e) => e,
+        },
+        "get_prompt" | "heartbeat" | "list_parts" => match parse::<HandleArgs>(args) {
+            Ok(a) => {
+                let (method, path, body) = match name {
+                    "get_prompt" => (Method::GET, "/v1/worker/prompt", None),
+                    "heartbeat" => (Method::POST, "/v1/worker/heartbeat", Some("{}".into())),
+                    _ => (Method::GET, "/v1/worker/parts", None),
+                };
+                let sent = gw.send(
+                    Holder::Handle,
+                    a.handle.as_deref(),
+                    method,
+                    path.into(),
+                    body,
+                );
+                reply::json(sent.await)
+            }
+            Err(e) => e,
+        },
+        "read_noun" => match parse::<ReadNounArgs>(args) {
+            Ok(a) => read_noun(gw, a).await,
+            Err(e) => e,
+        },
+        "stage_part" => match parse::<StagePartArgs>(args) {
+            Ok(a) => {
+                let name: String = form_urlencoded::byte_serialize(a.name.as_bytes()).collect();
+                let path = format!("/v1/worker/artifact?name={name}");
+                let body = Some(Bytes::from(a.content));
+                let sent = gw.send(
+                    Holder::Handle,
+                    a.handle.as_deref(),
+                    Method::POST,
+                    path,
+                    body,
+                );
+                reply::json(sent.await)
+            }
+            Err(e) => e,
+        },
+        "submit" => match parse::<SubmitArgs>(args) {
+            Ok(a) => submit(gw, a).await,
+            Err(e) => e,
+        },
+        other => {
+            return Err(McpError::invalid_params(
+                format!("no tool named {other:?}; tools/list names them"),
+                None,
+            ));
+        }
+    };
+    Ok(result.into())
+}
+
+/// Tool arguments as `T`, or the tool error a bad body gets from the API.
+fn parse<T: DeserializeOwned>(args: Value) -> Result<T, CallToolResult> {
+    serde_json::from_value(args).map_err(|e| reply::invalid_arguments(&e.to_string()))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(value).expect("request bodies serialize"))
+}
+
+/// A key route answering JSON.
+async fn key_json(
+    gw: &Gateway<'_>,
+    method: Method,
+    path: String,
+    body: Option<Bytes>,
+) -> CallToolResult {
+    reply::json(gw.send(Holder::Key, None, method, path, body).await)
+}
+
+async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
+    let path = format!("/v1/queues/{}/claim", a.queue);
+    let sent = gw.send(
+        Holder::Key,
+        None,
+        Method::POST,
+        path,
+        Some(to_json(&a.next)),
+    );
+    match sent.await {
+        Ok(r) if r.status == http::StatusCode::NO_CONTENT => {
+            CallToolResult::structured(json!({"claimed": null}))
+        }
+        other => reply::json(other),
+    }
+}
+
+/// Enqueues; for a client with the Tasks extension, answers an MCP task
+/// seeded from the Tessera task's state.
+async fn enqueue(
+    gw: &Gateway<'_>,
+    a: EnqueueArgs,
+    wants_task: bool,
+) -> Result<CallToolResponse, McpError> {
+    let sent = gw.send(
+        Holder::Key,
+        None,
+        Method::POST,
+        "/v1/tasks".into(),
+        Some(to_json(&a.spec)),
+    );
+    let answer = reply::json(sent.await);
+    let id = answer
+        .structured_content
+        .as_ref()
+        .and_then(|v| v["task_id"].as_str())
+        .map(str::to_string);
+    match id {
+        Some(id) if wants_task && answer.is_error != Some(true) => {
+            let task = tasks::get(gw, &id).await?;
+            Ok(CreateTaskResult::new(task.task.task).into())
+        }
+        _ => Ok(answer.into()),
+    }
+}
+
+async fn read_noun(gw: &Gateway<'_>, a: ReadNounArgs) -> CallToolResult {
+    let handle = a.handle.as_deref();
+    let namespace = match &a.pin.namespace {
+        Some(ns) => ns.to_string(),
+        None => {
+            let sent = gw.send(
+                Holder::Handle,
+                handle,
+                Method::GET,
+                "/v1/worker/prompt".into(),
+                None,
+            );
+            let prompt = reply::json(sent.await);
+            let ns = prompt
+                .structured_content
+                .as_ref()
+                .and_then(|p| p["context"]["task_metadata"]["namespace"].as_str())
+                .map(str::to_string);
+            match ns {
+                Some(ns) if prompt.is_error != Some(true) => ns,
+                _ => return prompt,
+            }
+        }
+    };
+    let p = &a.pin;
+    let path = format!(
+        "/v1/worker/nouns/{namespace}/{}/{}?version={}&sha256={}",
+        p.store, p.key, p.version, p.sha256
+    );
+    reply::noun(
+        gw.send(Holder::Handle, handle, Method::GET, path, None)
+            .await,
+    )
+}
+
+async fn submit(gw: &Gateway<'_>, a: SubmitArgs) -> CallToolResult {
+    let body = match a.body {
+        Value::String(s) => Bytes::from(s),
+        other => to_json(&other),
+    };
+    let ok = a.ok.unwrap_or(true);
+    let path = format!("/v1/worker/submit?ok={ok}&final={}", a.final_failure);
+    let sent = gw.send(
+        Holder::Handle,
+        a.handle.as_deref(),
+        Method::POST,
+        path,
+        Some(body),
+    );
+    reply::json(sent.await)
+}

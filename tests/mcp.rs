@@ -1,0 +1,625 @@
+//! MCP over real traffic: `tessera mcp` spawned against a live daemon and
+//! spoken to in newline-delimited JSON-RPC on its stdio, and the daemon's
+//! own `/mcp` over streamable HTTP. Both run the seed-000 cycle (a key
+//! holder enqueues and claims; an agent holding only the `wh-` handle
+//! fetches its prompt, reads its pinned input, heartbeats, stages a part,
+//! lists its parts and submits), and API errors come back as tool errors
+//! carrying the HTTP status and error code.
+
+mod support;
+
+use std::process::Stdio as Piped;
+use std::time::Duration;
+
+use http::Method;
+use serde_json::{Value, json};
+use support::*;
+use tessera::client::Client;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// Every tool the server lists.
+const TOOLS: [&str; 10] = [
+    "claim",
+    "enqueue",
+    "get_task",
+    "put_noun",
+    "get_prompt",
+    "read_noun",
+    "heartbeat",
+    "stage_part",
+    "list_parts",
+    "submit",
+];
+
+/// How long one JSON-RPC answer may take.
+const ANSWER_WITHIN: Duration = Duration::from_secs(20);
+
+/// A contract for `verb.solve_draft` expecting `{sum_of_squares}` and a
+/// required `notes.md` part.
+fn contract() -> Value {
+    json!({
+        "contract": "tessera.work.agent.v1",
+        "operation": {"name": "sum_of_squares"},
+        "directive": "Sum the squares of the input's numbers.",
+        "input_schema": {"type": "object", "required": ["numbers"]},
+        "output_schema": {
+            "type": "object",
+            "required": ["sum_of_squares"],
+            "properties": {"sum_of_squares": {"type": "integer"}}
+        },
+        "checks": [{"name": "output_matches_schema"}],
+        "parts": [{"name": "notes.md", "media_type": "text/markdown", "required": true}],
+        "shims": "none",
+        "execution": {"worker": "external", "server_fallback": false}
+    })
+}
+
+/// Issues a key that may enqueue, claim and submit in the team's space.
+async fn agent_key(t: &Team) -> String {
+    let scopes = json!([
+        format!("namespace:{NS}"),
+        format!("surface:{SURFACE}"),
+        "nouns:read",
+        "cas:write",
+        "verbs:enqueue",
+        "verbs:claim",
+        "verbs:submit"
+    ]);
+    let r =
+        t.d.admin
+            .post_json(
+                "/v1/keys",
+                &json!({"label": "mcp-agent", "grants": {
+                    "queues": ["work.external"],
+                    "kinds": ["verb.solve_draft"],
+                    "effect_classes": ["write-internal"],
+                    "scopes": scopes
+                }}),
+            )
+            .await
+            .unwrap();
+    assert_status!(r, 201);
+    body(&r)["secret"].as_str().unwrap().to_string()
+}
+
+/// `tessera mcp` as a child, spoken to over its stdio.
+struct StdioMcp {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+}
+
+impl StdioMcp {
+    /// Spawns `tessera mcp --server BASE` with `env` (and no inherited
+    /// Tessera credentials), then initializes the session.
+    async fn start(base: &str, env: &[(&str, &str)]) -> StdioMcp {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        cmd.args(["mcp", "--server", base])
+            .env_remove("TESSERA_KEY")
+            .env_remove("TESSERA_HANDLE")
+            .env("RUST_LOG", "warn")
+            .stdin(Piped::piped())
+            .stdout(Piped::piped())
+            .stderr(Piped::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn tessera mcp");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut mcp = StdioMcp {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let init = mcp
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "tessera-test", "version": "1"}
+                }),
+            )
+            .await;
+        assert_eq!(
+            init["result"]["serverInfo"]["name"],
+            json!("tessera"),
+            "{init}"
+        );
+        assert!(
+            init["result"]["capabilities"]["tools"].is_object(),
+            "{init}"
+        );
+        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        mcp
+    }
+
+    async fn send(&mut self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.stdin.write_all(&line).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// Sends a request and returns its response, skipping notifications.
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = tokio::time::timeout(ANSWER_WITHIN, self.lines.next_line())
+                .await
+                .expect("an answer in time")
+                .unwrap()
+                .expect("tessera mcp closed its stdout");
+            let message: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    }
+
+    /// Calls a tool and returns its result.
+    async fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        let answer = self
+            .request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        answer
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{name}: no result: {answer}"))
+    }
+
+    /// Closes stdin and waits for the server to exit by itself.
+    async fn finish(mut self) {
+        drop(self.stdin);
+        let status = tokio::time::timeout(ANSWER_WITHIN, self.child.wait())
+            .await
+            .expect("tessera mcp exits when stdin closes")
+            .unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+/// A successful tool result's structured content.
+fn ok(result: &Value) -> &Value {
+    assert_eq!(result["isError"], json!(false), "{result}");
+    &result["structuredContent"]
+}
+
+/// A tool error's HTTP status and error code.
+fn refused(result: &Value) -> (u64, String) {
+    assert_eq!(result["isError"], json!(true), "{result}");
+    let s = &result["structuredContent"];
+    (
+        s["status"].as_u64().unwrap_or(0),
+        s["error"]["code"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Checks the tool list: every tool, each with an object input schema, and
+/// schemas that come from the API's types.
+fn check_tool_list(list: &Value) {
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let mut expected = TOOLS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    for t in tools {
+        assert_eq!(t["inputSchema"]["type"], json!("object"), "{t}");
+    }
+    let schema = |name: &str| {
+        tools.iter().find(|t| t["name"] == json!(name)).unwrap()["inputSchema"].clone()
+    };
+    let claim = schema("claim");
+    for field in ["queue", "kinds", "wait_ms"] {
+        assert!(
+            claim["properties"][field].is_object(),
+            "claim.{field}: {claim}"
+        );
+    }
+    let put = schema("put_noun");
+    for field in ["namespace", "expected_version", "visibility", "body"] {
+        assert!(
+            put["properties"][field].is_object(),
+            "put_noun.{field}: {put}"
+        );
+    }
+    let enqueue = schema("enqueue").to_string();
+    for field in [
+        "effect_class",
+        "visibility_scope",
+        "idempotency_key",
+        "write-internal",
+    ] {
+        assert!(
+            enqueue.contains(field),
+            "enqueue schema lacks {field}: {enqueue}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tessera_mcp_on_stdio_runs_a_whole_cycle_for_a_handle_holder() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let base = t.d.admin.base().to_string();
+
+    let mut keyed = StdioMcp::start(&base, &[("TESSERA_KEY", &key)]).await;
+    check_tool_list(&keyed.request("tools/list", json!({})).await);
+
+    let c = ok(&keyed
+        .tool(
+            "put_noun",
+            json!({"namespace": NS, "store": "work.contracts", "key": "mcp", "expected_version": 0, "body": contract()}),
+        )
+        .await)
+    .clone();
+    let input = ok(&keyed
+        .tool(
+            "put_noun",
+            json!({"namespace": NS, "store": "work.inputs", "key": "mcp", "expected_version": 0, "body": {"numbers": [3, 4]}}),
+        )
+        .await)
+    .clone();
+    let pin = |v: &Value, store: &str| json!({"namespace": NS, "store": store, "key": "mcp", "version": v["version"], "sha256": v["sha256"]});
+    let (c, input) = (pin(&c, "work.contracts"), pin(&input, "work.inputs"));
+    let spec = spec(
+        "verb.solve_draft",
+        json!({"contract_ref": c, "input_ref": input}),
+    );
+    let enqueued = keyed.tool("enqueue", json!({"spec": spec})).await;
+    let id = ok(&enqueued)["task_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        ok(&keyed.tool("get_task", json!({"task_id": id})).await)["state"],
+        json!("queued")
+    );
+    let claimed = keyed.tool("claim", json!({"queue": "work.external"})).await;
+    let claimed = ok(&claimed);
+    assert_eq!(claimed["task"]["task_id"], json!(id));
+    let handle = claimed["handle"].as_str().unwrap().to_string();
+
+    // A bad handle: a tool error carrying the API's status and code.
+    let (status, code) = refused(
+        &keyed
+            .tool(
+                "submit",
+                json!({"body": "x", "handle": "wh-00000000000000000000000000"}),
+            )
+            .await,
+    );
+    assert!(status == 401 || status == 404, "{status} {code}");
+    assert!(!code.is_empty());
+    keyed.finish().await;
+
+    // The agent holds only the handle.
+    let mut agent = StdioMcp::start(&base, &[("TESSERA_HANDLE", &handle)]).await;
+    let (status, code) = refused(&agent.tool("enqueue", json!({"spec": spec})).await);
+    assert_eq!((status, code.as_str()), (401, "unauthenticated"));
+
+    let prompt = agent.tool("get_prompt", json!({})).await;
+    let prompt = ok(&prompt).clone();
+    assert_eq!(prompt["task_id"], json!(id));
+    assert_eq!(prompt["brief"]["input_ref"], input);
+    let read = agent
+        .tool("read_noun", json!({"pin": prompt["brief"]["input_ref"]}))
+        .await;
+    assert_eq!(ok(&read)["body"], json!({"numbers": [3, 4]}));
+    assert_eq!(ok(&read)["sha256"], input["sha256"]);
+
+    let beat = agent.tool("heartbeat", json!({})).await;
+    assert!(ok(&beat)["expires_at"].is_string(), "{beat}");
+    let staged = agent
+        .tool(
+            "stage_part",
+            json!({"name": "notes.md", "content": "# Notes\n3² + 4²"}),
+        )
+        .await;
+    assert_eq!(ok(&staged)["name"], json!("notes.md"));
+    let parts = agent.tool("list_parts", json!({})).await;
+    assert_eq!(ok(&parts)["parts"][0]["name"], json!("notes.md"));
+    let done = agent
+        .tool("submit", json!({"body": {"sum_of_squares": 25}}))
+        .await;
+    assert_eq!(ok(&done)["ok"], json!(true), "{done}");
+    assert_eq!(ok(&done)["state"], json!("succeeded"));
+    agent.finish().await;
+
+    let view = task(&t.d.client(&key), &id).await;
+    assert_eq!(view["state"], json!("succeeded"));
+}
+
+/// The protocol header of a session that negotiated 2025-11-25.
+const LEGACY: &[(&str, &str)] = &[("mcp-protocol-version", "2025-11-25")];
+
+/// A JSON-RPC exchange with `/mcp` over streamable HTTP.
+struct HttpMcp {
+    client: Client,
+    next_id: u64,
+}
+
+impl HttpMcp {
+    /// Posts one JSON-RPC message as `bearer`; answers the response
+    /// (from a JSON body, or the last `data:` event of an SSE body), or
+    /// `Null` for an accepted notification.
+    async fn post(&mut self, bearer: &str, message: Value, extra: &[(&str, &str)]) -> Value {
+        let reply = self
+            .client
+            .with_bearer(bearer)
+            .send(
+                Method::POST,
+                "/mcp",
+                Some(serde_json::to_vec(&message).unwrap().into()),
+                &[&[("accept", "application/json, text/event-stream")], extra].concat(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            reply.status.is_success(),
+            "{}: {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        );
+        if reply.body.is_empty() {
+            return Value::Null;
+        }
+        let text = String::from_utf8_lossy(&reply.body).into_owned();
+        if reply
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
+            let data = text
+                .lines()
+                .rev()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .find(|d| !d.is_empty())
+                .expect("an SSE data line");
+            return serde_json::from_str(data).unwrap();
+        }
+        serde_json::from_str(&text).unwrap()
+    }
+
+    async fn request(&mut self, bearer: &str, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let answer = self.post(bearer, message, LEGACY).await;
+        assert_eq!(answer["id"], json!(id), "{answer}");
+        answer
+    }
+
+    async fn tool(&mut self, bearer: &str, name: &str, arguments: Value) -> Value {
+        let answer = self
+            .request(
+                bearer,
+                "tools/call",
+                json!({"name": name, "arguments": arguments}),
+            )
+            .await;
+        answer["result"].clone()
+    }
+
+    /// A request in the 2026-07-28 style, declaring the Tasks extension in
+    /// its `_meta`, with the `Mcp-Method` and `Mcp-Name` headers.
+    async fn with_tasks(&mut self, bearer: &str, method: &str, mut params: Value) -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "tessera-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": {"io.modelcontextprotocol/tasks": {}}
+            }
+        });
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = params["name"].as_str().or(params["taskId"].as_str());
+        let name = name.unwrap_or_default().to_string();
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+            ("mcp-name", name.as_str()),
+        ];
+        self.post(bearer, message, &headers).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let mut mcp = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+
+    let init = mcp
+        .request(
+            &key,
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "tessera-test", "version": "1"}
+            }),
+        )
+        .await;
+    assert_eq!(
+        init["result"]["serverInfo"]["name"],
+        json!("tessera"),
+        "{init}"
+    );
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    mcp.post(&key, initialized, LEGACY).await;
+    check_tool_list(&mcp.request(&key, "tools/list", json!({})).await);
+
+    let c = put_noun(&t.requester, "work.contracts", "mcp", contract()).await;
+    let input = put_noun(
+        &t.requester,
+        "work.inputs",
+        "mcp",
+        json!({"numbers": [3, 4]}),
+    )
+    .await;
+    let spec = spec(
+        "verb.solve_draft",
+        json!({"contract_ref": c, "input_ref": input}),
+    );
+
+    // Enqueued by a client with the Tasks extension: an MCP task whose id
+    // is the Tessera task's, working while the task waits.
+    let created = mcp
+        .with_tasks(
+            &key,
+            "tools/call",
+            json!({"name": "enqueue", "arguments": {"spec": spec}}),
+        )
+        .await;
+    let created = &created["result"];
+    assert_eq!(created["resultType"], json!("task"), "{created}");
+    assert_eq!(created["status"], json!("working"));
+    let id = created["taskId"].as_str().unwrap().to_string();
+    assert_eq!(task(&t.d.client(&key), &id).await["state"], json!("queued"));
+
+    let claimed = mcp
+        .tool(&key, "claim", json!({"queue": "work.external"}))
+        .await;
+    let handle = ok(&claimed)["handle"].as_str().unwrap().to_string();
+
+    // The handle as the bearer: the worker tools need no argument.
+    let (status, code) = refused(
+        &mcp.tool(
+            &handle,
+            "put_noun",
+            json!({"namespace": NS, "store": "s", "key": "k", "body": {}}),
+        )
+        .await,
+    );
+    assert_eq!((status, code.as_str()), (401, "unauthenticated"));
+    let prompt = mcp.tool(&handle, "get_prompt", json!({})).await;
+    assert_eq!(ok(&prompt)["task_id"], json!(id));
+    let read = mcp
+        .tool(
+            &handle,
+            "read_noun",
+            json!({"pin": ok(&prompt)["brief"]["input_ref"]}),
+        )
+        .await;
+    assert_eq!(ok(&read)["body"], json!({"numbers": [3, 4]}));
+    assert!(ok(&mcp.tool(&handle, "heartbeat", json!({})).await)["expires_at"].is_string());
+    let staged = mcp
+        .tool(
+            &handle,
+            "stage_part",
+            json!({"name": "notes.md", "content": "# Notes"}),
+        )
+        .await;
+    assert_eq!(ok(&staged)["size"], json!(7));
+    let parts = mcp.tool(&handle, "list_parts", json!({})).await;
+    assert_eq!(ok(&parts)["parts"][0]["name"], json!("notes.md"));
+
+    // A bad part name is the API's 400, as a tool error.
+    let (status, _) = refused(
+        &mcp.tool(
+            &handle,
+            "stage_part",
+            json!({"name": "../x", "content": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(status, 400);
+
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    assert_eq!(got["result"]["status"], json!("working"), "{got}");
+
+    let done = mcp
+        .tool(
+            &handle,
+            "submit",
+            json!({"body": "{\"sum_of_squares\": 25}", "handle": handle}),
+        )
+        .await;
+    assert_eq!(ok(&done)["state"], json!("succeeded"), "{done}");
+    assert_eq!(
+        task(&t.d.client(&key), &id).await["state"],
+        json!("succeeded")
+    );
+
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    let got = &got["result"];
+    assert_eq!(got["status"], json!("completed"), "{got}");
+    let output = &got["result"]["structuredContent"]["output"];
+    assert_eq!(output["out"], json!({"sum_of_squares": 25}), "{got}");
+
+    // Not JSON-RPC, or not a POST: a client error, never a 500.
+    let accept = [("accept", "application/json, text/event-stream")];
+    let garbled =
+        t.d.admin
+            .send(Method::POST, "/mcp", Some("{not json".into()), &accept)
+            .await
+            .unwrap();
+    assert!(garbled.status.is_client_error(), "{}", garbled.status);
+    let get =
+        t.d.admin
+            .send(Method::GET, "/mcp", None, &accept)
+            .await
+            .unwrap();
+    assert!(get.status.is_client_error(), "{}", get.status);
+
+    // A task the key may not see: a JSON-RPC error, not a leak.
+    let missing = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": "t999999"}))
+        .await;
+    assert_eq!(missing["error"]["code"], json!(-32602), "{missing}");
+    assert_eq!(missing["error"]["data"]["status"], json!(404));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_cancel_over_mcp_cancels_the_tessera_task() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let mut mcp = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let spec = spec("verb.solve_draft", json!({}));
+    let created = mcp
+        .with_tasks(
+            &key,
+            "tools/call",
+            json!({"name": "enqueue", "arguments": {"spec": spec}}),
+        )
+        .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+
+    let ack = mcp
+        .with_tasks(&key, "tasks/cancel", json!({"taskId": id}))
+        .await;
+    assert!(ack.get("error").is_none(), "{ack}");
+    assert_eq!(
+        task(&t.d.client(&key), &id).await["state"],
+        json!("cancelled")
+    );
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    assert_eq!(got["result"]["status"], json!("cancelled"), "{got}");
+
+    // A task the key cannot see: a JSON-RPC error carrying the 404.
+    let refused = mcp
+        .with_tasks(&key, "tasks/cancel", json!({"taskId": "t999999"}))
+        .await;
+    assert_eq!(refused["error"]["data"]["status"], json!(404), "{refused}");
+}
