@@ -52,7 +52,7 @@ pub use scope::{GrantSet, Grants, Scope};
 use crate::store::{self, Name};
 
 /// How a key was issued, for audit only (never network attestation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PrincipalKind {
     /// A plain key.

@@ -96,7 +96,7 @@ impl<'de> Deserialize<'de> for Scope {
 }
 
 /// What a key was issued: the only source of its permissions.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Grants {
     /// Queues it may claim from or enqueue to.

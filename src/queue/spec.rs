@@ -11,7 +11,7 @@ use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
 /// What a projection does when its placement cannot be written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckPolicy {
     /// Submit succeeds; the receipt records the projection as skipped.
@@ -22,7 +22,7 @@ pub enum CheckPolicy {
 }
 
 /// What a pending task does when an upstream task fails or is cancelled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UpstreamFailure {
     /// Runs anyway once every upstream has ended (its worker reads each
@@ -41,7 +41,7 @@ impl UpstreamFailure {
 }
 
 /// The task envelope. Unknown fields are refused.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// The namespace it lives in.
@@ -80,6 +80,7 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     /// The brief: opaque JSON (an object) for the worker.
+    #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +94,7 @@ pub struct TaskSpec {
     pub priority: i32,
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub not_before: Option<Timestamp>,
     /// Overrides the queue's `max_attempts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,7 +229,7 @@ impl TaskSpec {
 pub const MAX_LEASE_TTL_S: u32 = 86_400;
 
 /// Retry delay after an expired lease: `base_ms * 2^(attempt-1)`, capped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Backoff {
     /// The first delay.
@@ -256,7 +258,7 @@ impl Backoff {
 }
 
 /// A provisioned queue.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueConfig {
     /// Its name.
@@ -343,7 +345,7 @@ mod tests {
 /// child can never widen its parent's envelope. `allow_file_submit` and
 /// `placement` are always the parent's (and its work dir is the daemon's):
 /// a child cannot name them.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChildSpec {
     /// Must equal the parent's when given.
@@ -371,6 +373,7 @@ pub struct ChildSpec {
     #[serde(default)]
     pub target_cohorts: Vec<String>,
     /// The child's brief.
+    #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks (existing ids).
     #[serde(default)]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{Error, Name, VersionEntry};
 
 /// Who may read a noun version (decided in `auth::access`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Visibility {
     /// The owning key only (and admin).
@@ -23,7 +23,19 @@ pub enum Visibility {
 }
 
 /// What a task's effect may touch; `write-repo` and `public` need admin.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum EffectClass {
     /// Reads only.

@@ -20,7 +20,7 @@ use super::atomic::Durability;
 use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err};
 
 /// One version of a noun, as listed in its ref file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VersionEntry {
     /// 1, 2, 3, ...
@@ -35,6 +35,7 @@ pub struct VersionEntry {
     #[serde(rename = "type")]
     pub noun_type: Option<String>,
     /// When the version was written.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// The key id that wrote it.
     pub created_by: String,
@@ -51,7 +52,7 @@ pub struct VersionEntry {
 }
 
 /// A noun's ref file: where it lives and its versions in order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NounRef {
     /// The namespace.

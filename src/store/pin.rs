@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{Error, Name, NounPath, Sha256, VersionEntry};
 
 /// A reference to one exact noun version.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Pin {
     /// Namespace; when absent, the namespace of the task that carries it.

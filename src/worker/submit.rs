@@ -15,7 +15,7 @@ use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState, Un
 use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
 
 /// `POST /v1/tasks/{id}/submit`: the key route's submit request.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBody {
     /// The live lease.
@@ -43,7 +43,7 @@ pub struct SubmitBody {
 
 /// What `claim_next` on a submit asks for: a claim as
 /// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?}` would make it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NextClaim {
     /// The queue.
@@ -121,7 +121,7 @@ pub struct Completed {
 /// One problem of a failed contract check, as a submit answers it: the
 /// check, the output it failed on, the JSON pointer and the rule (a schema
 /// keyword or the check's own field), never a value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FailedCheck {
     /// The check's name.
     pub name: String,

@@ -12,7 +12,7 @@ use crate::queue::{ChildSpec, QueueConfig, TaskId, TaskState};
 use crate::store::{Name, Pin, Sha256, Visibility};
 
 /// A queue as listed, with its task counts per state.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueView {
     /// Its configuration.
     #[serde(flatten)]
@@ -22,14 +22,14 @@ pub struct QueueView {
 }
 
 /// `GET /v1/queues`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueList {
     /// The queues the key may use (all, for admin).
     pub queues: Vec<QueueView>,
 }
 
 /// The answer to an enqueue.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Enqueued {
     /// The task.
     pub task_id: TaskId,
@@ -40,7 +40,7 @@ pub struct Enqueued {
 }
 
 /// A lease as shown to its holder.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LeaseView {
     /// The lease id (only its holder and admin see it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,13 +48,14 @@ pub struct LeaseView {
     /// The fence: the attempt number this lease belongs to.
     pub fence: u32,
     /// When it lapses unless heartbeated.
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
     /// The key holding it.
     pub holder: String,
 }
 
 /// Another task as seen from this one (a child or an upstream).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Related {
     /// Its id.
     pub task_id: TaskId,
@@ -70,7 +71,7 @@ pub struct Related {
 }
 
 /// A task as shown to a key that may see it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskView {
     /// Id.
     pub task_id: TaskId,
@@ -103,12 +104,14 @@ pub struct TaskView {
     /// Idempotency key.
     pub idempotency_key: Option<String>,
     /// The brief (with `input_ref` as last resumed).
+    #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// The requester key.
     pub requester: Name,
     /// The live lease.
     pub lease: Option<LeaseView>,
     /// Not claimable before.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub not_before: Option<Timestamp>,
     /// The parent it was split from.
     pub parent: Option<TaskId>,
@@ -125,13 +128,15 @@ pub struct TaskView {
     /// Parts staged by the current attempt's worker.
     pub staged: BTreeMap<String, Sha256>,
     /// Enqueued at.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// Last change.
+    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
 /// `GET /v1/tasks`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskList {
     /// A page of tasks the key may see, in id order.
     pub tasks: Vec<TaskView>,
@@ -140,7 +145,7 @@ pub struct TaskList {
 }
 
 /// `POST /v1/queues/{queue}/claim`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimNext {
     /// Only these kinds.
@@ -156,14 +161,14 @@ pub struct ClaimNext {
 }
 
 /// The answer to a claim with `max`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimedMany {
     /// The claims, in claim order.
     pub claims: Vec<Claimed>,
 }
 
 /// A claim: the task and its lease, and the worker's credentials.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Claimed {
     /// The task.
     pub task: TaskView,
@@ -178,7 +183,7 @@ pub struct Claimed {
 }
 
 /// A body naming only a lease.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRef {
     /// The live lease.
@@ -186,9 +191,10 @@ pub struct LeaseRef {
 }
 
 /// The answer to a heartbeat.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Heartbeat {
     /// The new expiry.
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
 
@@ -196,7 +202,7 @@ pub struct Heartbeat {
 pub use crate::worker::submit::SubmitBody;
 
 /// The answer to a submit.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Submitted {
     /// The task.
     pub task_id: TaskId,
@@ -223,7 +229,7 @@ pub struct Submitted {
 }
 
 /// `POST /v1/tasks/{id}/park`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ParkBody {
     /// The live lease.
@@ -236,7 +242,7 @@ pub struct ParkBody {
 }
 
 /// `POST /v1/tasks/{id}/resume`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeBody {
     /// The pin that replaces `brief.input_ref`.
@@ -244,7 +250,7 @@ pub struct ResumeBody {
 }
 
 /// `POST /v1/tasks/{id}/split`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SplitBody {
     /// The live lease.
@@ -254,7 +260,7 @@ pub struct SplitBody {
 }
 
 /// The answer to a split.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SplitDone {
     /// The parent, now waiting.
     pub task_id: TaskId,
@@ -263,7 +269,7 @@ pub struct SplitDone {
 }
 
 /// The answer to park, resume, release and cancel.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StateReply {
     /// The task.
     pub task_id: TaskId,
@@ -272,13 +278,13 @@ pub struct StateReply {
 }
 
 /// `POST /v1/tasks/{id}/retry`: an empty object (no fields yet).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryBody {}
 
 /// The answer to a retry (`POST /v1/tasks/{id}/retry`), and one task of a
 /// bulk retry or cancel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Retried {
     /// The task.
     pub task_id: TaskId,
@@ -291,7 +297,7 @@ pub struct Retried {
 
 /// `POST /v1/tasks/retry` and `POST /v1/tasks/cancel`: the tasks to act
 /// on, by the task list's filters; only tasks the key may act on count.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkBody {
     /// Only this queue.
@@ -315,7 +321,7 @@ pub struct BulkBody {
 }
 
 /// The answer to a bulk retry or cancel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BulkReply {
     /// Whether it only counted.
     pub dry_run: bool,
