@@ -43,8 +43,9 @@ pub enum Error {
 }
 
 /// `POST /v1/promotions`.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Request {
     /// The noun version to promote (its namespace is required).
     pub pin: Pin,

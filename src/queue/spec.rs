@@ -11,8 +11,9 @@ use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
 /// What a projection does when its placement cannot be written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum CheckPolicy {
     /// Submit succeeds; the receipt records the projection as skipped.
     #[default]
@@ -22,8 +23,9 @@ pub enum CheckPolicy {
 }
 
 /// What a pending task does when an upstream task fails or is cancelled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum UpstreamFailure {
     /// Runs anyway once every upstream has ended (its worker reads each
     /// upstream's state, `ok` and receipt).
@@ -41,8 +43,9 @@ impl UpstreamFailure {
 }
 
 /// The task envelope. Unknown fields are refused.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct TaskSpec {
     /// The namespace it lives in.
     pub namespace: Name,
@@ -229,8 +232,9 @@ impl TaskSpec {
 pub const MAX_LEASE_TTL_S: u32 = 86_400;
 
 /// Retry delay after an expired lease: `base_ms * 2^(attempt-1)`, capped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Backoff {
     /// The first delay.
     pub base_ms: u64,
@@ -258,8 +262,9 @@ impl Backoff {
 }
 
 /// A provisioned queue.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct QueueConfig {
     /// Its name.
     pub name: Name,
@@ -345,8 +350,9 @@ mod tests {
 /// child can never widen its parent's envelope. `allow_file_submit` and
 /// `placement` are always the parent's (and its work dir is the daemon's):
 /// a child cannot name them.
-#[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ChildSpec {
     /// Must equal the parent's when given.
     #[serde(default)]

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::{Error, Name, VersionEntry};
 
 /// Who may read a noun version (decided in `auth::access`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum Visibility {
     /// The owning key only (and admin).
     Private,

@@ -20,8 +20,9 @@ use super::atomic::Durability;
 use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err};
 
 /// One version of a noun, as listed in its ref file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct VersionEntry {
     /// 1, 2, 3, ...
     pub version: u64,
@@ -52,8 +53,9 @@ pub struct VersionEntry {
 }
 
 /// A noun's ref file: where it lives and its versions in order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NounRef {
     /// The namespace.
     pub namespace: Name,

@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use super::{Error, Name, NounPath, Sha256, VersionEntry};
 
 /// A reference to one exact noun version.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Pin {
     /// Namespace; when absent, the namespace of the task that carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,8 +15,9 @@ use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState, Un
 use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
 
 /// `POST /v1/tasks/{id}/submit`: the key route's submit request.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct SubmitBody {
     /// The live lease.
     pub lease_id: String,
@@ -43,8 +44,9 @@ pub struct SubmitBody {
 
 /// What `claim_next` on a submit asks for: a claim as
 /// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?}` would make it.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NextClaim {
     /// The queue.
     pub queue: crate::store::Name,
@@ -53,6 +55,7 @@ pub struct NextClaim {
     pub kinds: Option<Vec<crate::store::Name>>,
     /// Long-poll up to this long (at most 30000).
     #[serde(default)]
+    #[schema(maximum = 30000)]
     pub wait_ms: u64,
 }
 

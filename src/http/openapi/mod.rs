@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::{Resp, body};
 
+mod flattened;
 mod operations;
 mod scalars;
 mod schemas;

@@ -45,6 +45,8 @@ pub(super) struct Operation {
     pub ok: Vec<(u16, &'static str, Option<(&'static str, Value)>)>,
     /// Whether it writes (and so may meet conflicts, rules and a full disk).
     pub writes: bool,
+    /// Error statuses beyond its class's.
+    pub also: Vec<u16>,
 }
 
 impl Operation {
@@ -58,6 +60,7 @@ impl Operation {
             body: None,
             ok: Vec::new(),
             writes: false,
+            also: Vec::new(),
         }
     }
 
@@ -103,6 +106,11 @@ impl Operation {
         self
     }
 
+    fn may(mut self, status: u16) -> Self {
+        self.also.push(status);
+        self
+    }
+
     fn writes(mut self) -> Self {
         self.writes = true;
         self
@@ -113,7 +121,8 @@ impl Operation {
     /// thing (404), a bug or a failed store (500, 503); a credential adds
     /// 401 and 403, a worker credential also a dead attempt (409) and the
     /// failure budget (429); a body adds a slow body (408) and a large one
-    /// (413); a write adds conflicts (409), rules (422) and a full disk (507).
+    /// (413); a write adds conflicts (409), rules (422) and a full disk (507);
+    /// a read by pin adds a pin mismatch (409).
     pub fn error_statuses(&self) -> Vec<u16> {
         let mut s = vec![400, 404, 500, 503];
         match self.auth {
@@ -127,6 +136,7 @@ impl Operation {
         if self.writes {
             s.extend([409, 422, 507]);
         }
+        s.extend(&self.also);
         s.retain(|st| !self.ok.iter().any(|(ok, ..)| ok == st));
         s.sort_unstable();
         s.dedup();
@@ -177,6 +187,7 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
             sha.clone(),
             "The version's expected sha256 (409 pin_mismatch otherwise).",
         )
+        .may(409)
     };
     let state = s.of::<StateReply>();
     let lease = s.of::<LeaseRef>();

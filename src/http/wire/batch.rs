@@ -12,8 +12,9 @@ use crate::queue::{TaskId, TaskState};
 pub const MAX_BATCH_ITEMS: usize = 1000;
 
 /// `POST /v1/batch/nouns`.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NounBatch {
     /// The puts, answered in this order.
     pub items: Vec<NounBatchItem>,
@@ -21,8 +22,9 @@ pub struct NounBatch {
 
 /// One noun put: the path segments and the body of
 /// `PUT /v1/nouns/{namespace}/{store}/{key}` (a `PutNoun`).
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NounBatchItem {
     /// Namespace.
     pub namespace: String,
@@ -36,8 +38,9 @@ pub struct NounBatchItem {
 }
 
 /// `POST /v1/batch/tasks[?dry_run=true]`.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct TaskBatch {
     /// TaskSpecs, each the body of `POST /v1/tasks`; enqueued in this order,
     /// so an item's `depends_on` may name tasks created before the request.

@@ -20,8 +20,9 @@ pub use crate::store::Pin;
 use crate::store::{Sha256, Visibility};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct PutNoun {
     /// The version this write follows (0 = create). May be omitted only
     /// with `skip_unchanged`, meaning "after whatever is latest".
@@ -122,8 +123,9 @@ pub struct HealthIncident {
 }
 
 /// `POST /v1/keys`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct IssueKey {
     /// Display label (grants nothing).
     pub label: String,

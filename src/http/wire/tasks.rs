@@ -12,7 +12,7 @@ use crate::queue::{ChildSpec, QueueConfig, TaskId, TaskState};
 use crate::store::{Name, Pin, Sha256, Visibility};
 
 /// A queue as listed, with its task counts per state.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct QueueView {
     /// Its configuration.
     #[serde(flatten)]
@@ -145,14 +145,16 @@ pub struct TaskList {
 }
 
 /// `POST /v1/queues/{queue}/claim`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ClaimNext {
     /// Only these kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kinds: Option<Vec<Name>>,
     /// Long-poll up to this long (at most 30000).
     #[serde(default)]
+    #[schema(maximum = 30000)]
     pub wait_ms: u64,
     /// Claim up to this many tasks at once (1 to 100); the answer is then
     /// `{claims: [...]}` (empty when none was ready within `wait_ms`).
@@ -183,8 +185,9 @@ pub struct Claimed {
 }
 
 /// A body naming only a lease.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct LeaseRef {
     /// The live lease.
     pub lease_id: String,
@@ -229,8 +232,9 @@ pub struct Submitted {
 }
 
 /// `POST /v1/tasks/{id}/park`.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ParkBody {
     /// The live lease.
     pub lease_id: String,
@@ -242,16 +246,18 @@ pub struct ParkBody {
 }
 
 /// `POST /v1/tasks/{id}/resume`.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ResumeBody {
     /// The pin that replaces `brief.input_ref`.
     pub input_ref: Pin,
 }
 
 /// `POST /v1/tasks/{id}/split`.
-#[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct SplitBody {
     /// The live lease.
     pub lease_id: String,
@@ -278,8 +284,9 @@ pub struct StateReply {
 }
 
 /// `POST /v1/tasks/{id}/retry`: an empty object (no fields yet).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct RetryBody {}
 
 /// The answer to a retry (`POST /v1/tasks/{id}/retry`), and one task of a
@@ -297,8 +304,9 @@ pub struct Retried {
 
 /// `POST /v1/tasks/retry` and `POST /v1/tasks/cancel`: the tasks to act
 /// on, by the task list's filters; only tasks the key may act on count.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct BulkBody {
     /// Only this queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
