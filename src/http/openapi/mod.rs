@@ -84,12 +84,12 @@ fn operation(op: &Operation, error: &Value, s: &mut Schemas) -> Value {
         json!({"name": name, "in": "query", "required": required, "description": what, "schema": schema})
     }));
     let mut responses = Map::new();
-    for (status, what, content) in &op.ok {
-        let mut r = json!({"description": what});
-        if let Some((media, schema)) = content {
+    for answer in &op.ok {
+        let mut r = json!({"description": answer.what});
+        if let Some((media, schema)) = &answer.body {
             r["content"] = json!({ *media: {"schema": schema} });
         }
-        responses.insert(status.to_string(), r);
+        responses.insert(answer.status.to_string(), r);
     }
     for status in op.error_statuses() {
         let reason = http::StatusCode::from_u16(status)

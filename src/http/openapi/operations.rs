@@ -27,6 +27,17 @@ pub(super) enum Auth {
     Worker,
 }
 
+/// A success answer: status, description, and the body's media type and
+/// schema (none for an empty body).
+pub(super) struct Answer {
+    /// The status.
+    pub status: u16,
+    /// What it means.
+    pub what: &'static str,
+    /// Media type and schema.
+    pub body: Option<(&'static str, Value)>,
+}
+
 /// One operation of the document.
 pub(super) struct Operation {
     /// The method.
@@ -41,8 +52,8 @@ pub(super) struct Operation {
     pub query: Vec<(&'static str, Value, bool, &'static str)>,
     /// The request body: media type, schema, required.
     pub body: Option<(&'static str, Value, bool)>,
-    /// Success answers: status, description, and body (media type, schema).
-    pub ok: Vec<(u16, &'static str, Option<(&'static str, Value)>)>,
+    /// Success answers.
+    pub ok: Vec<Answer>,
     /// Whether it writes (and so may meet conflicts, rules and a full disk).
     pub writes: bool,
     /// Error statuses beyond its class's.
@@ -84,10 +95,8 @@ impl Operation {
         self
     }
 
-    fn ok(mut self, status: u16, what: &'static str, schema: Value) -> Self {
-        self.ok
-            .push((status, what, Some(("application/json", schema))));
-        self
+    fn ok(self, status: u16, what: &'static str, schema: Value) -> Self {
+        self.ok_as(status, what, "application/json", schema)
     }
 
     fn ok_as(
@@ -97,12 +106,20 @@ impl Operation {
         media: &'static str,
         schema: Value,
     ) -> Self {
-        self.ok.push((status, what, Some((media, schema))));
+        self.ok.push(Answer {
+            status,
+            what,
+            body: Some((media, schema)),
+        });
         self
     }
 
     fn empty(mut self, status: u16, what: &'static str) -> Self {
-        self.ok.push((status, what, None));
+        self.ok.push(Answer {
+            status,
+            what,
+            body: None,
+        });
         self
     }
 
@@ -137,7 +154,7 @@ impl Operation {
             s.extend([409, 422, 507]);
         }
         s.extend(&self.also);
-        s.retain(|st| !self.ok.iter().any(|(ok, ..)| ok == st));
+        s.retain(|st| !self.ok.iter().any(|a| a.status == *st));
         s.sort_unstable();
         s.dedup();
         s
