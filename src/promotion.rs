@@ -45,6 +45,7 @@ pub enum Error {
 /// `POST /v1/promotions`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Request {
     /// The noun version to promote (its namespace is required).
     pub pin: Pin,
@@ -53,7 +54,7 @@ pub struct Request {
 }
 
 /// One stage as the record lists it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Stage {
     /// The task.
     pub task_id: TaskId,
@@ -66,7 +67,7 @@ pub struct Stage {
 }
 
 /// The promotion record (stored as an object) and its hash.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Promoted {
     /// The pin that was promoted.
     pub from: Pin,
@@ -79,6 +80,7 @@ pub struct Promoted {
     /// The admin key.
     pub by: String,
     /// When.
+    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
 }
 

@@ -54,6 +54,7 @@ use crate::store::{self, Name};
 /// How a key was issued, for audit only (never network attestation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum PrincipalKind {
     /// A plain key.
     Key,

@@ -98,6 +98,7 @@ impl<'de> Deserialize<'de> for Scope {
 /// What a key was issued: the only source of its permissions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Grants {
     /// Queues it may claim from or enqueue to.
     #[serde(default)]

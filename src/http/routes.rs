@@ -16,8 +16,8 @@ use crate::queue::BulkAction;
 
 use super::mcp;
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, noun_list, nouns, ops, promotions, queues, site,
-    status, tasks, worker,
+    Ctx, Resp, batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues,
+    site, status, tasks, worker,
 };
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
@@ -83,6 +83,88 @@ const LITERALS: &[&str] = &[
     "artifact",
     "parts",
     "mcp",
+    "openapi.json",
+];
+
+/// One route the router serves: its method and its path template, whose
+/// `{name}` segments stand for any one segment.
+#[derive(Clone, Debug)]
+pub struct RouteSpec {
+    /// The method.
+    pub method: Method,
+    /// The path template, as the OpenAPI document spells it.
+    pub path: &'static str,
+}
+
+impl RouteSpec {
+    const fn new(method: Method, path: &'static str) -> RouteSpec {
+        RouteSpec { method, path }
+    }
+
+    /// Whether `segs` (a path split at `/`) fits this template.
+    fn fits(&self, segs: &[&str]) -> bool {
+        let template = self.path.trim_matches('/').split('/');
+        template.clone().count() == segs.len()
+            && template
+                .zip(segs)
+                .all(|(t, s)| t.starts_with('{') || t == *s)
+    }
+}
+
+/// Every route of the API. The router answers `no_route` to anything not
+/// listed here, and the OpenAPI document must list exactly these.
+pub const ROUTES: &[RouteSpec] = &[
+    RouteSpec::new(Method::GET, "/healthz"),
+    RouteSpec::new(Method::GET, "/metrics"),
+    RouteSpec::new(Method::GET, "/v1/openapi.json"),
+    RouteSpec::new(Method::GET, "/v1/events"),
+    RouteSpec::new(Method::GET, "/v1/status"),
+    RouteSpec::new(Method::GET, "/"),
+    RouteSpec::new(Method::GET, "/ui/{name}"),
+    RouteSpec::new(Method::GET, "/v1/nouns"),
+    RouteSpec::new(Method::PUT, "/v1/nouns/{namespace}/{store}/{key}"),
+    RouteSpec::new(Method::GET, "/v1/nouns/{namespace}/{store}/{key}"),
+    RouteSpec::new(Method::GET, "/v1/nouns/{namespace}/{store}/{key}/versions"),
+    RouteSpec::new(
+        Method::POST,
+        "/v1/nouns/{namespace}/{store}/{key}/quarantine",
+    ),
+    RouteSpec::new(
+        Method::POST,
+        "/v1/nouns/{namespace}/{store}/{key}/unquarantine",
+    ),
+    RouteSpec::new(Method::POST, "/v1/batch/nouns"),
+    RouteSpec::new(Method::POST, "/v1/batch/tasks"),
+    RouteSpec::new(Method::POST, "/v1/keys"),
+    RouteSpec::new(Method::GET, "/v1/keys"),
+    RouteSpec::new(Method::DELETE, "/v1/keys/{key_id}"),
+    RouteSpec::new(Method::POST, "/v1/queues"),
+    RouteSpec::new(Method::GET, "/v1/queues"),
+    RouteSpec::new(Method::POST, "/v1/queues/{queue}/claim"),
+    RouteSpec::new(Method::POST, "/v1/tasks"),
+    RouteSpec::new(Method::POST, "/v1/tasks/retry"),
+    RouteSpec::new(Method::POST, "/v1/tasks/cancel"),
+    RouteSpec::new(Method::GET, "/v1/tasks"),
+    RouteSpec::new(Method::GET, "/v1/tasks/{id}"),
+    RouteSpec::new(Method::GET, "/v1/tasks/{id}/receipts"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/claim"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/heartbeat"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/release"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/submit"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/park"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/resume"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/split"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/cancel"),
+    RouteSpec::new(Method::POST, "/v1/tasks/{id}/retry"),
+    RouteSpec::new(Method::GET, "/v1/tasks/{id}/output"),
+    RouteSpec::new(Method::POST, "/v1/promotions"),
+    RouteSpec::new(Method::GET, "/v1/worker/prompt"),
+    RouteSpec::new(Method::POST, "/v1/worker/artifact"),
+    RouteSpec::new(Method::POST, "/v1/worker/submit"),
+    RouteSpec::new(Method::GET, "/v1/worker/nouns/{namespace}/{store}/{key}"),
+    RouteSpec::new(Method::POST, "/v1/worker/heartbeat"),
+    RouteSpec::new(Method::GET, "/v1/worker/parts"),
+    RouteSpec::new(Method::POST, "/mcp"),
 ];
 
 /// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
@@ -109,8 +191,13 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let segments = req.segments()?;
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
+    let listed = ROUTES.iter().any(|r| r.method == method && r.fits(&segs));
+    if !listed {
+        return Err(no_route());
+    }
     match (method, segs.as_slice()) {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
+        (Method::GET, ["v1", "openapi.json"]) => openapi::serve(),
         (Method::GET, ["metrics"]) => ops::metrics(ctx, &req),
         (Method::GET, ["v1", "events"]) => events::stream(ctx, req).await,
         (Method::GET, ["v1", "status"]) => status::status(ctx, req).await,
@@ -177,11 +264,15 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         (Method::POST, ["v1", "worker", "heartbeat"]) => worker::heartbeat(ctx, req).await,
         (Method::GET, ["v1", "worker", "parts"]) => worker::parts(ctx, req).await,
 
-        (_, ["mcp"]) => mcp::serve(ctx, req).await,
+        (Method::POST, ["mcp"]) => mcp::serve(ctx, req).await,
 
-        _ => Err(ApiError::new(
-            ErrorCode::NoRoute,
-            "no such route; see the README for the API",
-        )),
+        _ => Err(no_route()),
     }
+}
+
+fn no_route() -> ApiError {
+    ApiError::new(
+        ErrorCode::NoRoute,
+        "no such route; see the README and GET /v1/openapi.json for the API",
+    )
 }

@@ -15,6 +15,7 @@ use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
     Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum CheckPolicy {
     /// Submit succeeds; the receipt records the projection as skipped.
     #[default]
@@ -28,6 +29,7 @@ pub enum CheckPolicy {
     Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum UpstreamFailure {
     /// Runs anyway once every upstream has ended (its worker reads each
     /// upstream's state, `ok` and receipt).
@@ -47,6 +49,7 @@ impl UpstreamFailure {
 /// The task envelope. Unknown fields are refused.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct TaskSpec {
     /// The namespace it lives in.
     pub namespace: Name,
@@ -85,6 +88,7 @@ pub struct TaskSpec {
     pub idempotency_key: Option<String>,
     /// The brief: opaque JSON (an object) for the worker.
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -99,6 +103,7 @@ pub struct TaskSpec {
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub not_before: Option<Timestamp>,
     /// Overrides the queue's `max_attempts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,6 +249,7 @@ pub const MAX_LEASE_TTL_S: u32 = 86_400;
 /// Retry delay after an expired lease: `base_ms * 2^(attempt-1)`, capped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Backoff {
     /// The first delay.
     pub base_ms: u64,
@@ -273,6 +279,7 @@ impl Backoff {
 /// A provisioned queue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct QueueConfig {
     /// Its name.
     pub name: Name,
@@ -360,6 +367,7 @@ mod tests {
 /// a child cannot name them.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ChildSpec {
     /// Must equal the parent's when given.
     #[serde(default)]
@@ -386,6 +394,7 @@ pub struct ChildSpec {
     #[serde(default)]
     pub target_cohorts: Vec<String>,
     /// The child's brief.
+    #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks (existing ids).
     #[serde(default)]

@@ -77,7 +77,19 @@ pub struct LeaseId(pub String);
 /// Where a task is in its life. Terminal states change only by an
 /// explicit retry (failed or cancelled back to queued); succeeded never
 /// changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskState {
     /// Waiting for upstream tasks (`depends_on`) to end.
@@ -168,7 +180,7 @@ pub struct Lease {
 }
 
 /// Why a parked task waits.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Park {
     /// The worker's reason.
     pub reason: String,

@@ -11,6 +11,7 @@ use super::{Error, Name, VersionEntry};
 /// Who may read a noun version (decided in `auth::access`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(utoipa::ToSchema)]
 pub enum Visibility {
     /// The owning key only (and admin).
     Private,
@@ -35,6 +36,7 @@ pub enum Visibility {
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum EffectClass {

@@ -22,6 +22,7 @@ use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err};
 /// One version of a noun, as listed in its ref file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct VersionEntry {
     /// 1, 2, 3, ...
     pub version: u64,
@@ -35,6 +36,7 @@ pub struct VersionEntry {
     #[serde(rename = "type")]
     pub noun_type: Option<String>,
     /// When the version was written.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// The key id that wrote it.
     pub created_by: String,
@@ -57,6 +59,7 @@ pub struct VersionEntry {
 /// A noun's ref file: where it lives and its versions in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NounRef {
     /// The namespace.
     pub namespace: Name,

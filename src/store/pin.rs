@@ -8,6 +8,7 @@ use super::{Error, Name, NounPath, Sha256, VersionEntry};
 /// A reference to one exact noun version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct Pin {
     /// Namespace; when absent, the namespace of the task that carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

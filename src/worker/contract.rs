@@ -49,7 +49,7 @@ pub const DEFAULT_STEP: &str = "solve_draft";
 /// Where and why a check failed: a JSON pointer into the checked document
 /// and the rule that failed (a JSON Schema keyword, or the check's own
 /// field such as `minimum` or `recompute`), never a value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Problem {
     /// Which output (by position) failed, for the output checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]

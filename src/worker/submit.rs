@@ -17,6 +17,7 @@ use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
 /// `POST /v1/tasks/{id}/submit`: the key route's submit request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct SubmitBody {
     /// The live lease.
     pub lease_id: String,
@@ -45,6 +46,7 @@ pub struct SubmitBody {
 /// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?}` would make it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NextClaim {
     /// The queue.
     pub queue: crate::store::Name,
@@ -53,6 +55,7 @@ pub struct NextClaim {
     pub kinds: Option<Vec<crate::store::Name>>,
     /// Long-poll up to this long (at most 30000).
     #[serde(default)]
+    #[schema(maximum = 30000)]
     pub wait_ms: u64,
 }
 
@@ -121,7 +124,7 @@ pub struct Completed {
 /// One problem of a failed contract check, as a submit answers it: the
 /// check, the output it failed on, the JSON pointer and the rule (a schema
 /// keyword or the check's own field), never a value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FailedCheck {
     /// The check's name.
     pub name: String,

@@ -14,6 +14,7 @@ pub const MAX_BATCH_ITEMS: usize = 1000;
 /// `POST /v1/batch/nouns`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NounBatch {
     /// The puts, answered in this order.
     pub items: Vec<NounBatchItem>,
@@ -23,6 +24,7 @@ pub struct NounBatch {
 /// `PUT /v1/nouns/{namespace}/{store}/{key}` (a `PutNoun`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct NounBatchItem {
     /// Namespace.
     pub namespace: String,
@@ -31,20 +33,23 @@ pub struct NounBatchItem {
     /// Key.
     pub key: String,
     /// The `PutNoun` envelope, checked exactly as the single route checks it.
+    #[schema(value_type = serde_json::Value)]
     pub envelope: Box<RawValue>,
 }
 
 /// `POST /v1/batch/tasks[?dry_run=true]`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct TaskBatch {
     /// TaskSpecs, each the body of `POST /v1/tasks`; enqueued in this order,
     /// so an item's `depends_on` may name tasks created before the request.
+    #[schema(value_type = Vec<serde_json::Value>)]
     pub items: Vec<Box<RawValue>>,
 }
 
 /// The answer to a batch: one entry per item, in request order.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchReply<T> {
     /// The items' answers.
     pub items: Vec<ItemReply<T>>,
@@ -52,7 +57,7 @@ pub struct BatchReply<T> {
 
 /// One item's answer: the status the single route would have sent, and
 /// either its body or its error.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ItemReply<T> {
     /// HTTP status of the item on its own.
     pub status: u16,
@@ -65,7 +70,7 @@ pub struct ItemReply<T> {
 }
 
 /// The `error` object of an error body: `{code, message, details}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ItemError {
     /// Stable snake_case code.
     pub code: String,
@@ -76,7 +81,7 @@ pub struct ItemError {
 }
 
 /// What an enqueue in a task batch did (or, in a dry run, would do).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskOutcome {
     /// `create`, `unchanged` (same idempotency key and spec) or, in a dry
     /// run only, `conflict` (same key, another spec; a real enqueue answers

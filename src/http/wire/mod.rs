@@ -24,6 +24,7 @@ use crate::store::{Sha256, Visibility};
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct PutNoun {
     /// The version this write follows (0 = create). May be omitted only
     /// with `skip_unchanged`, meaning "after whatever is latest".
@@ -74,7 +75,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 }
 
 /// The answer to a noun put (and to its dry run).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PutNounReply {
     /// Namespace.
     pub namespace: String,
@@ -98,7 +99,7 @@ pub struct PutNounReply {
 
 /// `GET /healthz`: `200` while writes are accepted or only out of space,
 /// `503` after a failed fsync.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok`; `out_of_space` (reads work; writes answer `507` until space
     /// is freed, then resume by themselves); or `storage_failed` (reads
@@ -112,19 +113,21 @@ pub struct Health {
 }
 
 /// The storage condition behind a `/healthz` status.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HealthIncident {
     /// The writer that reported it: `files` or `journal`.
     pub writer: String,
     /// What failed, with the OS error.
     pub cause: String,
     /// When it was first reported.
+    #[schema(value_type = String, format = DateTime)]
     pub since: Timestamp,
 }
 
 /// `POST /v1/keys`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct IssueKey {
     /// Display label (grants nothing).
     pub label: String,
@@ -138,11 +141,12 @@ pub struct IssueKey {
     pub grants: Grants,
     /// Optional expiry (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Timestamp>,
 }
 
 /// A key as listed: everything but secrets and hashes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct KeyView {
     /// Key id.
     pub key_id: String,
@@ -157,10 +161,13 @@ pub struct KeyView {
     /// Grants.
     pub grants: Grants,
     /// Issued at.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// Expires at.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Timestamp>,
     /// Revoked at.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub revoked_at: Option<Timestamp>,
 }
 
@@ -181,7 +188,7 @@ impl From<&KeyRecord> for KeyView {
 }
 
 /// The answer to `POST /v1/keys`: the key and its secret, shown once.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IssuedKey {
     /// The key.
     #[serde(flatten)]
@@ -191,7 +198,7 @@ pub struct IssuedKey {
 }
 
 /// `GET /v1/keys`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct KeyList {
     /// Every key, sorted by id.
     pub keys: Vec<KeyView>,

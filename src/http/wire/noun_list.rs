@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::{Name, VersionEntry};
 
 /// One noun as the listing shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NounSummary {
     /// Namespace.
     pub namespace: Name,
@@ -20,7 +20,7 @@ pub struct NounSummary {
 }
 
 /// `GET /v1/nouns`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NounList {
     /// A page, in (namespace, store, key) order.
     pub nouns: Vec<NounSummary>,

@@ -10,11 +10,12 @@ use super::Health;
 use crate::store::Name;
 
 /// `GET /v1/status`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Status {
     /// The root's health, as `/healthz` reports it.
     pub health: Health,
     /// When the daemon computed this answer.
+    #[schema(value_type = String, format = DateTime)]
     pub now: Timestamp,
     /// The queues the key was issued (all, for admin), by name.
     pub queues: Vec<QueueStatus>,
@@ -24,7 +25,7 @@ pub struct Status {
 }
 
 /// One queue, counting only the tasks the key may see.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueStatus {
     /// The queue.
     pub name: Name,
@@ -33,13 +34,14 @@ pub struct QueueStatus {
     /// When the longest-waiting queued task became queued; absent when
     /// none is queued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub oldest_queued_since: Option<Timestamp>,
     /// Claimed tasks whose lease has not lapsed.
     pub live_leases: u64,
 }
 
 /// Where the root's bytes are (admin only).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StorageStatus {
     /// Bytes of the files under `journal/` (segments are preallocated, so
     /// this grows in whole segments).

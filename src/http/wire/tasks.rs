@@ -22,14 +22,14 @@ pub struct QueueView {
 }
 
 /// `GET /v1/queues`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueList {
     /// The queues the key may use (all, for admin).
     pub queues: Vec<QueueView>,
 }
 
 /// The answer to an enqueue.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Enqueued {
     /// The task.
     pub task_id: TaskId,
@@ -40,7 +40,7 @@ pub struct Enqueued {
 }
 
 /// A lease as shown to its holder.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LeaseView {
     /// The lease id (only its holder and admin see it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,13 +48,14 @@ pub struct LeaseView {
     /// The fence: the attempt number this lease belongs to.
     pub fence: u32,
     /// When it lapses unless heartbeated.
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
     /// The key holding it.
     pub holder: String,
 }
 
 /// Another task as seen from this one (a child or an upstream).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Related {
     /// Its id.
     pub task_id: TaskId,
@@ -70,7 +71,7 @@ pub struct Related {
 }
 
 /// A task as shown to a key that may see it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskView {
     /// Id.
     pub task_id: TaskId,
@@ -103,6 +104,7 @@ pub struct TaskView {
     /// Idempotency key.
     pub idempotency_key: Option<String>,
     /// The brief (with `input_ref` as last resumed).
+    #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// The requester key.
     pub requester: Name,
@@ -112,6 +114,7 @@ pub struct TaskView {
     /// The live lease.
     pub lease: Option<LeaseView>,
     /// Not claimable before.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub not_before: Option<Timestamp>,
     /// The parent it was split from.
     pub parent: Option<TaskId>,
@@ -128,13 +131,15 @@ pub struct TaskView {
     /// Parts staged by the current attempt's worker.
     pub staged: BTreeMap<String, Sha256>,
     /// Enqueued at.
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
     /// Last change.
+    #[schema(value_type = String, format = DateTime)]
     pub updated_at: Timestamp,
 }
 
 /// `GET /v1/tasks`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TaskList {
     /// A page of tasks the key may see, in id order.
     pub tasks: Vec<TaskView>,
@@ -145,12 +150,14 @@ pub struct TaskList {
 /// `POST /v1/queues/{queue}/claim`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ClaimNext {
     /// Only these kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kinds: Option<Vec<Name>>,
     /// Long-poll up to this long (at most 30000).
     #[serde(default)]
+    #[schema(maximum = 30000)]
     pub wait_ms: u64,
     /// Claim up to this many tasks at once (1 to 100); the answer is then
     /// `{claims: [...]}` (empty when none was ready within `wait_ms`).
@@ -159,14 +166,14 @@ pub struct ClaimNext {
 }
 
 /// The answer to a claim with `max`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimedMany {
     /// The claims, in claim order.
     pub claims: Vec<Claimed>,
 }
 
 /// A claim: the task and its lease, and the worker's credentials.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Claimed {
     /// The task.
     pub task: TaskView,
@@ -183,15 +190,17 @@ pub struct Claimed {
 /// A body naming only a lease.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct LeaseRef {
     /// The live lease.
     pub lease_id: String,
 }
 
 /// The answer to a heartbeat.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Heartbeat {
     /// The new expiry.
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: Timestamp,
 }
 
@@ -199,7 +208,7 @@ pub struct Heartbeat {
 pub use crate::worker::submit::SubmitBody;
 
 /// The answer to a submit.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Submitted {
     /// The task.
     pub task_id: TaskId,
@@ -228,6 +237,7 @@ pub struct Submitted {
 /// `POST /v1/tasks/{id}/park`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ParkBody {
     /// The live lease.
     pub lease_id: String,
@@ -241,6 +251,7 @@ pub struct ParkBody {
 /// `POST /v1/tasks/{id}/resume`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct ResumeBody {
     /// The pin that replaces `brief.input_ref`.
     pub input_ref: Pin,
@@ -249,6 +260,7 @@ pub struct ResumeBody {
 /// `POST /v1/tasks/{id}/split`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct SplitBody {
     /// The live lease.
     pub lease_id: String,
@@ -257,7 +269,7 @@ pub struct SplitBody {
 }
 
 /// The answer to a split.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SplitDone {
     /// The parent, now waiting.
     pub task_id: TaskId,
@@ -266,7 +278,7 @@ pub struct SplitDone {
 }
 
 /// The answer to park, resume, release and cancel.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StateReply {
     /// The task.
     pub task_id: TaskId,
@@ -277,11 +289,12 @@ pub struct StateReply {
 /// `POST /v1/tasks/{id}/retry`: an empty object (no fields yet).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct RetryBody {}
 
 /// The answer to a retry (`POST /v1/tasks/{id}/retry`), and one task of a
 /// bulk retry or cancel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Retried {
     /// The task.
     pub task_id: TaskId,
@@ -296,6 +309,7 @@ pub struct Retried {
 /// on, by the task list's filters; only tasks the key may act on count.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
 pub struct BulkBody {
     /// Only this queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -321,7 +335,7 @@ pub struct BulkBody {
 }
 
 /// The answer to a bulk retry or cancel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BulkReply {
     /// Whether it only counted.
     pub dry_run: bool,

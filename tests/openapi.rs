@@ -1,0 +1,149 @@
+//! `GET /v1/openapi.json` against the router: the document lists exactly
+//! the routes the router's table serves (both directions), every listed
+//! route reaches a handler, and every operation names its credential, its
+//! error statuses with the error body, and only schemas the document holds.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use http::Method;
+use serde_json::Value;
+use support::TestDaemon;
+use tessera::http::routes::ROUTES;
+
+/// (METHOD, template) pairs of the router's table.
+fn routed() -> BTreeSet<(String, String)> {
+    ROUTES
+        .iter()
+        .map(|r| (r.method.to_string(), r.path.to_string()))
+        .collect()
+}
+
+/// (METHOD, template) pairs of the document.
+fn documented(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            out.insert((method.to_ascii_uppercase(), path.clone()));
+        }
+    }
+    out
+}
+
+async fn fetch_document(d: &TestDaemon) -> Value {
+    let r = d.admin.anonymous().get("/v1/openapi.json").await.unwrap();
+    assert_status!(r, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    support::body(&r)
+}
+
+#[tokio::test]
+async fn document_lists_exactly_the_routes_the_router_serves() {
+    let d = TestDaemon::start().await;
+    let doc = fetch_document(&d).await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    let routed = routed();
+    let documented = documented(&doc);
+    let undocumented: Vec<_> = routed.difference(&documented).collect();
+    let unrouted: Vec<_> = documented.difference(&routed).collect();
+    assert!(
+        undocumented.is_empty() && unrouted.is_empty(),
+        "routes missing from the document: {undocumented:?}; documented routes the router lacks: {unrouted:?}"
+    );
+}
+
+/// A concrete path for a template: a real site file for `/ui/{name}`, a
+/// task id for `{id}`, a name elsewhere.
+fn concrete(template: &str) -> String {
+    template
+        .split('/')
+        .map(|seg| match seg {
+            "{name}" => "app.js",
+            "{id}" => "t1",
+            s if s.starts_with('{') => "x",
+            s => s,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[tokio::test]
+async fn every_listed_route_reaches_a_handler() {
+    let d = TestDaemon::start().await;
+    let anon = d.admin.anonymous();
+    for r in ROUTES {
+        let path = concrete(r.path);
+        let reply = anon.send(r.method.clone(), &path, None, &[]).await.unwrap();
+        assert_ne!(
+            reply.error_code().as_deref(),
+            Some("no_route"),
+            "{} {path} is in the table but no handler answers it",
+            r.method
+        );
+    }
+    let reply = anon
+        .send(Method::PATCH, "/v1/tasks", None, &[])
+        .await
+        .unwrap();
+    assert_status!(reply, 404, "no_route");
+}
+
+#[tokio::test]
+async fn every_operation_names_its_credential_errors_and_known_schemas() {
+    let d = TestDaemon::start().await;
+    let doc = fetch_document(&d).await;
+    let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+    assert_eq!(
+        schemes.keys().collect::<Vec<_>>(),
+        ["key", "worker"],
+        "the two bearer credentials"
+    );
+    let error_ref = "#/components/schemas/Error";
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let at = format!("{method} {path}");
+            assert!(op["security"].is_array(), "{at}: no security");
+            let responses = op["responses"].as_object().unwrap();
+            for status in ["400", "404", "500"] {
+                assert_eq!(
+                    responses[status]["content"]["application/json"]["schema"]["$ref"], error_ref,
+                    "{at}: {status} is not the error body"
+                );
+            }
+            if op["security"] != serde_json::json!([]) {
+                assert!(
+                    responses.contains_key("401") && responses.contains_key("403"),
+                    "{at}: a credential without 401 and 403"
+                );
+            }
+        }
+    }
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let codes = &schemas["Error"]["properties"]["error"]["properties"]["code"]["enum"];
+    assert!(
+        codes.as_array().unwrap().len() > 40,
+        "every error code is listed"
+    );
+    let mut refs = Vec::new();
+    collect_refs(&doc, &mut refs);
+    for r in refs {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("unexpected $ref {r}"));
+        assert!(schemas.contains_key(name), "$ref to a missing schema: {r}");
+    }
+}
+
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                out.push(r.clone());
+            }
+            m.values().for_each(|v| collect_refs(v, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
