@@ -3,7 +3,8 @@
 //! YAML and TOML give the same records; every invalid pack fails with its
 //! expected report and writes nothing; catalog pins gate the import;
 //! conflicts stop an import before it writes. The batch routes' access
-//! rows are in `importer/batch_access.rs`, watch mode in `importer/watch.rs`.
+//! rows are in `importer/batch_access.rs`, watch mode in `importer/watch.rs`,
+//! what a plan says about edits in `importer/plans.rs`.
 
 mod support;
 
@@ -11,6 +12,8 @@ mod support;
 mod batch_access;
 #[path = "importer/packs.rs"]
 mod packs;
+#[path = "importer/plans.rs"]
+mod plans;
 #[path = "importer/watch.rs"]
 mod watch;
 

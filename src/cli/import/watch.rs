@@ -178,7 +178,7 @@ async fn round(dir: &Path, client: &Client, first: bool, last: Option<Plan>) -> 
     if last.as_ref() == Some(&plan) {
         return last;
     }
-    match import(client, &plan, Mode::Apply).await {
+    match import(client, &plan, Mode::Apply, false).await {
         Ok(done) => {
             if first {
                 outcome::print(&done.lines, Show::Changes, &done.summary);
