@@ -224,3 +224,31 @@ fn a_rendering_stops_at_its_limit() {
         ],
     );
 }
+
+#[test]
+fn the_readme_merge_key_example_plans_as_described() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/README.md"))
+            .unwrap();
+    let start = readme
+        .find("```yaml\ntasks:\n  - id: check-a")
+        .expect("the example")
+        + 8;
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let p = plan_ok(temp_pack(&[("pack.yaml", format!("{HEAD}{block}"))]).path());
+    let spec = |id: &str| p.tasks.iter().find(|t| t.id == id).unwrap().spec.clone();
+    assert_eq!(
+        (
+            spec("check-a")["kind"].clone(),
+            spec("check-a")["priority"].clone()
+        ),
+        (json!("verb.verify"), json!(5))
+    );
+    assert_eq!(
+        (
+            spec("check-b")["kind"].clone(),
+            spec("check-b")["priority"].clone()
+        ),
+        (json!("verb.verify"), json!(9))
+    );
+}

@@ -19,8 +19,10 @@ pub(super) struct Change {
     /// JSON pointer into the record (`/body/n`, `/visibility`, `/tags`).
     pub(super) pointer: String,
     /// The value the daemon holds; `None` when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) old: Option<Value>,
     /// The value the pack writes; `None` when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) new: Option<Value>,
 }
 
