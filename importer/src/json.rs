@@ -101,10 +101,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
 mod tests {
     use super::*;
 
+    /// The value as JSON text, or the error's line and a part of its message.
+    type Want = Result<&'static str, (usize, &'static str)>;
+
     #[test]
     fn json_bodies_keep_numbers_exact_and_refuse_repeated_keys() {
         // (document, Ok(value as JSON text) or Err((line, message part)))
-        let cases: &[(&str, Result<&str, (usize, &str)>)] = &[
+        let cases: &[(&str, Want)] = &[
             (
                 r#"{"a": 1, "b": [1.5, -2, null]}"#,
                 Ok(r#"{"a":1,"b":[1.5,-2,null]}"#),
