@@ -4,7 +4,8 @@
 //! expected report and writes nothing; catalog pins gate the import;
 //! conflicts stop an import before it writes. The batch routes' access
 //! rows are in `importer/batch_access.rs`, watch mode in `importer/watch.rs`,
-//! orphans, `--prune` and shared nouns in `importer/orphans.rs`.
+//! orphans, `--prune` and shared nouns in `importer/orphans.rs`, and
+//! what a plan says about edits in `importer/plans.rs`.
 
 mod support;
 
@@ -14,6 +15,8 @@ mod batch_access;
 mod orphans;
 #[path = "importer/packs.rs"]
 mod packs;
+#[path = "importer/plans.rs"]
+mod plans;
 #[path = "importer/watch.rs"]
 mod watch;
 

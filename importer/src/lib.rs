@@ -11,6 +11,7 @@
 //! - `resolve`: meaning once the shape is right: nouns and body files, the
 //!   catalog, duplicate ids, noun refs, `depends_on`, cycles, order;
 //! - `noun`: a noun entry and its body, inline or from a `body_file`;
+//! - `json`: JSON body files, read with exact numbers and no repeated keys;
 //! - `template`: expands a template over its items (minijinja, strict);
 //! - `task`: a task as written, its full TaskSpec, the refs in its brief;
 //! - `schema`: JSON Schema checks, errors worded for authors;
@@ -24,6 +25,7 @@
 //! follow-on errors). Then `resolve` checks meaning and reports every
 //! problem it finds.
 
+mod json;
 mod noun;
 mod plan;
 mod raw;
@@ -39,7 +41,8 @@ use std::path::Path;
 pub use plan::{CatalogItem, NounBody, NounItem, NounRef, Pack, Plan, Source, TaskItem};
 pub use report::{Diagnostic, Report};
 
-use raw::Format;
+pub use raw::MAX_PACK_BYTES;
+use raw::{Budget, Format};
 use report::{Diagnostics, field_path};
 use resolve::{Ctx, PackFile};
 use schema::Doc;
@@ -50,7 +53,7 @@ use source::PackDir;
 /// single YAML file outside a pack, such as `tessera task enqueue`. The
 /// error names the line.
 pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
-    raw::parse(Format::Yaml, text)
+    raw::parse(Format::Yaml, text, &mut Budget::new())
         .map(|raw| raw.value)
         .map_err(|e| format!("line {}: {}", e.line, e.message))
 }
@@ -72,7 +75,8 @@ pub fn plan(dir: &Path) -> Result<Plan, Report> {
             return Err(diags.into_report());
         }
     };
-    let files = load(&pack_dir, &mut diags);
+    let mut budget = Budget::new();
+    let files = load(&pack_dir, &mut budget, &mut diags);
     if !diags.is_empty() {
         return Err(diags.into_report());
     }
@@ -80,6 +84,7 @@ pub fn plan(dir: &Path) -> Result<Plan, Report> {
         dir: &pack_dir,
         files,
         diags,
+        budget,
     };
     let plan = resolve::resolve(&mut ctx);
     if ctx.diags.is_empty() {
@@ -92,7 +97,7 @@ pub fn plan(dir: &Path) -> Result<Plan, Report> {
 /// Phase one: the pack file and every included file, parsed and checked
 /// against the schema. Files that parse are returned even with schema
 /// problems, so that all files get checked.
-fn load(dir: &PackDir, diags: &mut Diagnostics) -> Vec<PackFile> {
+fn load(dir: &PackDir, budget: &mut Budget, diags: &mut Diagnostics) -> Vec<PackFile> {
     let (rel, format) = match dir.pack_file() {
         Ok(found) => found,
         Err(e) => {
@@ -100,7 +105,7 @@ fn load(dir: &PackDir, diags: &mut Diagnostics) -> Vec<PackFile> {
             return Vec::new();
         }
     };
-    let Some(pack) = parse_file(dir, &rel, format, Doc::PackFile, diags) else {
+    let Some(pack) = parse_file(dir, &rel, format, Doc::PackFile, budget, diags) else {
         return Vec::new();
     };
     let globs: Vec<String> = pack
@@ -135,7 +140,7 @@ fn load(dir: &PackDir, diags: &mut Diagnostics) -> Vec<PackFile> {
     for inc in included {
         let ext = inc.extension().and_then(|e| e.to_str()).unwrap_or_default();
         if let Some(format) = Format::from_extension(ext)
-            && let Some(file) = parse_file(dir, &inc, format, Doc::SectionFile, diags)
+            && let Some(file) = parse_file(dir, &inc, format, Doc::SectionFile, budget, diags)
         {
             files.push(file);
         }
@@ -149,6 +154,7 @@ fn parse_file(
     rel: &Path,
     format: Format,
     doc: Doc,
+    budget: &mut Budget,
     diags: &mut Diagnostics,
 ) -> Option<PackFile> {
     let text = match dir.read_text(rel) {
@@ -158,7 +164,7 @@ fn parse_file(
             return None;
         }
     };
-    let raw = match raw::parse(format, &text) {
+    let raw = match raw::parse(format, &text, budget) {
         Ok(raw) => raw,
         Err(e) => {
             let field = if format == Format::Yaml {

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::json;
 use crate::plan::{NounBody, NounItem};
 use crate::raw::{self, Format};
 use crate::report::push_pointer;
@@ -67,25 +68,30 @@ fn body_file(ctx: &mut Ctx, f: usize, at: &str, written: &str) -> Option<NounBod
             return None;
         }
     };
+    if let Err(message) = ctx.budget.take(bytes.len()) {
+        ctx.at(f, at, format!("{written:?}: {message}"));
+        return None;
+    }
     let ext = rel
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or_default()
         .to_ascii_lowercase();
     if ext == "json" {
-        return match serde_json::from_slice(&bytes) {
+        return match json::parse(&bytes) {
             Ok(value) => Some(NounBody::Json(value)),
-            Err(e) => {
+            Err((line, message)) => {
                 ctx.diags
-                    .push(&rel, e.line(), "json", format!("not valid JSON: {e}"));
+                    .push(&rel, line, "json", format!("not valid JSON: {message}"));
                 None
             }
         };
     }
     let Some(format) = Format::from_extension(&ext) else {
+        let media_type = media_type(&ext);
         return Some(NounBody::Bytes {
-            bytes,
-            media_type: media_type(&ext).to_owned(),
+            bytes: text_lf(media_type, bytes),
+            media_type: media_type.to_owned(),
         });
     };
     let field = if format == Format::Yaml {
@@ -102,12 +108,24 @@ fn body_file(ctx: &mut Ctx, f: usize, at: &str, written: &str) -> Option<NounBod
         );
         return None;
     };
-    match raw::parse(format, &text) {
+    match raw::parse(format, &text, &mut ctx.budget) {
         Ok(parsed) => Some(NounBody::Json(parsed.value)),
         Err(e) => {
             ctx.diags.push(&rel, e.line, field, e.message);
             None
         }
+    }
+}
+
+/// A text body with CRLF line ends made LF, so a CRLF checkout stores the
+/// same bytes; other bodies (and text that is not UTF-8) stay as they are.
+fn text_lf(media_type: &str, bytes: Vec<u8>) -> Vec<u8> {
+    if !media_type.starts_with("text/") {
+        return bytes;
+    }
+    match std::str::from_utf8(&bytes) {
+        Ok(text) if text.contains("\r\n") => raw::lf(text).into_owned().into_bytes(),
+        _ => bytes,
     }
 }
 

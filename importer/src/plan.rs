@@ -89,10 +89,11 @@ pub struct TaskItem {
     /// `seed:<pack>:<id>`.
     pub idempotency_key: String,
     /// The full TaskSpec: defaults applied; namespace, producer_surface and
-    /// idempotency_key set; without `depends_on`; noun refs in `brief` left
+    /// idempotency_key set; `tags` and `target_cohorts` sorted, without
+    /// repeats; without `depends_on`; noun refs in `brief` left
     /// unresolved.
     pub spec: Map<String, Value>,
-    /// Local ids of upstream tasks.
+    /// Local ids of upstream tasks, sorted, without repeats.
     pub depends_on: Vec<String>,
     /// Every `{noun: "store/key"}` inside `spec["brief"]`.
     pub noun_refs: Vec<NounRef>,

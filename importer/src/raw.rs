@@ -12,12 +12,16 @@
 //! - a YAML file may hold at most [`MAX_NODES`] values, counting every value
 //!   an alias copies, which stops "billion laughs" anchor bombs before they
 //!   expand;
+//! - a pack may expand to at most [`MAX_PACK_BYTES`] of text ([`Budget`]),
+//!   checked before each value or alias copy is made, so one big string
+//!   aliased many times fails at the alias's line;
 //! - values JSON cannot hold (NaN, infinity, integers past 64 bits) and
 //!   YAML tags other than the core schema's are refused.
 //!
 //! `from_yaml` and `from_toml` build the value and map; file sizes and
 //! UTF-8 are checked earlier, in `source`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -86,11 +90,63 @@ pub(crate) struct ParseError {
     pub(crate) message: String,
 }
 
-/// Parses `text` written in `format`.
-pub(crate) fn parse(format: Format, text: &str) -> Result<Raw, ParseError> {
+/// Most bytes of text a whole pack may expand to: every string, key and
+/// number of every file (each alias copy and merge counted again), every
+/// body file, and every template expansion. It bounds the importer's
+/// memory; a pack past it fails at the file and line where it crossed.
+pub const MAX_PACK_BYTES: usize = 128 * 1024 * 1024;
+
+/// What is left of [`MAX_PACK_BYTES`] while a pack is read.
+#[derive(Debug, Clone)]
+pub(crate) struct Budget {
+    used: usize,
+}
+
+impl Budget {
+    /// The whole allowance.
+    pub(crate) fn new() -> Budget {
+        Budget { used: 0 }
+    }
+
+    /// Bytes taken so far.
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Takes `n` bytes, or says why not (before anything is allocated).
+    pub(crate) fn take(&mut self, n: usize) -> Result<(), String> {
+        self.used = self.used.saturating_add(n);
+        if self.used > MAX_PACK_BYTES {
+            return Err(format!(
+                "the pack expands to more than {} MiB of text (aliases, merges and template expansions counted in full); write less, or split the pack",
+                MAX_PACK_BYTES / (1024 * 1024)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parses `text` written in `format`. Line ends are `\n` first: a CRLF
+/// checkout of a pack (git's `autocrlf` on Windows) gives the same values,
+/// multi-line strings included, and so the same records on every platform.
+/// The parsed value's text is taken from `budget`.
+pub(crate) fn parse(format: Format, text: &str, budget: &mut Budget) -> Result<Raw, ParseError> {
+    let text = lf(text);
     match format {
-        Format::Yaml => from_yaml::parse(text),
-        Format::Toml => from_toml::parse(text),
+        Format::Yaml => from_yaml::parse(&text, budget),
+        Format::Toml => {
+            budget.take(text.len()).map_err(|m| err(1, m))?;
+            from_toml::parse(&text)
+        }
+    }
+}
+
+/// `text` with every CRLF line end made LF (line numbers are unchanged).
+pub(crate) fn lf(text: &str) -> Cow<'_, str> {
+    if text.contains("\r\n") {
+        Cow::Owned(text.replace("\r\n", "\n"))
+    } else {
+        Cow::Borrowed(text)
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::noun;
 use crate::plan::{CatalogItem, NounRef, Pack, Plan, Source, TaskItem};
-use crate::raw::Raw;
+use crate::raw::{Budget, Raw};
 use crate::report::{Diagnostics, did_you_mean, display_path, field_path, push_pointer};
 use crate::source::PackDir;
 use crate::task::{self, Draft};
@@ -35,6 +35,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) dir: &'a PackDir,
     pub(crate) files: Vec<PackFile>,
     pub(crate) diags: Diagnostics,
+    /// What is left of the pack's expanded size.
+    pub(crate) budget: Budget,
 }
 
 impl Ctx<'_> {
@@ -263,7 +265,12 @@ fn tasks(
             id: d.id.clone(),
             idempotency_key: task::idempotency_key(&pack.name, &d.id),
             spec,
-            depends_on: d.depends_on.clone(),
+            depends_on: {
+                let mut ids = d.depends_on.clone();
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            },
             noun_refs,
             source: d.source.clone(),
         });

@@ -15,6 +15,9 @@ use crate::schema::is_name;
 const REQUIRED: &[&str] = &["queue", "kind", "effect_class", "visibility_scope"];
 /// List fields every spec carries, empty when neither task nor defaults set them.
 const LISTS: &[&str] = &["allowed_surfaces", "target_cohorts", "tags"];
+/// Lists that mean sets: sorted and without repeats in the spec, as the
+/// daemon stores them, so reordering them changes nothing.
+const SETS: &[&str] = &["target_cohorts", "tags"];
 
 /// A task as written, before it is checked against the rest of the pack.
 #[derive(Debug, Clone)]
@@ -120,6 +123,12 @@ pub(crate) fn spec(
     for list in LISTS {
         spec.entry(*list)
             .or_insert_with(|| Value::Array(Vec::new()));
+    }
+    for list in SETS {
+        if let Some(Value::Array(items)) = spec.get_mut(*list) {
+            items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            items.dedup();
+        }
     }
     spec.insert("namespace".into(), pack.namespace.clone().into());
     spec.insert(

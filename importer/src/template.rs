@@ -19,6 +19,7 @@ use minijinja::{Environment, UndefinedBehavior, context};
 use serde_json::{Map, Value};
 
 use crate::plan::Source;
+use crate::raw::Budget;
 use crate::report::{did_you_mean, field_path, push_pointer};
 use crate::resolve::Ctx;
 use crate::schema::{self, Doc};
@@ -90,6 +91,16 @@ pub(crate) fn expand(
         body.remove(k);
     }
     let body = Value::Object(body);
+    // Each item copies the body: the whole cost is taken before any copy.
+    let body_bytes = serde_json::to_vec(&body).map_or(0, |b| b.len());
+    if let Err(message) = ctx.budget.take(body_bytes.saturating_mul(items.len())) {
+        ctx.at(
+            file,
+            pointer,
+            format!("{} items of {body_bytes} bytes: {message}", items.len()),
+        );
+        return out;
+    }
 
     let env = environment();
     let Compiled {
@@ -156,7 +167,7 @@ pub(crate) fn expand(
             out.failed_ids.push(id);
             continue;
         }
-        match render(&body, &strings, item, &label) {
+        match render(&body, &strings, item, &label, &mut ctx.budget) {
             Ok(mut expanded) => {
                 if let Value::Object(map) = &mut expanded {
                     map.insert("id".into(), Value::String(id.clone()));
@@ -273,27 +284,53 @@ fn render(
     strings: &[(String, minijinja::Template<'_, '_>)],
     item: &Item,
     label: &str,
+    budget: &mut Budget,
 ) -> Result<Value, (String, String)> {
     let mut out = body.clone();
     let ctx = context! { item => Serde(&item.value) };
     for (sub, t) in strings {
-        let text = t.render(&ctx).map_err(|e| {
+        let mut text = Bounded(Vec::new());
+        if let Err(e) = t.render_captured_to(&ctx, &mut text) {
+            let message = if text.0.len() > MAX_RENDERED_BYTES {
+                format!("expands to more than {MAX_RENDERED_BYTES} bytes")
+            } else {
+                format!("template error: {}", template_error(&e))
+            };
+            return Err((sub.clone(), format!("for item {label}: {message}")));
+        }
+        budget
+            .take(text.0.len())
+            .map_err(|m| (sub.clone(), format!("for item {label}: {m}")))?;
+        let text = String::from_utf8(text.0).map_err(|_| {
             (
                 sub.clone(),
-                format!("for item {label}: template error: {}", template_error(&e)),
+                format!("for item {label}: expands to text that is not UTF-8"),
             )
         })?;
-        if text.len() > MAX_RENDERED_BYTES {
-            return Err((
-                sub.clone(),
-                format!("for item {label}: expands to more than {MAX_RENDERED_BYTES} bytes"),
-            ));
-        }
         if let Some(slot) = out.pointer_mut(sub) {
             *slot = Value::String(text);
         }
     }
     Ok(out)
+}
+
+/// A rendering's output, refused once it passes [`MAX_RENDERED_BYTES`]:
+/// the rendering stops there rather than after it has filled memory.
+struct Bounded(Vec<u8>);
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.0.resize(MAX_RENDERED_BYTES + 1, 0);
+            return Err(std::io::Error::other("rendered text too long"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Checks one expansion against the task schema; problems point into the

@@ -214,7 +214,7 @@ fn rules_table() {
     let head = "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: surface:s\n";
     let cases: Vec<Rule> = vec![
         (
-            "a markdown body_file is kept as bytes",
+            "a markdown body_file is kept as bytes, its line ends LF",
             vec![
                 (
                     "pack.yaml",
@@ -226,7 +226,7 @@ fn rules_table() {
                 assert_eq!(
                     p.nouns[0].body,
                     NounBody::Bytes {
-                        bytes: b"# A\r\nbytes\n".to_vec(),
+                        bytes: b"# A\nbytes\n".to_vec(),
                         media_type: "text/markdown".into()
                     }
                 )

@@ -78,10 +78,18 @@ pub struct TaskSpec {
     )]
     pub allowed_surfaces: Vec<Name>,
     /// Descriptive cohorts (grant nothing).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "set",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub target_cohorts: Vec<String>,
     /// Descriptive tags (grant nothing).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "set",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tags: Vec<String>,
     /// Same key in a namespace: the same task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +99,11 @@ pub struct TaskSpec {
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "set",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub depends_on: Vec<TaskId>,
     /// What to do when an upstream fails or is cancelled: run anyway (the
     /// default) or cancel this task.
@@ -151,6 +163,17 @@ fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Name>, D::Error> {
         .iter()
         .map(|s| parse_surface("allowed_surfaces", s).map_err(serde::de::Error::custom))
         .collect()
+}
+
+/// A list that means a set (`tags`, `target_cohorts`, `depends_on`),
+/// sorted and without repeats as it comes in, so the stored spec is
+/// canonical and two specs that differ only in order or repeats have one
+/// fingerprint (the idempotency comparison).
+fn set<'de, D: Deserializer<'de>, T: Deserialize<'de> + Ord>(d: D) -> Result<Vec<T>, D::Error> {
+    let mut items = Vec::<T>::deserialize(d)?;
+    items.sort_unstable();
+    items.dedup();
+    Ok(items)
 }
 
 /// Longest accepted text in a tag, cohort or idempotency key.
@@ -357,6 +380,22 @@ mod tests {
         .unwrap();
         assert_ne!(a.fingerprint(), c.fingerprint());
     }
+
+    #[test]
+    fn fingerprints_ignore_the_order_and_repeats_of_sets() {
+        let spec = |lists: &str| -> TaskSpec {
+            serde_json::from_str(&format!(
+                r#"{{"namespace":"n","queue":"q","kind":"k","effect_class":"read","brief":{{}},{lists}}}"#
+            ))
+            .unwrap()
+        };
+        let a = spec(r#""tags":["b","a"],"target_cohorts":["y","x"],"depends_on":["t2","t1"]"#);
+        let b = spec(r#""tags":["a","b","a"],"target_cohorts":["x","y"],"depends_on":["t1","t2"]"#);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.tags, ["a", "b"]);
+        let c = spec(r#""tags":["a"],"target_cohorts":["x","y"],"depends_on":["t1","t2"]"#);
+        assert_ne!(a.fingerprint(), c.fingerprint());
+    }
 }
 
 /// A child named by a split: a `TaskSpec` whose envelope fields
@@ -388,16 +427,16 @@ pub struct ChildSpec {
     #[serde(default, deserialize_with = "surfaces_opt")]
     pub allowed_surfaces: Option<Vec<Name>>,
     /// Tags.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "set")]
     pub tags: Vec<String>,
     /// Cohorts.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "set")]
     pub target_cohorts: Vec<String>,
     /// The child's brief.
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks (existing ids).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "set")]
     pub depends_on: Vec<TaskId>,
     /// What to do when an upstream fails or is cancelled.
     #[serde(default)]

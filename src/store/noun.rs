@@ -134,7 +134,8 @@ pub enum PutOutcome {
         /// The new (or would-be) entry.
         entry: VersionEntry,
     },
-    /// `skip_unchanged` and the latest version holds these bytes.
+    /// `skip_unchanged` and the latest version holds these bytes with the
+    /// same metadata.
     Unchanged {
         /// The latest entry.
         entry: VersionEntry,
@@ -224,6 +225,7 @@ impl Store {
         if let Some(latest) = latest
             && req.skip_unchanged
             && latest.sha256 == sha
+            && same_meta(latest, req, &meta)
         {
             return Ok(PutOutcome::Unchanged {
                 entry: latest.clone(),
@@ -364,6 +366,17 @@ fn ref_bytes(next: &NounRef) -> Vec<u8> {
 
 fn ref_file_name(key: &Name) -> String {
     format!("{key}.json")
+}
+
+/// Whether a put of the latest version's bytes would record the same
+/// version: its media type, type, visibility and allowlist are unchanged.
+/// A metadata edit with the same body is a new version, so an author can
+/// tighten visibility by re-importing.
+fn same_meta(latest: &VersionEntry, req: &PutRequest, meta: &VersionMeta) -> bool {
+    latest.media_type == req.media_type
+        && latest.noun_type == req.noun_type
+        && latest.visibility == meta.visibility
+        && latest.allowed_surfaces == meta.allowed_surfaces
 }
 
 #[cfg(test)]

@@ -238,14 +238,20 @@ async fn changing_a_pinned_noun_plans_a_new_version_and_conflicts_and_apply_writ
         lines[0],
         "new version  noun  work.contracts/sum-squares  (nouns/contract.yaml:5)"
     );
+    assert_eq!(lines[1], "    /body/operation/bounds/max_items: 1000 → 999");
     assert_eq!(
-        lines[1],
+        lines[2],
         "unchanged    noun  work.inputs/numbers         (nouns/inputs.yaml:4)"
     );
     assert!(
-        lines[2].starts_with("conflict     task  solve                       (tasks/solve.yaml:3): t1 already holds the idempotency key seed:frontier-example:solve with another spec"),
+        lines[3].starts_with("conflict     task  solve                       (tasks/solve.yaml:3): t1 already holds the idempotency key seed:frontier-example:solve with another spec"),
         "{}",
-        lines[2]
+        lines[3]
+    );
+    assert!(
+        lines[4].starts_with("    /brief/contract_ref"),
+        "the pin the new version would change: {}",
+        lines[4]
     );
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("conflict ")).count(),

@@ -1,6 +1,9 @@
 //! `tessera import --watch`: the binary picks up an edited file and a new
 //! file in a new folder (events are hints; it re-plans from the files), and
-//! an invalid edit prints its diagnostics and changes nothing.
+//! an invalid edit prints its diagnostics and changes nothing. It rests:
+//! with no edit it sends no request at all (its own reads of the pack used
+//! to wake it: ~67 requests per 10 s), a burst of 100 saves leaves one
+//! version, and a pack folder replaced by a rename is still watched.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -88,6 +91,100 @@ async fn watch_picks_up_an_edit_and_a_new_file_and_an_invalid_edit_changes_nothi
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(env.written(), written, "an invalid edit changes nothing");
     assert_eq!(env.versions("work.inputs", "a").await, 2);
+
+    child.kill().await.expect("stop the watcher");
+}
+
+/// Requests the daemon has answered on the batch routes (the only routes
+/// an import of nouns uses), from `GET /metrics`.
+async fn batch_requests(env: &Env) -> f64 {
+    let r = env.d.admin.get("/metrics").await.unwrap();
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("tessera_http_request_duration_seconds_count{")
+                && l.contains("route=\"/v1/batch/")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_rests_when_idle_settles_bursts_and_follows_a_replaced_folder() {
+    let env = Env::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let pack = tmp.path().join("pack");
+    let write_pack = |dir: &std::path::Path, n: u32| {
+        std::fs::create_dir_all(dir.join("nouns")).unwrap();
+        std::fs::write(
+            dir.join("pack.yaml"),
+            format!("pack: watched\nversion: \"1\"\nnamespace: {NS}\nproducer_surface: {SURFACE}\ninclude: [\"nouns/*.yaml\"]\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("nouns/a.yaml"), noun_file("a", n)).unwrap();
+    };
+    write_pack(&pack, 1);
+    let mut child = env
+        .command(&pack, &["--watch"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn tessera import --watch");
+    let limit = RUN_LIMIT.as_secs();
+    eventually(limit, || async {
+        env.versions("work.inputs", "a").await == 1
+    })
+    .await;
+
+    // Idle: no edit, no request, over a quiet interval.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = batch_requests(&env).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        batch_requests(&env).await,
+        before,
+        "an idle watch sends nothing"
+    );
+
+    // A burst of 100 saves, 5 ms apart, settles into one version.
+    for n in 2..=101 {
+        std::fs::write(pack.join("nouns/a.yaml"), noun_file("a", n)).unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eventually(limit, || async {
+        env.versions("work.inputs", "a").await == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        env.versions("work.inputs", "a").await,
+        2,
+        "one version for the burst"
+    );
+    let settled = batch_requests(&env).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        batch_requests(&env).await,
+        settled,
+        "idle again after the burst"
+    );
+
+    // The pack folder replaced by a rename over it (as a checkout might).
+    let next = tmp.path().join("next");
+    write_pack(&next, 200);
+    std::fs::rename(pack.join("nouns"), tmp.path().join("old-nouns")).unwrap();
+    std::fs::remove_file(pack.join("pack.yaml")).unwrap();
+    std::fs::remove_dir(&pack).unwrap();
+    std::fs::rename(&next, &pack).unwrap();
+    eventually(limit, || async {
+        env.versions("work.inputs", "a").await == 3
+    })
+    .await;
+    std::fs::write(pack.join("nouns/a.yaml"), noun_file("a", 300)).unwrap();
+    eventually(limit, || async {
+        env.versions("work.inputs", "a").await == 4
+    })
+    .await;
 
     child.kill().await.expect("stop the watcher");
 }

@@ -4,13 +4,18 @@
 //! lets us count every value an alias copies before copying it, refuse
 //! duplicate keys and unsupported tags, and resolve scalars by the YAML 1.2
 //! core schema, with a line for every node.
+//!
+//! Merge keys (YAML 1.1's `<<: *base` or `<<: [*a, *b]`, plain `<<` only)
+//! are applied when their map ends: keys written in the map win over
+//! merged ones, and earlier maps in a merge list win over later ones. A
+//! quoted `"<<"` is an ordinary key.
 
 use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
 use serde_json::{Map, Number, Value};
 
-use super::{Lines, MAX_DEPTH, MAX_NODES, ParseError, Raw, err};
+use super::{Budget, Lines, MAX_DEPTH, MAX_NODES, ParseError, Raw, err};
 use crate::report::push_pointer;
 
 /// A list or map under construction.
@@ -18,23 +23,37 @@ struct Frame {
     pointer: String,
     anchor: usize,
     nodes_at_start: usize,
+    bytes_at_start: usize,
     kind: FrameKind,
 }
+
+/// The key that merges maps into its map.
+const MERGE_KEY: &str = "<<";
 
 enum FrameKind {
     Seq(Vec<Value>),
     /// Entries so far, and the key waiting for its value (with its line).
-    Map(Map<String, Value>, Option<(String, usize)>),
+    Map(Map<String, Value>, Option<(String, usize)>, Merges),
+}
+
+/// A map's merge key: whether its value is awaited, and the maps it
+/// merges with the line of the `<<`.
+#[derive(Default)]
+struct Merges {
+    pending: bool,
+    maps: Vec<Map<String, Value>>,
+    line: Option<usize>,
 }
 
 /// An anchored value, with what copying it costs.
 struct Anchored {
     value: Value,
     nodes: usize,
+    bytes: usize,
     depth: usize,
 }
 
-pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
+pub(super) fn parse(text: &str, budget: &mut Budget) -> Result<Raw, ParseError> {
     let mut lines = Lines::default();
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: HashMap<usize, Anchored> = HashMap::new();
@@ -54,17 +73,17 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                     FrameKind::Seq(items) => {
                         (push_pointer(&f.pointer, &items.len().to_string()), line)
                     }
-                    FrameKind::Map(_, Some((key, key_line))) => {
+                    FrameKind::Map(_, Some((key, key_line)), _) => {
                         (push_pointer(&f.pointer, key), *key_line)
                     }
-                    FrameKind::Map(_, None) => (f.pointer.clone(), line),
+                    FrameKind::Map(_, None, _) => (f.pointer.clone(), line),
                 },
             }
         };
         let in_key_position = matches!(
             stack.last(),
             Some(Frame {
-                kind: FrameKind::Map(_, None),
+                kind: FrameKind::Map(_, None, _),
                 ..
             })
         );
@@ -82,7 +101,7 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
             Event::Scalar(text, style, anchor, tag) => {
                 if in_key_position {
                     let Some(Frame {
-                        kind: FrameKind::Map(map, pending),
+                        kind: FrameKind::Map(map, pending, merges),
                         ..
                     }) = stack.last_mut()
                     else {
@@ -91,12 +110,23 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                     if anchor != 0 || tag.is_some() {
                         return Err(err(line, "anchors and tags are not allowed on keys"));
                     }
-                    if map.contains_key(text.as_ref()) {
+                    if style == ScalarStyle::Plain && text == MERGE_KEY {
+                        if merges.line.is_some() {
+                            return Err(err(
+                                line,
+                                "a second `<<` in one map; merge a list instead: `<<: [*a, *b]`",
+                            ));
+                        }
+                        merges.pending = true;
+                        merges.line = Some(line);
+                    } else if map.contains_key(text.as_ref()) {
                         return Err(err(line, format!("duplicate key {:?}", text.as_ref())));
                     }
+                    budget.take(text.len()).map_err(|m| err(line, m))?;
                     *pending = Some((text.into_owned(), line));
                     continue;
                 }
+                budget.take(text.len()).map_err(|m| err(line, m))?;
                 let value = scalar(&text, style, tag.as_deref()).map_err(|m| err(line, m))?;
                 nodes += 1;
                 if nodes > MAX_NODES {
@@ -113,11 +143,12 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                         Anchored {
                             value: value.clone(),
                             nodes: 1,
+                            bytes: text.len(),
                             depth: 0,
                         },
                     );
                 }
-                attach(&mut stack, &mut root, value);
+                attach(&mut stack, &mut root, value).map_err(|m| err(line, m))?;
             }
             Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
                 if in_key_position {
@@ -138,12 +169,13 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                 let kind = if matches!(event, Event::SequenceStart(..)) {
                     FrameKind::Seq(Vec::new())
                 } else {
-                    FrameKind::Map(Map::new(), None)
+                    FrameKind::Map(Map::new(), None, Merges::default())
                 };
                 stack.push(Frame {
                     pointer,
                     anchor,
                     nodes_at_start: nodes,
+                    bytes_at_start: budget.used(),
                     kind,
                 });
             }
@@ -153,17 +185,20 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                 };
                 let value = match frame.kind {
                     FrameKind::Seq(items) => Value::Array(items),
-                    FrameKind::Map(map, _) => Value::Object(map),
+                    FrameKind::Map(map, _, merges) => {
+                        Value::Object(merge(map, merges, &frame.pointer, &mut lines))
+                    }
                 };
                 if frame.anchor != 0 {
                     let anchored = Anchored {
                         value: value.clone(),
                         nodes: nodes - frame.nodes_at_start + 1,
+                        bytes: budget.used() - frame.bytes_at_start,
                         depth: depth_of(&value),
                     };
                     anchors.insert(frame.anchor, anchored);
                 }
-                attach(&mut stack, &mut root, value);
+                attach(&mut stack, &mut root, value).map_err(|m| err(line, m))?;
             }
             Event::Alias(id) => {
                 if in_key_position {
@@ -178,6 +213,7 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                         format!("alias nests deeper than {MAX_DEPTH} levels"),
                     ));
                 }
+                budget.take(anchored.bytes).map_err(|m| err(line, m))?;
                 nodes = nodes.saturating_add(anchored.nodes);
                 if nodes > MAX_NODES {
                     return Err(err(
@@ -190,7 +226,7 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
                 let value = anchored.value.clone();
                 let (pointer, rec_line) = slot(&stack);
                 lines.insert(&pointer, rec_line);
-                attach(&mut stack, &mut root, value);
+                attach(&mut stack, &mut root, value).map_err(|m| err(line, m))?;
             }
         }
     }
@@ -200,19 +236,61 @@ pub(super) fn parse(text: &str) -> Result<Raw, ParseError> {
     })
 }
 
-/// Puts a finished value into the open list or map, or makes it the root.
-fn attach(stack: &mut [Frame], root: &mut Option<Value>, value: Value) {
+/// Puts a finished value into the open list or map, or makes it the root;
+/// the value of a merge key is kept aside for [`merge`].
+fn attach(stack: &mut [Frame], root: &mut Option<Value>, value: Value) -> Result<(), String> {
     match stack.last_mut() {
         None => *root = Some(value),
         Some(frame) => match &mut frame.kind {
             FrameKind::Seq(items) => items.push(value),
-            FrameKind::Map(map, pending) => {
-                if let Some((key, _)) = pending.take() {
+            FrameKind::Map(map, pending, merges) => {
+                let Some((key, _)) = pending.take() else {
+                    return Ok(());
+                };
+                if !std::mem::take(&mut merges.pending) {
                     map.insert(key, value);
+                    return Ok(());
+                }
+                let refused =
+                    || "`<<` merges a map or a list of maps, such as `<<: *base`".to_owned();
+                match value {
+                    Value::Object(m) => merges.maps.push(m),
+                    Value::Array(list) => {
+                        for item in list {
+                            let Value::Object(m) = item else {
+                                return Err(refused());
+                            };
+                            merges.maps.push(m);
+                        }
+                    }
+                    _ => return Err(refused()),
                 }
             }
         },
     }
+    Ok(())
+}
+
+/// `map` with the keys of its merged maps that it does not set itself
+/// (earlier merged maps first); merged keys take the line of the `<<`.
+fn merge(
+    mut map: Map<String, Value>,
+    merges: Merges,
+    pointer: &str,
+    lines: &mut Lines,
+) -> Map<String, Value> {
+    let Some(line) = merges.line else {
+        return map;
+    };
+    for merged in merges.maps {
+        for (key, value) in merged {
+            if !map.contains_key(&key) {
+                lines.insert(&push_pointer(pointer, &key), line);
+                map.insert(key, value);
+            }
+        }
+    }
+    map
 }
 
 /// How deeply `value` nests lists and maps (a scalar is 0).

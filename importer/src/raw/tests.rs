@@ -4,7 +4,7 @@ use super::*;
 use serde_json::json;
 
 fn yaml(text: &str) -> Result<Raw, ParseError> {
-    parse(Format::Yaml, text)
+    parse(Format::Yaml, text, &mut Budget::new())
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn yaml_lines_point_at_keys_and_items() {
 #[test]
 fn toml_lines_point_at_keys_and_tables() {
     let text = "pack = \"p\"\n\n[[tasks]]\nid = \"a\"\n[tasks.brief]\nx = [\n  1,\n  2,\n]\n\n[[tasks]]\nid = \"b\"\n";
-    let raw = parse(Format::Toml, text).unwrap();
+    let raw = parse(Format::Toml, text, &mut Budget::new()).unwrap();
     let cases = [
         ("/pack", 1),
         ("/tasks/0", 3),
@@ -105,15 +105,15 @@ fn yaml_and_toml_give_the_same_value() {
     let t = "a = 1\nb = [1.5, \"x\", true]\n[c]\nd = 2025-01-01T00:00:00Z\ne = 0x10\n";
     assert_eq!(
         yaml(y).unwrap().value,
-        parse(Format::Toml, t).unwrap().value
+        parse(Format::Toml, t, &mut Budget::new()).unwrap().value
     );
 }
 
 #[test]
 fn toml_errors_carry_the_parser_line() {
-    let e = parse(Format::Toml, "a = 1\nb = = 2\n").unwrap_err();
+    let e = parse(Format::Toml, "a = 1\nb = = 2\n", &mut Budget::new()).unwrap_err();
     assert_eq!(e.line, 2, "{e:?}");
-    let e = parse(Format::Toml, "a = 1\na = 2\n").unwrap_err();
+    let e = parse(Format::Toml, "a = 1\na = 2\n", &mut Budget::new()).unwrap_err();
     assert_eq!(e.line, 2, "{e:?}");
 }
 
@@ -147,7 +147,51 @@ fn deep_nesting_is_refused_in_both_formats() {
             .contains("deeper than")
     );
     let deep_toml = format!("a = {}{}", "[".repeat(100), "]".repeat(100));
-    assert!(parse(Format::Toml, &deep_toml).is_err());
+    assert!(parse(Format::Toml, &deep_toml, &mut Budget::new()).is_err());
     let ok_yaml = format!("a: {}{}", "[".repeat(60), "]".repeat(60));
     assert!(yaml(&ok_yaml).is_ok());
+}
+
+#[test]
+fn merge_keys_follow_yaml_1_1() {
+    let cases: &[(&str, Value)] = &[
+        (
+            "b: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3",
+            json!({"b": {"x": 1, "y": 2}, "m": {"x": 1, "y": 3}}),
+        ),
+        (
+            "m:\n  y: 3\n  <<: {x: 1, y: 2}",
+            json!({"m": {"x": 1, "y": 3}}),
+        ),
+        (
+            "m:\n  <<: [{x: 1}, {x: 2, z: 2}]",
+            json!({"m": {"x": 1, "z": 2}}),
+        ),
+        ("m:\n  '<<': 1", json!({"m": {"<<": 1}})),
+    ];
+    for (text, want) in cases {
+        assert_eq!(&yaml(text).expect(text).value, want, "yaml {text:?}");
+    }
+    let refused = [
+        ("m:\n  <<: 1", 2, "`<<` merges a map"),
+        ("m:\n  <<: [{x: 1}, 2]", 2, "`<<` merges a map"),
+        ("m:\n  <<: {x: 1}\n  <<: {y: 1}", 3, "a second `<<`"),
+    ];
+    for (text, line, needle) in refused {
+        let e = yaml(text).expect_err(text);
+        assert_eq!(e.line, line, "yaml {text:?}: {e:?}");
+        assert!(e.message.contains(needle), "yaml {text:?}: {e:?}");
+    }
+}
+
+#[test]
+fn aliases_count_their_bytes_against_the_pack_budget() {
+    let text = format!("a: &a {}\nb: *a\nc: *a\n", "x".repeat(1000));
+    let mut budget = Budget::new();
+    parse(Format::Yaml, &text, &mut budget).unwrap();
+    assert!(budget.used() >= 3000, "{}", budget.used());
+    let mut nearly_full = Budget::new();
+    nearly_full.take(MAX_PACK_BYTES - 2500).unwrap();
+    let e = parse(Format::Yaml, &text, &mut nearly_full).unwrap_err();
+    assert_eq!(e.line, 3, "{e:?}");
 }

@@ -55,7 +55,7 @@ pub(super) fn items(
                     return None;
                 }
             };
-            let parsed = match raw::parse(format, &text) {
+            let parsed = match raw::parse(format, &text, &mut ctx.budget) {
                 Ok(parsed) => parsed,
                 Err(e) => {
                     let field = if format == Format::Yaml {

@@ -10,16 +10,19 @@
 //! with refs and `depends_on` resolved. Both go through the batch routes
 //! (`send`). With `--plan` every step is a dry run, and an apply is a dry
 //! run first, so a conflict or a refusal found there writes nothing.
-//! `outcome` prints one line per item and a summary; `orphans` then lists
-//! what earlier imports of the pack created that it no longer has (and
-//! with `--prune` cancels such tasks that have not started); `watch`
-//! imports again on every change.
+//! `outcome` prints one line per item and a summary (or, with `-o json`,
+//! one JSON document); in a `--plan`, `diff` names what differs in each
+//! noun that would get a new version and each task that conflicts;
+//! `orphans` then lists what earlier imports of the pack created that it
+//! no longer has (and with `--prune` cancels such tasks that have not
+//! started); `watch` imports again on every settled change.
 //!
 //! Exit codes: 0 when nothing would change or the import went through; 2
 //! when `--plan` finds something to change; 1 for an invalid pack, a
 //! missing or different catalog pin, a conflict or any error.
 
 mod catalog;
+mod diff;
 mod nouns;
 mod orphans;
 mod outcome;
@@ -30,7 +33,7 @@ mod watch;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use tessera_importer::Plan;
 
 use super::remote::RemoteArgs;
@@ -55,9 +58,21 @@ pub struct ImportArgs {
     /// --plan: show which it would cancel).
     #[arg(long, conflicts_with = "watch")]
     pub prune: bool,
+    /// How to print the outcome: text lines, or one JSON document (for CI).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text, conflicts_with = "watch")]
+    pub output: Output,
     /// The daemon and the key.
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+/// How `tessera import` prints what it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// One line per item and a summary line.
+    Text,
+    /// `{"entries": [...], "summary": "..."}` on stdout.
+    Json,
 }
 
 /// Whether an import writes or only asks for dry runs.
@@ -83,9 +98,19 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     } else {
         (Mode::Apply, Show::Changes)
     };
-    let done = import(&client, &plan, mode).await?;
-    outcome::print(&done.lines, show, &done.summary);
-    orphans::run(&client, &plan, mode, args.prune, done.tally.exit_code(mode)).await
+    let done = import(&client, &plan, mode, args.plan).await?;
+    let text = match args.output {
+        Output::Text => {
+            outcome::print(&done.lines, show, &done.summary);
+            true
+        }
+        Output::Json => {
+            outcome::print_json(&done.lines, &done.summary);
+            false
+        }
+    };
+    let items = done.tally.exit_code(mode);
+    orphans::run(&client, &plan, mode, args.prune, items, text).await
 }
 
 /// Plans the pack; on problems prints every diagnostic on stdout.
@@ -123,8 +148,14 @@ struct Imported {
 
 /// One import of a planned pack: catalog, then nouns, then tasks. An apply
 /// is a dry run first: when it finds a conflict or an error, or nothing to
-/// change, the import stops there and writes nothing.
-async fn import(client: &Client, plan: &Plan, mode: Mode) -> anyhow::Result<Imported> {
+/// change, the import stops there and writes nothing. With `explain`,
+/// changed nouns and conflicting tasks say what differs.
+async fn import(
+    client: &Client,
+    plan: &Plan,
+    mode: Mode,
+    explain: bool,
+) -> anyhow::Result<Imported> {
     let missing = catalog::check(client, &plan.catalog).await?;
     if !missing.is_empty() {
         let summary = format!(
@@ -143,7 +174,7 @@ async fn import(client: &Client, plan: &Plan, mode: Mode) -> anyhow::Result<Impo
         Mode::Apply => (2, "importing"),
     };
     let progress = Progress::new((plan.nouns.len() + plan.tasks.len()) * passes, label);
-    let mut lines = items(client, plan, Mode::Plan, &progress).await?;
+    let mut lines = items(client, plan, Mode::Plan, explain, &progress).await?;
     let tally = Tally::of(&lines).with_pins(plan.catalog.len());
     if mode == Mode::Plan || tally.failed() || !tally.changed() {
         let summary = match mode {
@@ -159,7 +190,7 @@ async fn import(client: &Client, plan: &Plan, mode: Mode) -> anyhow::Result<Impo
             summary,
         });
     }
-    let lines = items(client, plan, Mode::Apply, &progress).await?;
+    let lines = items(client, plan, Mode::Apply, false, &progress).await?;
     let tally = Tally::of(&lines).with_pins(plan.catalog.len());
     Ok(Imported {
         summary: tally.summary(Mode::Apply),
@@ -173,12 +204,16 @@ async fn items(
     client: &Client,
     plan: &Plan,
     mode: Mode,
+    explain: bool,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Line>> {
     let started = std::time::Instant::now();
     let (mut lines, pins) = nouns::put_all(client, plan, mode, progress).await?;
+    if explain {
+        nouns::explain(client, plan, &mut lines).await;
+    }
     let nouns_ms = started.elapsed().as_millis() as u64;
-    lines.extend(tasks::enqueue_all(client, plan, &pins, mode, progress).await?);
+    lines.extend(tasks::enqueue_all(client, plan, &pins, mode, explain, progress).await?);
     let tasks_ms = started.elapsed().as_millis() as u64 - nouns_ms;
     tracing::debug!(?mode, nouns_ms, tasks_ms, "import pass");
     Ok(lines)

@@ -12,8 +12,9 @@ use tessera_importer::{NounBody, NounItem, Pack, Plan};
 
 use super::Mode;
 use super::outcome::{Kind, Line, Outcome, Progress};
-use super::send;
+use super::{diff, send};
 use crate::http::wire::{NounBatchItem, PutNoun, PutNounReply};
+use crate::store::Sha256;
 
 /// The pins of the pack's nouns, by `(store, key)`: each a brief-ready
 /// `{store, key, version, sha256}`. Nouns that failed are absent.
@@ -102,5 +103,65 @@ fn item(pack: &Pack, noun: &NounItem, mode: Mode) -> anyhow::Result<NounBatchIte
         store: noun.store.clone(),
         key: noun.key.clone(),
         envelope: serde_json::value::to_raw_value(&envelope).context("encoding a noun")?,
+    })
+}
+
+/// For each noun a plan would give a new version, what differs from the
+/// latest version the daemon holds: its body (by field for JSON, by hash
+/// for bytes) and its type, media type, visibility and allowlist. A noun
+/// that cannot be read keeps its line without changes.
+pub(super) async fn explain(client: &crate::client::Client, plan: &Plan, lines: &mut [Line]) {
+    for (noun, line) in plan.nouns.iter().zip(lines.iter_mut()) {
+        if line.outcome != Outcome::NewVersion {
+            continue;
+        }
+        if let Some(old) = held(client, &plan.pack.namespace, noun).await {
+            line.changes = diff::changes(&old, &written(noun, &old));
+        }
+    }
+}
+
+/// The latest version as a record: `{body, type, media_type, visibility,
+/// allowed_surfaces}`.
+async fn held(client: &crate::client::Client, namespace: &str, noun: &NounItem) -> Option<Value> {
+    let path = format!("/v1/nouns/{namespace}/{}/{}", noun.store, noun.key);
+    let versions = client.get(&format!("{path}/versions")).await.ok()?;
+    let versions: Value = versions.success().ok()?.json().ok()?;
+    let latest = versions["versions"].as_array()?.last()?.clone();
+    let bytes = client.get(&path).await.ok()?.success().ok()?.body;
+    let body = if latest["media_type"] == "application/json" {
+        serde_json::from_slice(&bytes).ok()?
+    } else {
+        json!({"sha256": latest["sha256"], "size": latest["size"]})
+    };
+    Some(json!({
+        "body": body,
+        "type": latest["type"],
+        "media_type": latest["media_type"],
+        "visibility": latest["visibility"],
+        "allowed_surfaces": latest["allowed_surfaces"],
+    }))
+}
+
+/// The noun as the pack writes it, in the shape of [`held`]; visibility
+/// and allowlist the pack leaves out are the held ones (a put keeps them).
+fn written(noun: &NounItem, held: &Value) -> Value {
+    let (body, media_type) = match &noun.body {
+        NounBody::Json(value) => (value.clone(), "application/json".to_owned()),
+        NounBody::Bytes { bytes, media_type } => (
+            json!({"sha256": Sha256::of(bytes).hex(), "size": bytes.len()}),
+            media_type.clone(),
+        ),
+    };
+    json!({
+        "body": body,
+        "type": noun.noun_type,
+        "media_type": media_type,
+        "visibility": noun.visibility.as_ref().map_or_else(|| held["visibility"].clone(), |v| json!(v)),
+        "allowed_surfaces": if noun.allowed_surfaces.is_empty() {
+            held["allowed_surfaces"].clone()
+        } else {
+            json!(noun.allowed_surfaces)
+        },
     })
 }

@@ -66,6 +66,7 @@ pub(super) async fn run(
     mode: Mode,
     prune: bool,
     items: ExitCode,
+    to_stdout: bool,
 ) -> anyhow::Result<ExitCode> {
     let found = find(client, plan).await?;
     let pruning = prune && mode == Mode::Apply && items == ExitCode::SUCCESS;
@@ -75,7 +76,7 @@ pub(super) async fn run(
             pruned.push((t.task_id, cancel(client, t).await?));
         }
     }
-    print(plan, &found, prune, &pruned);
+    print(plan, &found, prune, &pruned, to_stdout);
     let would_cancel = found.tasks.iter().any(|t| PRUNABLE.contains(&t.state));
     Ok(
         if pruned.iter().any(|(_, p)| matches!(p, Pruned::Failed(_))) {
@@ -219,9 +220,21 @@ fn local_id(plan: &Plan, t: &TaskView) -> String {
 
 /// Prints one line per orphan and shared noun, then a summary, when there
 /// is anything to say.
-fn print(plan: &Plan, found: &Found, prune: bool, pruned: &[(crate::queue::TaskId, Pruned)]) {
+/// Prints the orphan section: to stdout after text lines, to stderr when
+/// stdout carries the `-o json` document.
+fn print(
+    plan: &Plan,
+    found: &Found,
+    prune: bool,
+    pruned: &[(crate::queue::TaskId, Pruned)],
+    to_stdout: bool,
+) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let mut out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::io::stderr().lock())
+    };
     let mut line = |s: String| {
         let _ = writeln!(out, "{s}");
     };

@@ -7,9 +7,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
 use tessera_importer::Source;
 
 use super::Mode;
+use super::diff::Change;
 
 /// Ids are padded to line up, up to this many characters.
 const ID_COLUMN: usize = 40;
@@ -18,7 +20,8 @@ const ID_COLUMN: usize = 40;
 const PROGRESS_OVER: usize = 300;
 
 /// What happens to one item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub(super) enum Outcome {
     /// A new noun or task.
     Create,
@@ -45,7 +48,8 @@ impl Outcome {
 }
 
 /// What kind of item a line is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub(super) enum Kind {
     /// A noun, named `store/key`.
     Noun,
@@ -55,15 +59,20 @@ pub(super) enum Kind {
     Pin,
 }
 
-/// One item's outcome, with where it was written and, for conflicts and
-/// errors, why.
-#[derive(Clone, Debug)]
+/// One entry of the plan: an item's outcome, with where it was written,
+/// for conflicts and errors why, and in a `--plan` what differs from the
+/// record the daemon holds. `kind` says what the entry is about, so other
+/// kinds of entries can join the list.
+#[derive(Clone, Debug, Serialize)]
 pub(super) struct Line {
     pub(super) outcome: Outcome,
     pub(super) kind: Kind,
     pub(super) id: String,
     pub(super) source: Source,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) note: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) changes: Vec<Change>,
 }
 
 impl Line {
@@ -75,6 +84,7 @@ impl Line {
             id: id.to_owned(),
             source: source.clone(),
             note: None,
+            changes: Vec::new(),
         }
     }
 
@@ -108,6 +118,9 @@ impl fmt::Display for Line {
         )?;
         if let Some(note) = &self.note {
             write!(f, ": {note}")?;
+        }
+        for change in &self.changes {
+            write!(f, "\n    {change}")?;
         }
         Ok(())
     }
@@ -244,6 +257,14 @@ impl Tally {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Prints every line and the summary on stdout as one JSON document:
+/// `{"entries": [{kind, id, outcome, source: {file, line}, note?,
+/// changes?: [{pointer, old, new}]}], "summary"}`.
+pub(super) fn print_json(lines: &[Line], summary: &str) {
+    let doc = serde_json::json!({"entries": lines, "summary": summary});
+    println!("{doc:#}");
 }
 
 /// Prints the wanted lines and the summary on stdout.

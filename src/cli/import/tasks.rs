@@ -17,6 +17,7 @@ use serde_json::Value;
 use tessera_importer::{Plan, TaskItem};
 
 use super::Mode;
+use super::diff::{self, Change};
 use super::nouns::Pins;
 use super::outcome::{Kind, Line, Outcome, Progress};
 use super::send;
@@ -41,6 +42,7 @@ pub(super) async fn enqueue_all(
     plan: &Plan,
     pins: &Pins,
     mode: Mode,
+    explain: bool,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Line>> {
     let path = format!(
@@ -66,9 +68,16 @@ pub(super) async fn enqueue_all(
             }
         }
         let answers = send::batch::<_, TaskOutcome>(client, &path, &specs, progress).await?;
-        for ((i, partial), answer) in sent.into_iter().zip(answers) {
+        for (((i, partial), answer), sent_spec) in sent.into_iter().zip(answers).zip(&specs) {
             let task = &plan.tasks[i];
-            let (l, upstream) = judge(task, answer, partial);
+            let holder = holder(&answer);
+            let (mut l, upstream) = judge(task, answer, partial);
+            if explain
+                && l.outcome == Outcome::Conflict
+                && let Some(holder) = holder
+            {
+                l.changes = differs(client, &holder, sent_spec).await;
+            }
             known.insert(&task.id, upstream);
             lines[i] = Some(l);
         }
@@ -178,6 +187,42 @@ fn judge(task: &TaskItem, answer: ItemReply<TaskOutcome>, partial: bool) -> (Lin
             existing,
         ),
     }
+}
+
+/// The id of the task holding the idempotency key, from either answer.
+fn holder(answer: &ItemReply<TaskOutcome>) -> Option<String> {
+    match (&answer.result, &answer.error) {
+        (Some(result), _) => result.task_id.map(|id| id.to_string()),
+        (None, Some(error)) => error.details["task_id"].as_str().map(str::to_owned),
+        (None, None) => None,
+    }
+}
+
+/// The spec fields in which `sent` differs from the task `holder` as the
+/// daemon shows it (fields the daemon does not show are left out; sets
+/// are sorted on both sides already). Empty when it cannot be read.
+async fn differs(client: &Client, holder: &str, sent: &Value) -> Vec<Change> {
+    let Some(view) = async {
+        let reply = client.get(&format!("/v1/tasks/{holder}")).await.ok()?;
+        reply.success().ok()?.json::<Value>().ok()
+    }
+    .await
+    else {
+        return Vec::new();
+    };
+    let (Some(sent), Some(view)) = (sent.as_object(), view.as_object()) else {
+        return Vec::new();
+    };
+    let held: serde_json::Map<String, Value> = sent
+        .keys()
+        .filter_map(|k| Some((k.clone(), view.get(k)?.clone())))
+        .collect();
+    let sent: serde_json::Map<String, Value> = sent
+        .iter()
+        .filter(|(k, _)| held.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    diff::changes(&Value::Object(held), &Value::Object(sent))
 }
 
 /// Why a task conflicts, and what to do about it.

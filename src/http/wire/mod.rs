@@ -47,7 +47,8 @@ pub struct PutNoun {
     /// The producer surface of a new noun.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub producer_surface: Option<String>,
-    /// Bytes equal to the latest version's write nothing and answer 200.
+    /// Bytes equal to the latest version's, with the same media type, type,
+    /// visibility and allowlist, write nothing and answer 200.
     #[serde(default, skip_serializing_if = "is_false")]
     pub skip_unchanged: bool,
     /// Report what would happen; write nothing.
