@@ -577,6 +577,34 @@ async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
             .await
             .unwrap();
     assert!(get.status.is_client_error(), "{}", get.status);
+    // Refusals carry this API's error body, and a client that names no
+    // media types (no Accept) is answered in JSON rather than refused.
+    let plain = [("content-type", "text/plain")];
+    let wrong_type =
+        t.d.admin
+            .send(Method::POST, "/mcp", Some("{}".into()), &plain)
+            .await
+            .unwrap();
+    assert!(wrong_type.status.is_client_error(), "{}", wrong_type.status);
+    assert!(
+        wrong_type.error_code().is_some(),
+        "{}",
+        String::from_utf8_lossy(&wrong_type.body)
+    );
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let no_accept =
+        t.d.admin
+            .send(Method::POST, "/mcp", Some(ping.to_string().into()), &[])
+            .await
+            .unwrap();
+    assert_eq!(
+        no_accept.status.as_u16(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&no_accept.body)
+    );
+    let pong: Value = serde_json::from_slice(&no_accept.body).expect("a JSON-RPC answer");
+    assert_eq!(pong["id"], json!(9), "{pong}");
 
     // A task the key may not see: a JSON-RPC error, not a leak.
     let missing = mcp

@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tower_service::Service;
 
 use super::body::Chunks;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::{Ctx, Resp, routes};
 use crate::mcp::{Api, ApiCall, ApiReply, Credentials, Peer, Pending, Server};
@@ -28,6 +28,7 @@ pub async fn serve(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let body = req.bytes(limit).await?;
     let mut parts = req.parts.clone();
     parts.extensions.insert(Peer(req.peer()));
+    accept_both(&mut parts.headers);
     let api: Arc<dyn Api> = Arc::new(InProcess(ctx.clone()));
     let server = Server::new(api, Credentials::default());
     // Every tool call needs the caller's own key or handle, as every API
@@ -50,6 +51,13 @@ pub async fn serve(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
         .await
         .unwrap_or_else(|never| match never {});
     let (parts, mut body) = answer.into_parts();
+    let json = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if parts.status.is_client_error() && !json {
+        return Err(refusal(parts.status, body).await);
+    }
     let (tx, out) = Chunks::channel(CHUNK_DEPTH);
     tokio::spawn(async move {
         while let Some(Ok(frame)) = body.frame().await {
@@ -61,6 +69,41 @@ pub async fn serve(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
         }
     });
     Ok(Resp::from_parts(parts, out))
+}
+
+/// Streamable HTTP asks a client to accept both JSON and SSE; one that
+/// names neither (no `Accept`, or `*/*`) is taken to accept both, since
+/// every answer here is JSON.
+fn accept_both(headers: &mut http::HeaderMap) {
+    let named = headers.get_all(http::header::ACCEPT).iter().any(|v| {
+        let v = v.to_str().unwrap_or_default();
+        v.contains("application/json") || v.contains("text/event-stream")
+    });
+    if !named {
+        headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/json, text/event-stream"),
+        );
+    }
+}
+
+/// The SDK's own refusal of a request it cannot take (a plain-text 4xx)
+/// as this API's error body.
+async fn refusal<B: hyper::body::Body + Unpin>(status: http::StatusCode, body: B) -> ApiError {
+    let text = match body.collect().await {
+        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+        Err(_) => String::new(),
+    };
+    let code = if status == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        ErrorCode::InvalidMediaType
+    } else {
+        ErrorCode::InvalidBody
+    };
+    ApiError::new(
+        code,
+        format!("not an MCP request this server takes ({status}): {text}"),
+    )
+    .with(serde_json::json!({"mcp_status": status.as_u16()}))
 }
 
 /// The daemon's own routing table as an [`Api`]: a tool call becomes a
