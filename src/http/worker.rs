@@ -13,8 +13,11 @@ use super::nouns::{version_query, version_response};
 use super::request::Req;
 use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
+use crate::queue::brief::Address;
 use crate::store::NounPath;
-use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, shim, submit};
+use crate::worker::{
+    self, Route, Session, artifact, consumes, file_ref, output, prompt, shim, submit,
+};
 
 /// Resolves the worker credential, unless this peer's failure budget is
 /// spent (`429`, before the credential is looked at). A credential that
@@ -207,12 +210,47 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     Ok(submitted(id, &done))
 }
 
-/// `GET /v1/tasks/{id}/output`: `{"out": final, "parts": {name: value}}`.
+/// `GET /v1/tasks/{id}/output`: `{"out": final, "parts": {name: value}}`;
+/// with `?path=$.out` or `?path=$.parts["name"]`, that one piece's raw
+/// bytes and its sha256 (`x-tessera-sha256`).
 pub async fn output(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
+    let path = req
+        .query("path")
+        .map(|text| {
+            Address::parse(text).map_err(|message| {
+                ApiError::new(ErrorCode::InvalidQuery, message).with(json!({"field": "path"}))
+            })
+        })
+        .transpose()?;
     let task = visible(ctx, &p, task_id(id)?).await?;
-    let folded = ctx
-        .blocking(move |store| output::fold(store, &task))
+    let Some(path) = path else {
+        let folded = ctx
+            .blocking(move |store| output::fold(store, &task))
+            .await?;
+        return Ok(json_response(StatusCode::OK, &folded));
+    };
+    let id = task.id;
+    let shown = path.to_string();
+    let found = ctx
+        .blocking(move |store| consumes::raw(store, &task, &path))
         .await?;
-    Ok(json_response(StatusCode::OK, &folded))
+    let Some((sha, bytes)) = found else {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("task {id} has no output at {shown}"),
+        )
+        .with(json!({"path": shown})));
+    };
+    let mut resp = Resp::new(super::body::full(bytes));
+    let headers = resp.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(
+        "x-tessera-sha256",
+        http::HeaderValue::from_str(&sha.hex()).expect("hex"),
+    );
+    Ok(resp)
 }

@@ -25,6 +25,7 @@
 pub mod area;
 pub mod artifact;
 pub mod audit;
+pub mod consumes;
 pub mod contract;
 pub mod file_ref;
 pub mod front_matter;
