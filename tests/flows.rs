@@ -93,14 +93,16 @@ fn consumed<'a>(prompt: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no consumes entry {name}: {prompt:#}"))
 }
 
-/// Runs `tessera import PACK` with a key holding `secret`.
-async fn import(d: &TestDaemon, pack: &Path, secret: &str) {
+/// Runs `tessera import PACK ARGS` with a key holding `secret`; checks it
+/// exits with `code` and returns its stdout.
+async fn import(d: &TestDaemon, pack: &Path, args: &[&str], code: i32, secret: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("importer.key");
     std::fs::write(&key_file, format!("{secret}\n")).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
         .arg("import")
         .arg(pack)
+        .args(args)
         .args(["--server", d.admin.base(), "--key-file"])
         .arg(&key_file)
         .env_remove("TESSERA_KEY")
@@ -109,12 +111,14 @@ async fn import(d: &TestDaemon, pack: &Path, secret: &str) {
         .output()
         .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "import failed:\n{}\n{}",
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "import exited otherwise:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]
@@ -123,7 +127,15 @@ async fn blueprint_flow_runs_end_to_end_with_separate_worker_keys() {
     provision(&d).await;
     let importer = issue(&d, "importer", &KINDS, &["cas:write", "verbs:enqueue"]).await;
     let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/blueprint-flow");
-    import(&d, &pack, &importer).await;
+    // The plan shows the flow as its steps, with what each reads.
+    let planned = import(&d, &pack, &["--plan"], 2, &importer).await;
+    for want in [
+        "flow change (pack.yaml:19)",
+        "  implement  change.implement  plan <- design $.parts[\"plan.md\"]",
+    ] {
+        assert!(planned.contains(want), "{want:?} not in:\n{planned}");
+    }
+    import(&d, &pack, &[], 0, &importer).await;
     let (designer, implementer, reviewer) = (
         worker(&d, "verb.design").await,
         worker(&d, "verb.implement").await,

@@ -18,6 +18,7 @@
 //! missing or different catalog pin, a conflict or any error.
 
 mod catalog;
+mod flows;
 mod nouns;
 mod outcome;
 mod send;
@@ -76,6 +77,9 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         (Mode::Apply, Show::Changes)
     };
     let done = import(&client, &plan, mode).await?;
+    if args.plan {
+        print!("{}", flows::render(&plan));
+    }
     outcome::print(&done.lines, show, &done.summary);
     Ok(done.tally.exit_code(mode))
 }
