@@ -93,7 +93,6 @@ pub(crate) fn expand(
     let contract_of = |step: &Map<String, Value>| {
         step.get("brief")
             .and_then(|b| b.get("contract_ref"))
-            .or_else(|| shared.get("brief").and_then(|b| b.get("contract_ref")))
             .and_then(|r| r.as_object())
             .filter(|r| r.len() == 1)
             .and_then(|r| r.get("noun"))
