@@ -4,8 +4,9 @@
 //! Each worker's prompt carries its `consumes` resolved against the
 //! upstream's receipt (pointer to the ctx-dir file, sha256, size, the
 //! content inline); `GET /v1/tasks/{id}/output?path=` answers one part's
-//! raw bytes. A failed upstream and an upstream the claimant may not see
-//! are shown as missing, never dropped.
+//! raw bytes. A part over the inline limit is a pointer with that route's
+//! URL. A failed upstream and an upstream the claimant may not see are
+//! shown as missing, never dropped.
 
 mod support;
 
@@ -314,4 +315,49 @@ async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
     }
     assert!(!p.to_string().contains("Secret plan"));
     assert!(!p.to_string().contains(&format!("\"{private}\"")));
+}
+
+#[tokio::test]
+async fn an_upstream_part_over_the_inline_limit_is_a_pointer_with_the_output_url() {
+    let d = TestDaemon::start().await;
+    provision(&d).await;
+    let requester = d.client(&issue(&d, "requester", &KINDS, &["verbs:enqueue"]).await);
+    let designer = worker(&d, "verb.design").await;
+    let implementer = worker(&d, "verb.implement").await;
+    let design = enqueue(
+        &requester,
+        &step("verb.design", "surface_only", json!({}), &[]),
+    )
+    .await;
+    let consumes = json!({"plan": {"step": "design", "path": "$.parts[\"plan.md\"]"}});
+    enqueue(
+        &requester,
+        &step(
+            "verb.implement",
+            "surface_only",
+            json!({"consumes": consumes}),
+            &[&design],
+        ),
+    )
+    .await;
+    let (_, agent) = claim_as_agent(&d, &designer).await;
+    let big = vec![b'x'; 16 * 1024 + 1];
+    let sha = stage(&agent, "plan.md", &big).await;
+    finish(&agent, "", "done").await;
+
+    let (_, agent) = claim_as_agent(&d, &implementer).await;
+    let entry = consumed(&prompt(&agent).await, "plan").clone();
+    assert_eq!(entry["status"], "ready", "{entry:#}");
+    assert_eq!(entry["size"], big.len());
+    assert_eq!(entry["sha256"], sha);
+    assert!(entry.get("body").is_none(), "too large to inline");
+    let url = entry["url"].as_str().unwrap();
+    assert_eq!(
+        url,
+        format!("/v1/tasks/{design}/output?path=%24.parts%5B%22plan.md%22%5D")
+    );
+    let r = implementer.get(url).await.unwrap();
+    assert_status!(r, 200);
+    assert_eq!(r.body.as_ref(), big.as_slice());
+    assert_eq!(r.header("x-tessera-sha256"), Some(sha.as_str()));
 }
