@@ -4,8 +4,8 @@
 //! Each worker's prompt carries its `consumes` resolved against the
 //! upstream's receipt (pointer to the ctx-dir file, sha256, size, the
 //! content inline); `GET /v1/tasks/{id}/output?path=` answers one part's
-//! raw bytes. A part over the inline limit is a pointer with that route's
-//! URL. A failed upstream and an upstream the claimant may not see are
+//! raw bytes. A part over the inline limit is a pointer whose URL the
+//! agent's handle reads (`GET /v1/worker/consumes/{name}`). A failed upstream and an upstream the claimant may not see are
 //! shown as missing, never dropped.
 
 mod support;
@@ -277,6 +277,8 @@ async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
     assert_eq!(entry["task_id"], design);
     assert_eq!(entry["reason"], "the upstream has not succeeded");
     assert!(entry.get("body").is_none() && entry.get("sha256").is_none());
+    let r = agent.get("/v1/worker/consumes/plan").await.unwrap();
+    assert_status!(r, 404, "not_found");
     finish(&agent, "", "skipped").await;
 
     // An upstream only its requester (and admin) may see: the worker's
@@ -314,11 +316,13 @@ async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
         assert!(entry.get(hidden).is_none(), "{hidden} shown: {entry:#}");
     }
     assert!(!p.to_string().contains("Secret plan"));
+    let r = agent.get("/v1/worker/consumes/plan").await.unwrap();
+    assert_status!(r, 404, "not_found");
     assert!(!p.to_string().contains(&format!("\"{private}\"")));
 }
 
 #[tokio::test]
-async fn an_upstream_part_over_the_inline_limit_is_a_pointer_with_the_output_url() {
+async fn an_upstream_part_over_the_inline_limit_is_a_pointer_the_handle_can_read() {
     let d = TestDaemon::start().await;
     provision(&d).await;
     let requester = d.client(&issue(&d, "requester", &KINDS, &["verbs:enqueue"]).await);
@@ -351,13 +355,21 @@ async fn an_upstream_part_over_the_inline_limit_is_a_pointer_with_the_output_url
     assert_eq!(entry["size"], big.len());
     assert_eq!(entry["sha256"], sha);
     assert!(entry.get("body").is_none(), "too large to inline");
-    let url = entry["url"].as_str().unwrap();
-    assert_eq!(
-        url,
-        format!("/v1/tasks/{design}/output?path=%24.parts%5B%22plan.md%22%5D")
-    );
-    let r = implementer.get(url).await.unwrap();
+    // The agent, holding only its handle, reads it through the worker route.
+    assert_eq!(entry["url"], "/v1/worker/consumes/plan");
+    let r = agent.get("/v1/worker/consumes/plan").await.unwrap();
     assert_status!(r, 200);
     assert_eq!(r.body.as_ref(), big.as_slice());
+    assert_eq!(r.header("x-tessera-sha256"), Some(sha.as_str()));
+    let r = agent.get("/v1/worker/consumes/other").await.unwrap();
+    assert_status!(r, 404, "not_found");
+    // A key that may see the upstream reads the same bytes by address.
+    let r = implementer
+        .get(&format!(
+            "/v1/tasks/{design}/output?path=%24.parts%5B%22plan.md%22%5D"
+        ))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
     assert_eq!(r.header("x-tessera-sha256"), Some(sha.as_str()));
 }

@@ -75,6 +75,7 @@ const LITERALS: &[&str] = &[
     "prompt",
     "artifact",
     "parts",
+    "consumes",
 ];
 
 /// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
@@ -167,6 +168,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         }
         (Method::POST, ["v1", "worker", "heartbeat"]) => worker::heartbeat(ctx, req).await,
         (Method::GET, ["v1", "worker", "parts"]) => worker::parts(ctx, req).await,
+        (Method::GET, ["v1", "worker", "consumes", name]) => worker::consumed(ctx, req, name).await,
 
         _ => Err(ApiError::new(
             ErrorCode::NoRoute,

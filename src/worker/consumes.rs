@@ -6,7 +6,8 @@
 //! when the projection was written, sha256, size) and, up to
 //! [`shim::INLINE_LIMIT`] bytes, the content inline as the shim shows a
 //! body (`role: data`, never an instruction); a larger one gives the URL
-//! of `GET /v1/tasks/{id}/output?path=…`. Otherwise it is `missing`, with
+//! of `GET /v1/worker/consumes/{name}`, which serves a ready entry's raw
+//! bytes to the worker's handle ([`read`]). Otherwise it is `missing`, with
 //! the upstream's `state` and `ok` and the reason (it did not succeed, it
 //! has no worker result, it did not stage the part), never left out.
 //!
@@ -31,14 +32,73 @@ pub fn resolve(store: &Store, task: &Task, upstreams: &[Task]) -> Result<Vec<Val
     };
     consumes
         .iter()
-        .map(|(name, c)| {
-            let upstream = upstreams
-                .iter()
-                .filter(|u| task.spec.depends_on.contains(&u.id))
-                .find(|u| u.spec.step_name() == c.step);
-            entry(store, name, c, upstream)
-        })
+        .map(|(name, c)| entry(store, name, c, upstream(task, upstreams, c)))
         .collect()
+}
+
+/// The raw bytes and sha256 of the entry `name` of `task`'s `consumes`,
+/// when it is ready; `None` when the brief has no such entry or it is
+/// missing (as [`resolve`] shows it).
+pub fn read(
+    store: &Store,
+    task: &Task,
+    upstreams: &[Task],
+    name: &str,
+) -> Result<Option<(Sha256, Vec<u8>)>, Error> {
+    let consumes = task.spec.brief().consumes.unwrap_or_default();
+    let Some(c) = consumes
+        .iter()
+        .find(|(n, _)| n.as_str() == name)
+        .map(|(_, c)| c)
+    else {
+        return Ok(None);
+    };
+    let Some(up) = upstream(task, upstreams, c) else {
+        return Ok(None);
+    };
+    match source(store, up, &c.path)? {
+        Ok(found) => Ok(Some((found.sha256, store.get_object(&found.sha256)?))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The upstream an entry names: among the task's `depends_on` that the
+/// claimant may see, the one whose step name is the entry's `step`.
+fn upstream<'a>(task: &Task, upstreams: &'a [Task], c: &Consume) -> Option<&'a Task> {
+    upstreams
+        .iter()
+        .filter(|u| task.spec.depends_on.contains(&u.id))
+        .find(|u| u.spec.step_name() == c.step)
+}
+
+/// A ready output: its object, its file name in the ctx-dir and the
+/// receipt that names it.
+struct Found {
+    sha256: Sha256,
+    file: String,
+    receipt: Receipt,
+}
+
+/// Where the output an address names is, or why it is missing.
+fn source(store: &Store, up: &Task, path: &Address) -> Result<Result<Found, &'static str>, Error> {
+    if up.state != TaskState::Succeeded {
+        return Ok(Err("the upstream has not succeeded"));
+    }
+    let Some(last) = up.receipts.last() else {
+        return Ok(Err("the upstream has no receipt"));
+    };
+    let receipt = Receipt::read(store, last)?;
+    Ok(match located(&receipt, path) {
+        Some((sha256, file)) => Ok(Found {
+            sha256,
+            file,
+            receipt,
+        }),
+        None => Err(match path {
+            Address::Out => "the upstream has no worker result",
+            Address::Part(_) => "the upstream did not stage this part",
+        }),
+    })
 }
 
 fn entry(store: &Store, name: &Name, c: &Consume, up: Option<&Task>) -> Result<Value, Error> {
@@ -54,39 +114,24 @@ fn entry(store: &Store, name: &Name, c: &Consume, up: Option<&Task>) -> Result<V
     out["task_id"] = json!(up.id);
     out["state"] = json!(up.state);
     out["ok"] = json!(up.ok());
-    let missing = |mut out: Value, reason: &str| {
-        out["status"] = json!("missing");
-        out["reason"] = json!(reason);
-        Ok(out)
+    let found = match source(store, up, &c.path)? {
+        Ok(found) => found,
+        Err(reason) => {
+            out["status"] = json!("missing");
+            out["reason"] = json!(reason);
+            return Ok(out);
+        }
     };
-    if up.state != TaskState::Succeeded {
-        return missing(out, "the upstream has not succeeded");
-    }
-    let Some(receipt) = up
-        .receipts
-        .last()
-        .map(|sha| Receipt::read(store, sha))
-        .transpose()?
-    else {
-        return missing(out, "the upstream has no receipt");
-    };
-    let Some((sha, file)) = located(&receipt, &c.path) else {
-        let reason = match c.path {
-            Address::Out => "the upstream has no worker result",
-            Address::Part(_) => "the upstream did not stage this part",
-        };
-        return missing(out, reason);
-    };
-    let bytes = store.get_object(&sha)?;
+    let bytes = store.get_object(&found.sha256)?;
     out["status"] = json!("ready");
-    out["file_path"] = json!(receipt.projection.as_ref().and_then(|p| {
+    out["file_path"] = json!(found.receipt.projection.as_ref().and_then(|p| {
         (p.status == ProjectionStatus::Written)
-            .then(|| store.root().absolute.join(&p.path).join(&file))
+            .then(|| store.root().absolute.join(&p.path).join(&found.file))
     }));
-    out["sha256"] = json!(sha);
+    out["sha256"] = json!(found.sha256);
     out["size"] = json!(bytes.len());
     if bytes.len() as u64 > shim::INLINE_LIMIT {
-        out["url"] = json!(url(up, &c.path));
+        out["url"] = json!(url(name));
         return Ok(out);
     }
     let (format, body) = shim::inline(&bytes);
@@ -123,8 +168,7 @@ pub fn raw(store: &Store, task: &Task, path: &Address) -> Result<Option<(Sha256,
     }
 }
 
-/// The output route's URL for one address of a task.
-fn url(task: &Task, path: &Address) -> String {
-    let query: String = form_urlencoded::byte_serialize(path.to_string().as_bytes()).collect();
-    format!("/v1/tasks/{}/output?path={query}", task.id)
+/// The worker route's URL for an entry.
+fn url(name: &Name) -> String {
+    format!("/v1/worker/consumes/{name}")
 }
