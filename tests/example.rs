@@ -1,21 +1,22 @@
-//! The executable slice, run as a newcomer runs it: the example binary
-//! itself, checked for its output, its exit status, and that its temporary
-//! root is gone afterwards.
+//! The executable slice and the Blueprint flow, run as a newcomer runs
+//! them: each example binary itself, checked for its output, its exit
+//! status, and that its temporary root is gone afterwards.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 /// The example binary, built beside the test binaries (`cargo test` builds
 /// examples too); built on demand when only this test target was built.
-fn example_binary() -> PathBuf {
+fn example_binary(name: &str) -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
     let path = bin
         .parent()
         .expect("target dir")
-        .join("examples/team_private_work");
+        .join("examples")
+        .join(name);
     if !path.exists() {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "team_private_work"])
+            .args(["build", "--example", name])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("cargo build --example");
@@ -26,7 +27,7 @@ fn example_binary() -> PathBuf {
 
 #[test]
 fn the_example_runs_end_to_end_and_removes_its_root() {
-    let out = Command::new(example_binary())
+    let out = Command::new(example_binary("team_private_work"))
         .output()
         .expect("run the example");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -44,6 +45,40 @@ fn the_example_runs_end_to_end_and_removes_its_root() {
         "parent t1",
         "run fingerprint:",
         "content fingerprint:",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
+    }
+    let root = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("temporary root: "))
+        .and_then(|l| l.strip_suffix(" (removed at exit)"))
+        .expect("the example names its root");
+    assert!(
+        !PathBuf::from(root).exists(),
+        "the temporary root {root} is still there"
+    );
+}
+
+#[test]
+fn the_blueprint_flow_example_runs_each_step_with_its_own_key() {
+    let out = Command::new(example_binary("blueprint_flow"))
+        .output()
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the example failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "step design (t1, key verb.design)",
+        "  consumes: nothing",
+        "step implement (t2, key verb.implement)",
+        "  consumes plan <- design $.parts[\"plan.md\"]: ready, 70 bytes",
+        "  consumes notes <- implement $.out: ready, 32 bytes",
+        "  consumes patch <- implement $.parts[\"patch.diff\"]: ready, 56 bytes",
+        "GET /v1/tasks/t2/output?path=$.parts[\"patch.diff\"]: 56 bytes",
+        "flow finished: 3/3 steps succeeded",
     ] {
         assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
     }

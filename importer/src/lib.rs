@@ -10,6 +10,7 @@
 //! Modules, each depending only on those listed after it:
 //! - `resolve`: meaning once the shape is right: nouns and body files, the
 //!   catalog, duplicate ids, noun refs, `depends_on`, cycles, order;
+//! - `flow`: a flow's steps as tasks, their `consumes` and parts checks;
 //! - `noun`: a noun entry and its body, inline or from a `body_file`;
 //! - `json`: JSON body files, read with exact numbers and no repeated keys;
 //! - `template`: expands a template over its items (minijinja, strict);
@@ -17,7 +18,8 @@
 //! - `schema`: JSON Schema checks, errors worded for authors;
 //! - `source`: the folder: pack file, sorted walk, includes, confined reads;
 //! - `raw`: YAML and TOML into one JSON value plus a pointer → line map;
-//! - `plan` and `report`: the output types.
+//! - `plan` and `report`: the output types; `address`: `$.out` and
+//!   `$.parts["name"]`, shared with the daemon.
 //!
 //! `plan` runs in two phases. First every file is read, parsed and checked
 //! against the schema; problems in any file are all reported, and meaning
@@ -25,6 +27,8 @@
 //! follow-on errors). Then `resolve` checks meaning and reports every
 //! problem it finds.
 
+mod address;
+mod flow;
 mod json;
 mod noun;
 mod plan;
@@ -38,7 +42,11 @@ mod template;
 
 use std::path::Path;
 
-pub use plan::{CatalogItem, NounBody, NounItem, NounRef, Pack, Plan, Source, TaskItem};
+pub use address::Address;
+pub use plan::{
+    CatalogItem, FlowConsume, FlowItem, FlowStep, NounBody, NounItem, NounRef, Pack, Plan, Source,
+    TaskItem,
+};
 pub use report::{Diagnostic, Report};
 
 pub use raw::MAX_PACK_BYTES;

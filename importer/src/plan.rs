@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::address::Address;
+
 /// A validated pack, ready to apply.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
@@ -22,6 +24,8 @@ pub struct Plan {
     pub tasks: Vec<TaskItem>,
     /// Pins that must already exist with this hash.
     pub catalog: Vec<CatalogItem>,
+    /// Flows as their steps (each step is also one of `tasks`).
+    pub flows: Vec<FlowItem>,
 }
 
 /// The pack's header from `pack.yaml` / `pack.toml`.
@@ -130,4 +134,39 @@ pub struct CatalogItem {
     pub sha256: String,
     /// Where the entry was written.
     pub source: Source,
+}
+
+/// A flow (Blueprint) as its steps, in the order written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowItem {
+    /// The flow's id, unique among the pack's tasks' prefixes.
+    pub id: String,
+    /// Its steps.
+    pub steps: Vec<FlowStep>,
+    /// Where the flow was written.
+    pub source: Source,
+}
+
+/// One step of a flow: the task it became and what it reads.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowStep {
+    /// The step's name (the task's `brief.step`).
+    pub name: String,
+    /// The local id of its task, `<flow id>.<step name>`.
+    pub task_id: String,
+    /// The upstream outputs its brief consumes.
+    pub consumes: Vec<FlowConsume>,
+    /// Steps it waits for without reading them.
+    pub after: Vec<String>,
+}
+
+/// One `consumes` entry: a local name for an upstream step's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowConsume {
+    /// The name the consuming step knows it by.
+    pub name: String,
+    /// The upstream step.
+    pub step: String,
+    /// Which piece of its output.
+    pub path: Address,
 }

@@ -1,5 +1,5 @@
 //! Meaning, once every file has passed the schema: nouns (see `noun`), the
-//! catalog, tasks and template expansions, then the checks
+//! catalog, tasks, template and flow expansions, then the checks
 //! between items: duplicate ids and noun paths, unknown noun refs, unknown
 //! `depends_on` ids, and dependency cycles; finally the dependency order.
 //!
@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
+use crate::flow;
 use crate::noun;
 use crate::plan::{CatalogItem, NounRef, Pack, Plan, Source, TaskItem};
 use crate::raw::{Budget, Raw};
@@ -106,6 +107,8 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
     let mut catalog_at: HashMap<String, Source> = HashMap::new();
     let mut drafts = Vec::new();
     let mut failed_ids = HashSet::new();
+    let mut flows = Vec::new();
+    let mut reads = Vec::new();
     // Items files are appended while templates expand; only walk the pack's own files.
     for f in 0..ctx.files.len() {
         let value = std::mem::take(&mut ctx.files[f].raw.value);
@@ -170,8 +173,17 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
                 failed_ids.extend(expansion.failed_ids);
             }
         }
+        for (i, fl) in section(&value, "flows").iter().enumerate() {
+            if let Some(map) = fl.as_object() {
+                let expansion = flow::expand(ctx, f, &format!("/flows/{i}"), map);
+                drafts.extend(expansion.drafts);
+                flows.push(expansion.flow);
+                reads.extend(expansion.reads);
+            }
+        }
         ctx.files[f].raw.value = value;
     }
+    flow::check_parts(ctx, &reads, &nouns);
 
     let noun_paths: BTreeSet<String> = noun_at.keys().map(|(s, k)| format!("{s}/{k}")).collect();
     let tasks = tasks(ctx, &pack, &defaults, drafts, &failed_ids, &noun_paths);
@@ -180,6 +192,7 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
         nouns,
         tasks,
         catalog,
+        flows,
     }
 }
 

@@ -117,10 +117,13 @@ fn allowed_fields(doc: Doc, pointer: &str) -> Vec<String> {
         (_, ["tasks", _]) => "task",
         (_, ["templates", _]) => "template",
         (_, ["catalog", _]) => "catalog_pin",
+        (_, ["flows", _]) => "flow",
+        (_, ["flows", _, "steps", _]) => "flow_step",
+        (_, ["flows", _, "steps", _, "consumes", _]) => "consume",
         _ => return Vec::new(),
     };
     let mut fields = keys(&defs[def]["properties"]);
-    if matches!(def, "task" | "defaults") {
+    if matches!(def, "task" | "defaults" | "flow" | "flow_step") {
         fields.extend(keys(&defs["task_fields"]["properties"]));
     }
     fields.sort();

@@ -410,3 +410,48 @@ fn raw_blocks_keep_braces_literally() {
     let p = plan_ok(temp_pack(&[("pack.yaml", &text)]).path());
     assert_eq!(p.tasks[0].spec["brief"]["x"], "{{ a");
 }
+
+#[test]
+fn blueprint_flow_expands_into_steps_that_consume_their_upstreams() {
+    let p = plan_ok(&seeds("blueprint-flow"));
+    let ids: Vec<&str> = p.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["change.design", "change.implement", "change.review"]);
+    let review = &p.tasks[2];
+    assert_eq!(review.depends_on, ["change.design", "change.implement"]);
+    assert_eq!(review.spec["placement"], json!("flows/{task_id}"));
+    assert_eq!(review.spec["check_policy"], json!("strict"));
+    assert_eq!(review.spec["kind"], json!("verb.review"));
+    assert_eq!(
+        review.spec["brief"]["consumes"],
+        json!({
+            "plan": {"step": "design", "path": "$.parts[\"plan.md\"]"},
+            "patch": {"step": "implement", "path": "$.parts[\"patch.diff\"]"},
+            "notes": {"step": "implement", "path": "$.out"},
+        })
+    );
+    assert_eq!(review.spec["brief"]["step"], json!("review"));
+    assert_eq!(p.tasks[0].spec["brief"].get("consumes"), None);
+    assert_eq!(p.tasks[1].depends_on, ["change.design"]);
+
+    assert_eq!(p.flows.len(), 1);
+    let flow = &p.flows[0];
+    assert_eq!(flow.id, "change");
+    assert_eq!(flow.source.line, 19);
+    let steps: Vec<(&str, &str, usize)> = flow
+        .steps
+        .iter()
+        .map(|s| (s.name.as_str(), s.task_id.as_str(), s.consumes.len()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("design", "change.design", 0),
+            ("implement", "change.implement", 1),
+            ("review", "change.review", 3)
+        ]
+    );
+    assert_eq!(
+        flow.steps[1].consumes[0].path,
+        tessera_importer::Address::Part("plan.md".into())
+    );
+}

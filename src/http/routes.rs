@@ -84,6 +84,7 @@ const LITERALS: &[&str] = &[
     "parts",
     "mcp",
     "openapi.json",
+    "consumes",
 ];
 
 /// One route the router serves: its method and its path template, whose
@@ -164,6 +165,7 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec::new(Method::GET, "/v1/worker/nouns/{namespace}/{store}/{key}"),
     RouteSpec::new(Method::POST, "/v1/worker/heartbeat"),
     RouteSpec::new(Method::GET, "/v1/worker/parts"),
+    RouteSpec::new(Method::GET, "/v1/worker/consumes/{name}"),
     RouteSpec::new(Method::POST, "/mcp"),
 ];
 
@@ -263,6 +265,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         }
         (Method::POST, ["v1", "worker", "heartbeat"]) => worker::heartbeat(ctx, req).await,
         (Method::GET, ["v1", "worker", "parts"]) => worker::parts(ctx, req).await,
+        (Method::GET, ["v1", "worker", "consumes", name]) => worker::consumed(ctx, req, name).await,
 
         (Method::POST, ["mcp"]) => mcp::serve(ctx, req).await,
 

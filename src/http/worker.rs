@@ -13,8 +13,11 @@ use super::nouns::{version_query, version_response};
 use super::request::Req;
 use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
-use crate::store::NounPath;
-use crate::worker::{self, Route, Session, artifact, file_ref, output, prompt, shim, submit};
+use crate::queue::brief::Address;
+use crate::store::{NounPath, Sha256};
+use crate::worker::{
+    self, Route, Session, artifact, consumes, file_ref, output, prompt, shim, submit,
+};
 
 /// Resolves the worker credential, unless this peer's failure budget is
 /// spent (`429`, before the credential is looked at). A credential that
@@ -104,6 +107,42 @@ pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError
         .await?;
     ctx.metrics.noun_get(started.elapsed());
     Ok(version_response(&entry, bytes))
+}
+
+/// `GET /v1/worker/consumes/{name}`: the raw bytes of a ready `consumes`
+/// entry of the task's brief, read as the claimant, with `x-tessera-sha256`;
+/// an entry that is missing (or no entry) is `404`.
+pub async fn consumed(ctx: &Ctx, req: Req, name: &str) -> Result<Resp, ApiError> {
+    let s = session(ctx, &req, Route::Consumes)?;
+    let facts = ctx
+        .queue
+        .peek(|st| prompt::Facts::gather(st, &s.task, &s.claimant));
+    let wanted = name.to_string();
+    let found = ctx
+        .blocking(move |store| consumes::read(store, &facts.task, &facts.related, &wanted))
+        .await?;
+    match found {
+        Some((sha, bytes)) => Ok(raw_response(&sha, bytes)),
+        None => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no ready consumes entry {name:?} for this task"),
+        )),
+    }
+}
+
+/// Raw output bytes with their sha256 in `x-tessera-sha256`.
+fn raw_response(sha: &Sha256, bytes: Vec<u8>) -> Resp {
+    let mut resp = Resp::new(super::body::full(bytes));
+    let headers = resp.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(
+        "x-tessera-sha256",
+        http::HeaderValue::from_str(&sha.hex()).expect("hex"),
+    );
+    resp
 }
 
 /// `POST /v1/worker/heartbeat`: extends the attempt's lease, as
@@ -207,12 +246,37 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     Ok(submitted(id, &done))
 }
 
-/// `GET /v1/tasks/{id}/output`: `{"out": final, "parts": {name: value}}`.
+/// `GET /v1/tasks/{id}/output`: `{"out": final, "parts": {name: value}}`;
+/// with `?path=$.out` or `?path=$.parts["name"]`, that one piece's raw
+/// bytes and its sha256 (`x-tessera-sha256`).
 pub async fn output(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
+    let path = req
+        .query("path")
+        .map(|text| {
+            Address::parse(text).map_err(|message| {
+                ApiError::new(ErrorCode::InvalidQuery, message).with(json!({"field": "path"}))
+            })
+        })
+        .transpose()?;
     let task = visible(ctx, &p, task_id(id)?).await?;
-    let folded = ctx
-        .blocking(move |store| output::fold(store, &task))
+    let Some(path) = path else {
+        let folded = ctx
+            .blocking(move |store| output::fold(store, &task))
+            .await?;
+        return Ok(json_response(StatusCode::OK, &folded));
+    };
+    let id = task.id;
+    let shown = path.to_string();
+    let found = ctx
+        .blocking(move |store| consumes::raw(store, &task, &path))
         .await?;
-    Ok(json_response(StatusCode::OK, &folded))
+    let Some((sha, bytes)) = found else {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("task {id} has no output at {shown}"),
+        )
+        .with(json!({"path": shown})));
+    };
+    Ok(raw_response(&sha, bytes))
 }

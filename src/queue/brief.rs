@@ -1,20 +1,26 @@
 //! `Brief`: the fields of a task's brief that the daemon itself reads (its
-//! pins, directive, step and agent), parsed in this one place. The rest of
+//! pins, directive, step, agent and a flow step's `consumes`), parsed in
+//! this one place. The rest of
 //! the brief is the worker's, kept byte for byte in the spec.
 //!
 //! ```json
 //! {"directive": "Sum the squares.", "step": "solve_draft", "agent": "solver",
 //!  "contract_ref": {"store": "contracts", "key": "sum", "version": 1, "sha256": "…"},
 //!  "input_ref": {"namespace": "team", "store": "inputs", "key": "n", "version": 2, "sha256": "…"},
+//!  "consumes": {"plan": {"step": "design", "path": "$.parts[\"plan.md\"]"}},
 //!  "anything_else": "for the worker"}
 //! ```
 
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::store::canonical::json_depth;
 use crate::store::{Name, Pin};
+pub use tessera_importer::Address;
 
 /// Deepest nesting of arrays and objects a brief may have.
 pub const MAX_DEPTH: usize = 64;
@@ -32,6 +38,20 @@ pub struct Brief {
     pub step: Option<Name>,
     /// The agent to run, for the worker.
     pub agent: Option<String>,
+    /// Upstream outputs the worker reads, by the name it knows them by
+    /// (a flow step's `consumes`; resolved at prompt time).
+    pub consumes: Option<BTreeMap<Name, Consume>>,
+}
+
+/// One `consumes` entry: which upstream step, and which piece of its output.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consume {
+    /// The upstream's step name (`brief.step`, or its kind without `verb.`),
+    /// matched among the task's `depends_on`.
+    pub step: Name,
+    /// `$.out` or `$.parts["name"]`.
+    pub path: Address,
 }
 
 impl Brief {
@@ -57,6 +77,7 @@ impl Brief {
             directive: field(&map, "directive", "brief.directive")?,
             step: field(&map, "step", "brief.step")?,
             agent: field(&map, "agent", "brief.agent")?,
+            consumes: field(&map, "consumes", "brief.consumes")?,
         })
     }
 
@@ -121,11 +142,26 @@ mod tests {
     fn briefs_table() {
         let ok = Brief::parse(&raw(r#"{"step":"draft","x":{"y":[1]}}"#)).unwrap();
         assert_eq!(ok.step.unwrap().as_str(), "draft");
+        let flow = Brief::parse(&raw(
+            r#"{"consumes": {"plan": {"step": "design", "path": "$.parts[\"plan.md\"]"}}}"#,
+        ))
+        .unwrap();
+        let plan = &flow.consumes.unwrap()[&Name::parse("name", "plan").unwrap()];
+        assert_eq!(plan.path, Address::Part("plan.md".into()));
         let cases: &[(&str, &str)] = &[
             ("[]", "brief"),
             (r#"{"step": "a/b"}"#, "brief.step"),
             (r#"{"input_ref": {"store": "s"}}"#, "brief.input_ref"),
             (r#"{"directive": 7}"#, "brief.directive"),
+            (
+                r#"{"consumes": {"p": {"step": "s", "path": "$.x"}}}"#,
+                "brief.consumes",
+            ),
+            (r#"{"consumes": {"p": {"step": "s"}}}"#, "brief.consumes"),
+            (
+                r#"{"consumes": {"a/b": {"step": "s", "path": "$.out"}}}"#,
+                "brief.consumes",
+            ),
         ];
         for (text, field) in cases {
             assert_eq!(Brief::parse(&raw(text)).unwrap_err().0, *field, "{text}");

@@ -25,6 +25,7 @@
 pub mod area;
 pub mod artifact;
 pub mod audit;
+pub mod consumes;
 pub mod contract;
 pub mod file_ref;
 pub mod front_matter;
@@ -170,12 +171,14 @@ pub enum Route {
     Heartbeat,
     /// `GET /v1/worker/parts`: what staging has done.
     Parts,
+    /// `GET /v1/worker/consumes/{name}`: part of reading IN.
+    Consumes,
 }
 
 impl Route {
     fn verb(self) -> &'static str {
         match self {
-            Route::Prompt | Route::Nouns | Route::Heartbeat => "prompt",
+            Route::Prompt | Route::Nouns | Route::Heartbeat | Route::Consumes => "prompt",
             Route::Artifact | Route::Parts => "artifact",
             Route::Submit => "submit",
         }
@@ -184,9 +187,12 @@ impl Route {
     /// The claimant's grant the route needs, checked as the key routes do.
     fn rule(self) -> fn(&Principal, &TaskFacts<'_>) -> Result<(), crate::auth::Error> {
         match self {
-            Route::Prompt | Route::Artifact | Route::Nouns | Route::Heartbeat | Route::Parts => {
-                access::may_work
-            }
+            Route::Prompt
+            | Route::Artifact
+            | Route::Nouns
+            | Route::Heartbeat
+            | Route::Parts
+            | Route::Consumes => access::may_work,
             Route::Submit => access::may_submit,
         }
     }

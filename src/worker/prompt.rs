@@ -6,6 +6,9 @@
 //! task itself is never among them. Fetching it also creates the task's
 //! work dir (`area::make_work_dir`).
 //!
+//! A flow step's `consumes` are resolved here too ([`consumes`]): pointers
+//! to the upstream outputs it reads, small ones inline.
+//!
 //! Everything is read as the claiming key: the brief (which that key sees
 //! with the task), the contract (its directive for this task's step, its
 //! schemas and expected parts, only when the key may read it) and the
@@ -18,7 +21,7 @@
 use serde_json::{Value, json};
 
 use super::contract::Contract;
-use super::{Error, area, pins, shim};
+use super::{Error, area, consumes, pins, shim};
 use crate::auth::{Principal, access};
 use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Receipt, State, Task, placement};
@@ -59,7 +62,7 @@ impl Facts {
 }
 
 /// Assembles `{task_id, attempt, agent, system, prompt, step, brief,
-/// contract, shim, context}`, first
+/// contract, shim, consumes, context}`, first
 /// creating the task's work dir if it is missing. `context.project_root`
 /// is the namespace area, `context.work_dir` the work dir (both absolute).
 pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Value, Error> {
@@ -110,6 +113,7 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Valu
         .iter()
         .map(|(field, pin)| shim::entry(store, holder, field, pin, ns))
         .collect::<Result<Vec<Value>, Error>>()?;
+    let consumed = consumes::resolve(store, t, &facts.related)?;
     let steps: Vec<Value> = facts
         .related
         .iter()
@@ -126,6 +130,7 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Valu
         "brief": serde_json::from_str::<Value>(t.spec.brief.get()).unwrap_or(Value::Null),
         "contract": contract_view,
         "shim": shim,
+        "consumes": consumed,
         "context": {
             "project_root": area::absolute(store, ns, ""),
             "work_dir": work_dir,

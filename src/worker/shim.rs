@@ -71,7 +71,7 @@ pub fn entry(
 }
 
 /// A body as the shim shows it: parsed JSON, else UTF-8 text, else base64.
-fn inline(bytes: &[u8]) -> (&'static str, Value) {
+pub fn inline(bytes: &[u8]) -> (&'static str, Value) {
     if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
         return ("json", v);
     }

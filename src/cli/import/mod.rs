@@ -23,6 +23,7 @@
 
 mod catalog;
 mod diff;
+mod flows;
 mod nouns;
 mod orphans;
 mod outcome;
@@ -101,6 +102,9 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let done = import(&client, &plan, mode, args.plan).await?;
     let text = match args.output {
         Output::Text => {
+            if args.plan {
+                print!("{}", flows::render(&plan));
+            }
             outcome::print(&done.lines, show, &done.summary);
             true
         }

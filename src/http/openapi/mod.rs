@@ -85,11 +85,13 @@ fn operation(op: &Operation, error: &Value, s: &mut Schemas) -> Value {
     }));
     let mut responses = Map::new();
     for answer in &op.ok {
-        let mut r = json!({"description": answer.what});
+        // A second answer with the same status adds its media type.
+        let r = responses
+            .entry(answer.status.to_string())
+            .or_insert_with(|| json!({"description": answer.what}));
         if let Some((media, schema)) = &answer.body {
-            r["content"] = json!({ *media: {"schema": schema} });
+            r["content"][*media] = json!({"schema": schema});
         }
-        responses.insert(answer.status.to_string(), r);
     }
     for status in op.error_statuses() {
         let reason = http::StatusCode::from_u16(status)

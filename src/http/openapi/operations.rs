@@ -568,9 +568,15 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
             M::GET,
             "/v1/tasks/{id}/output",
             Key,
-            "The final pull: {out, parts}",
+            "The final pull: {out, parts}, or with ?path= one piece's raw bytes",
         )
-        .ok(200, "The last receipt's output.", s.built(Built::Output)),
+        .query(
+            "path",
+            json!({"type": "string"}),
+            "One piece: `$.out` or `$.parts[\"<name>\"]`; answered raw with x-tessera-sha256.",
+        )
+        .ok(200, "The last receipt's output.", s.built(Built::Output))
+        .ok_as(200, "With ?path=: that piece's bytes.", "*/*", json!({})),
         Operation::new(
             M::POST,
             "/v1/promotions",
@@ -653,6 +659,21 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
             s,
         )
         .ok(200, "The parts.", s.built(Built::WorkerParts)),
+        task_id(
+            Operation::new(
+                M::GET,
+                "/v1/worker/consumes/{name}",
+                Worker,
+                "A ready consumes entry's raw bytes (an upstream step's output)",
+            ),
+            s,
+        )
+        .ok_as(
+            200,
+            "The bytes, with x-tessera-sha256.",
+            "*/*",
+            json!({}),
+        ),
         Operation::new(
             M::POST,
             "/mcp",
