@@ -125,6 +125,7 @@ async fn fsck_finds_a_ctx_dir_that_differs_from_its_receipt() {
     std::fs::write(&file, text).unwrap();
     let found = fsck();
     let out = String::from_utf8_lossy(&found.stdout);
-    assert_eq!(found.status.code(), Some(1), "{out}");
+    let err = String::from_utf8_lossy(&found.stderr);
+    assert_eq!(found.status.code(), Some(1), "{out}{err}");
     assert!(out.contains(&format!("tasks/{id}/ctx")), "{out}");
 }
