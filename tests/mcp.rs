@@ -651,3 +651,40 @@ async fn tasks_cancel_over_mcp_cancels_the_tessera_task() {
         .await;
     assert_eq!(refused["error"]["data"]["status"], json!(404), "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parked_tessera_task_reads_as_input_required_over_mcp() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let mut mcp = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let spec = spec("verb.solve_draft", json!({}));
+    let created = mcp
+        .with_tasks(
+            &key,
+            "tools/call",
+            json!({"name": "enqueue", "arguments": {"spec": spec}}),
+        )
+        .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    assert_eq!(got["result"]["status"], json!("working"), "{got}");
+
+    let agent = t.d.client(&key);
+    let c = claim(&agent, "work.external").await.expect("the task");
+    assert_eq!(claimed_id(&c), id);
+    let park = json!({"lease_id": lease(&c), "reason": "needs a reviewer's answer"});
+    let r = agent
+        .post_json(&format!("/v1/tasks/{id}/park"), &park)
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    assert_eq!(got["result"]["status"], json!("input_required"), "{got}");
+}
