@@ -84,6 +84,35 @@ async fn a_renamed_task_is_an_orphan_and_prune_cancels_only_tasks_that_have_not_
     assert_lines!(tail, orphans);
     assert_eq!(task(&env.d.admin, &queued).await["state"], "queued");
 
+    // For CI, the same findings in the one JSON document.
+    let json = env.import(&pack, &["--plan", "-o", "json"]).await;
+    assert_eq!(json.code, 2, "{json:?}");
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    let found: Vec<(String, String, String)> = doc["orphans"]["entries"]
+        .as_array()
+        .expect("orphan entries")
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (s("kind"), s("id"), s("outcome"))
+        })
+        .collect();
+    let want = |k: &str, i: &str| (k.to_string(), i.to_string(), "orphan".to_string());
+    assert_eq!(
+        found,
+        [
+            want("orphan_task", "queued-old"),
+            want("orphan_task", "claimed-old"),
+            want("orphan_task", "pending-old"),
+            want("orphan_noun", "work.inputs/old"),
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["orphans"]["summary"],
+        "orphans: 3 tasks, 1 nouns no longer in the pack"
+    );
+
     let apply = env.import(&pack, &["--prune"]).await;
     assert_eq!(apply.code, 0, "{apply:?}");
     assert!(

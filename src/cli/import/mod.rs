@@ -100,21 +100,19 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         (Mode::Apply, Show::Changes)
     };
     let done = import(&client, &plan, mode, args.plan).await?;
-    let text = match args.output {
+    let items = done.tally.exit_code(mode);
+    let found = orphans::run(&client, &plan, mode, args.prune, items).await?;
+    match args.output {
         Output::Text => {
             if args.plan {
                 print!("{}", flows::render(&plan));
             }
             outcome::print(&done.lines, show, &done.summary);
-            true
+            found.print();
         }
-        Output::Json => {
-            outcome::print_json(&done.lines, &done.summary);
-            false
-        }
-    };
-    let items = done.tally.exit_code(mode);
-    orphans::run(&client, &plan, mode, args.prune, items, text).await
+        Output::Json => outcome::print_json(&done.lines, &done.summary, &found),
+    }
+    Ok(found.code)
 }
 
 /// Plans the pack; on problems prints every diagnostic on stdout.

@@ -56,18 +56,55 @@ enum Pruned {
     Failed(String),
 }
 
-/// Finds, and with `prune` in an apply that went through, prunes; prints
-/// the findings after the import's own lines. Returns the exit code:
-/// `items` (the import's), or 2 for a plan in which `--prune` would cancel
-/// something, or 1 when a cancel was refused.
+/// The findings besides the pack's own items, each as a text line and as
+/// a JSON entry, and the exit code.
+#[derive(Debug)]
+pub(super) struct Report {
+    /// `items` (the import's), or 2 for a plan in which `--prune` would
+    /// cancel something, or 1 when a cancel was refused.
+    pub code: ExitCode,
+    /// One per orphan, shared noun or note, in print order.
+    pub entries: Vec<Entry>,
+    /// The closing count line, when there are orphans.
+    pub summary: Option<String>,
+}
+
+/// One finding: what `-o json` lists beside the pack's own entries.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct Entry {
+    /// `orphan_task`, `orphan_noun`, `shared_noun` or `note`.
+    pub kind: &'static str,
+    /// The pack's id of the task, or `store/key` of the noun.
+    pub id: String,
+    /// `orphan`, `cancelled`, `error`, `warning` or `note`.
+    pub outcome: &'static str,
+    /// The line as text prints it.
+    #[serde(skip)]
+    pub text: String,
+}
+
+impl Report {
+    /// Prints the findings after the import's own lines.
+    pub fn print(&self) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        for e in &self.entries {
+            let _ = writeln!(out, "{}", e.text);
+        }
+        if let Some(summary) = &self.summary {
+            let _ = writeln!(out, "{summary}");
+        }
+    }
+}
+
+/// Finds, and with `prune` in an apply that went through, prunes.
 pub(super) async fn run(
     client: &Client,
     plan: &Plan,
     mode: Mode,
     prune: bool,
     items: ExitCode,
-    to_stdout: bool,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Report> {
     let found = find(client, plan).await?;
     let pruning = prune && mode == Mode::Apply && items == ExitCode::SUCCESS;
     let mut pruned = Vec::new();
@@ -76,17 +113,20 @@ pub(super) async fn run(
             pruned.push((t.task_id, cancel(client, t).await?));
         }
     }
-    print(plan, &found, prune, &pruned, to_stdout);
+    let (entries, summary) = report(plan, &found, prune, &pruned);
     let would_cancel = found.tasks.iter().any(|t| PRUNABLE.contains(&t.state));
-    Ok(
-        if pruned.iter().any(|(_, p)| matches!(p, Pruned::Failed(_))) {
-            ExitCode::FAILURE
-        } else if mode == Mode::Plan && prune && would_cancel && items == ExitCode::SUCCESS {
-            ExitCode::from(2)
-        } else {
-            items
-        },
-    )
+    let code = if pruned.iter().any(|(_, p)| matches!(p, Pruned::Failed(_))) {
+        ExitCode::FAILURE
+    } else if mode == Mode::Plan && prune && would_cancel && items == ExitCode::SUCCESS {
+        ExitCode::from(2)
+    } else {
+        items
+    };
+    Ok(Report {
+        code,
+        entries,
+        summary,
+    })
 }
 
 /// Lists the pack's records in its namespace and keeps the orphans and
@@ -220,57 +260,51 @@ fn local_id(plan: &Plan, t: &TaskView) -> String {
 
 /// Prints one line per orphan and shared noun, then a summary, when there
 /// is anything to say.
-/// Prints the orphan section: to stdout after text lines, to stderr when
-/// stdout carries the `-o json` document.
-fn print(
+/// The orphan section: a line per finding, and the count line.
+fn report(
     plan: &Plan,
     found: &Found,
     prune: bool,
     pruned: &[(crate::queue::TaskId, Pruned)],
-    to_stdout: bool,
-) {
-    use std::io::Write;
-    let mut out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(std::io::stderr().lock())
-    };
-    let mut line = |s: String| {
-        let _ = writeln!(out, "{s}");
+) -> (Vec<Entry>, Option<String>) {
+    let mut entries = Vec::new();
+    let mut line = |kind: &'static str, id: String, outcome: &'static str, text: String| {
+        entries.push(Entry {
+            kind,
+            id,
+            outcome,
+            text,
+        });
     };
     for t in &found.tasks {
         let id = local_id(plan, t);
         let head = format!("task  {id}  ({}, {})", t.task_id, t.state.as_str());
         let done = pruned.iter().find(|(i, _)| *i == t.task_id).map(|(_, p)| p);
-        line(match (done, PRUNABLE.contains(&t.state)) {
-            (Some(Pruned::Cancelled), _) => {
-                format!("{:<11}  {head}: no longer in the pack", "cancelled")
-            }
-            (Some(Pruned::Left(why)), _) => {
-                format!("{:<11}  {head}: no longer in the pack; {why}", "orphan")
-            }
-            (Some(Pruned::Failed(why)), _) => {
-                format!("{:<11}  {head}: no longer in the pack; {why}", "error")
-            }
-            (None, true) if prune => format!(
-                "{:<11}  {head}: no longer in the pack; an import with --prune cancels it",
-                "orphan"
-            ),
-            (None, true) => format!(
-                "{:<11}  {head}: no longer in the pack; --prune would cancel it",
-                "orphan"
-            ),
-            (None, false) => format!(
-                "{:<11}  {head}: no longer in the pack; running, so --prune leaves it",
-                "orphan"
-            ),
-        });
+        let (outcome, tail) = match (done, PRUNABLE.contains(&t.state)) {
+            (Some(Pruned::Cancelled), _) => ("cancelled", String::new()),
+            (Some(Pruned::Left(why)), _) => ("orphan", format!("; {why}")),
+            (Some(Pruned::Failed(why)), _) => ("error", format!("; {why}")),
+            (None, true) if prune => ("orphan", "; an import with --prune cancels it".to_string()),
+            (None, true) => ("orphan", "; --prune would cancel it".to_string()),
+            (None, false) => ("orphan", "; running, so --prune leaves it".to_string()),
+        };
+        line(
+            "orphan_task",
+            id.to_string(),
+            outcome,
+            format!("{outcome:<11}  {head}: no longer in the pack{tail}"),
+        );
     }
     for n in &found.nouns {
-        line(format!(
-            "{:<11}  noun  {}/{}  (version {}): no longer in the pack; nouns are never deleted",
-            "orphan", n.store, n.key, n.latest.version
-        ));
+        line(
+            "orphan_noun",
+            format!("{}/{}", n.store, n.key),
+            "orphan",
+            format!(
+                "{:<11}  noun  {}/{}  (version {}): no longer in the pack; nouns are never deleted",
+                "orphan", n.store, n.key, n.latest.version
+            ),
+        );
     }
     for n in &found.shared {
         let others: Vec<&str> = n
@@ -285,22 +319,32 @@ fn print(
             }
             _ => String::new(),
         };
-        line(format!(
-            "{:<11}  noun  {}/{}: also written by pack {}{latest}; two packs writing one noun replace each other's versions",
+        line(
+            "shared_noun",
+            format!("{}/{}", n.store, n.key),
             "warning",
-            n.store,
-            n.key,
-            others.join(", ")
-        ));
+            format!(
+                "{:<11}  noun  {}/{}: also written by pack {}{latest}; two packs writing one noun replace each other's versions",
+                "warning",
+                n.store,
+                n.key,
+                others.join(", ")
+            ),
+        );
     }
     if found.nouns_unchecked {
-        line(format!(
-            "{:<11}  nouns were not checked for orphans or other packs: listing them needs nouns:read",
-            "note"
-        ));
+        line(
+            "note",
+            String::new(),
+            "note",
+            format!(
+                "{:<11}  nouns were not checked for orphans or other packs: listing them needs nouns:read",
+                "note"
+            ),
+        );
     }
     if found.tasks.is_empty() && found.nouns.is_empty() {
-        return;
+        return (entries, None);
     }
     let cancelled = pruned
         .iter()
@@ -310,7 +354,7 @@ fn print(
         0 => String::new(),
         n => format!(" ({n} more ended and are left as they are)"),
     };
-    line(format!(
+    let summary = format!(
         "orphans: {} tasks{finished}, {} nouns no longer in the pack{}",
         found.tasks.len(),
         found.nouns.len(),
@@ -319,5 +363,6 @@ fn print(
         } else {
             format!("; {cancelled} tasks cancelled")
         }
-    ));
+    );
+    (entries, Some(summary))
 }

@@ -261,9 +261,14 @@ impl Tally {
 
 /// Prints every line and the summary on stdout as one JSON document:
 /// `{"entries": [{kind, id, outcome, source: {file, line}, note?,
-/// changes?: [{pointer, old, new}]}], "summary"}`.
-pub(super) fn print_json(lines: &[Line], summary: &str) {
-    let doc = serde_json::json!({"entries": lines, "summary": summary});
+/// changes?: [{pointer, old, new}]}], "summary", "orphans": {"entries":
+/// [{kind, id, outcome}], "summary"}}` (the orphan section's findings).
+pub(super) fn print_json(lines: &[Line], summary: &str, found: &super::orphans::Report) {
+    let doc = serde_json::json!({
+        "entries": lines,
+        "summary": summary,
+        "orphans": {"entries": found.entries, "summary": found.summary},
+    });
     println!("{doc:#}");
 }
 
