@@ -65,6 +65,16 @@ async fn enqueue_is_idempotent_per_namespace_and_strict_about_fields() {
     assert_status!(again, 200);
     assert_eq!(body(&again)["task_id"], id);
     assert_eq!(body(&again)["created"], json!(false));
+    // Tags are a set: another order or a repeat is the same spec.
+    let mut tagged = spec("verb.solve_draft", json!({}));
+    tagged["idempotency_key"] = json!("tagged-request");
+    tagged["tags"] = json!(["zeta", "alpha"]);
+    let first_tagged = t.requester.post_json("/v1/tasks", &tagged).await.unwrap();
+    assert_status!(first_tagged, 201);
+    tagged["tags"] = json!(["alpha", "zeta", "alpha"]);
+    let same = t.requester.post_json("/v1/tasks", &tagged).await.unwrap();
+    assert_status!(same, 200);
+    assert_eq!(body(&same)["task_id"], body(&first_tagged)["task_id"]);
     let mut changed = s.clone();
     changed["brief"] = json!({"a": 2});
     let conflict = t.requester.post_json("/v1/tasks", &changed).await.unwrap();

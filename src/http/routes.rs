@@ -1,9 +1,10 @@
 //! The routing table: every route of the API, method and path, in one
 //! `match`. Handlers live in the modules named after what they serve.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use futures_util::FutureExt;
@@ -101,15 +102,33 @@ impl RouteSpec {
     const fn new(method: Method, path: &'static str) -> RouteSpec {
         RouteSpec { method, path }
     }
+}
 
-    /// Whether `segs` (a path split at `/`) fits this template.
-    fn fits(&self, segs: &[&str]) -> bool {
-        let template = self.path.trim_matches('/').split('/');
-        template.clone().count() == segs.len()
-            && template
-                .zip(segs)
-                .all(|(t, s)| t.starts_with('{') || t == *s)
+/// [`ROUTES`]' templates split into segments once, filed by method and
+/// segment count, so a request is checked against the few that could fit.
+static LISTED: LazyLock<HashMap<(Method, usize), Vec<Vec<&'static str>>>> = LazyLock::new(|| {
+    let mut by: HashMap<(Method, usize), Vec<Vec<&'static str>>> = HashMap::new();
+    for r in ROUTES {
+        let template: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        by.entry((r.method.clone(), template.len()))
+            .or_default()
+            .push(template);
     }
+    by
+});
+
+/// Whether [`ROUTES`] lists `method` on the path split into `segs`: a
+/// `{name}` segment of a template stands for any one segment.
+fn listed(method: &Method, segs: &[&str]) -> bool {
+    LISTED
+        .get(&(method.clone(), segs.len()))
+        .is_some_and(|templates| {
+            templates.iter().any(|t| {
+                t.iter()
+                    .zip(segs)
+                    .all(|(t, s)| t.starts_with('{') || t == s)
+            })
+        })
 }
 
 /// Every route of the API. The router answers `no_route` to anything not
@@ -193,8 +212,7 @@ async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let segments = req.segments()?;
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
-    let listed = ROUTES.iter().any(|r| r.method == method && r.fits(&segs));
-    if !listed {
+    if !listed(&method, &segs) {
         return Err(no_route());
     }
     match (method, segs.as_slice()) {

@@ -46,7 +46,8 @@ pub fn check(store: &Store) -> Result<Report, Error> {
     Ok(report)
 }
 
-fn sorted_entries(dir: &Dir, what: &str) -> Result<Vec<(String, bool)>, Error> {
+/// The entries of `dir` as (name, is a directory), sorted by name.
+pub(super) fn sorted_entries(dir: &Dir, what: &str) -> Result<Vec<(String, bool)>, Error> {
     let mut out = Vec::new();
     for entry in dir
         .entries()

@@ -96,26 +96,12 @@ fn open(dir: &Dir, name: &Name, what: &str) -> Result<Dir, Error> {
 /// The valid names in `dir` (file names with `suffix` stripped, or
 /// directories when `suffix` is empty), sorted; only `only` when given.
 fn names(dir: &Dir, what: &str, suffix: &str, only: Option<&Name>) -> Result<Vec<Name>, Error> {
-    let mut out = Vec::new();
-    for entry in dir
-        .entries()
-        .map_err(|e| io_err(format!("listing {what}"), e))?
-    {
-        let entry = entry.map_err(|e| io_err(format!("listing {what}"), e))?;
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir != suffix.is_empty() {
-            continue;
-        }
-        let file = entry.file_name();
-        let Some(stem) = file.to_str().and_then(|f| f.strip_suffix(suffix)) else {
-            continue;
-        };
-        if let Ok(name) = Name::parse("name", stem)
-            && only.is_none_or(|o| *o == name)
-        {
-            out.push(name);
-        }
-    }
+    let mut out: Vec<Name> = super::fsck::sorted_entries(dir, what)?
+        .into_iter()
+        .filter(|(_, is_dir)| *is_dir == suffix.is_empty())
+        .filter_map(|(file, _)| Name::parse("name", file.strip_suffix(suffix)?).ok())
+        .filter(|name| only.is_none_or(|o| o == name))
+        .collect();
     out.sort();
     Ok(out)
 }
