@@ -104,10 +104,13 @@ impl RouteSpec {
     }
 }
 
+/// Route templates as segments, by method and segment count.
+type Templates = HashMap<(Method, usize), Vec<Vec<&'static str>>>;
+
 /// [`ROUTES`]' templates split into segments once, filed by method and
 /// segment count, so a request is checked against the few that could fit.
-static LISTED: LazyLock<HashMap<(Method, usize), Vec<Vec<&'static str>>>> = LazyLock::new(|| {
-    let mut by: HashMap<(Method, usize), Vec<Vec<&'static str>>> = HashMap::new();
+static LISTED: LazyLock<Templates> = LazyLock::new(|| {
+    let mut by = Templates::new();
     for r in ROUTES {
         let template: Vec<&str> = r.path.trim_matches('/').split('/').collect();
         by.entry((r.method.clone(), template.len()))
