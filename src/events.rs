@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use crate::queue::{self, Observer, State, TaskId, TaskState, Transition};
-use crate::store::{NounPath, NounWatcher, VersionEntry};
+use crate::store::{Name, NounPath, NounWatcher, VersionEntry};
 
 /// Events kept for readers that reconnect.
 pub const WINDOW: usize = 4096;
@@ -34,7 +34,7 @@ pub enum What {
         /// Its state now.
         state: TaskState,
         /// Its queue, kind, namespace and attempt, for the reader.
-        data: Value,
+        data: TaskData,
     },
     /// A noun version was written.
     Noun {
@@ -43,6 +43,17 @@ pub enum What {
         /// The version (who may read it is decided from it).
         entry: Box<VersionEntry>,
     },
+}
+
+/// What a task event tells besides the task and its state. Built under
+/// the queue's lock on every change, so it only shares the task's names
+/// (no allocation); it becomes JSON when a reader takes it.
+#[derive(Clone, Debug)]
+pub struct TaskData {
+    queue: Name,
+    kind: Name,
+    namespace: Name,
+    attempt: u32,
 }
 
 /// One published event.
@@ -66,12 +77,14 @@ impl Event {
     /// The JSON the reader gets.
     pub fn data(&self) -> Value {
         match &self.what {
-            What::Task { id, state, data } => {
-                let mut d = data.clone();
-                d["task_id"] = json!(id.to_string());
-                d["state"] = json!(state.as_str());
-                d
-            }
+            What::Task { id, state, data } => json!({
+                "queue": data.queue,
+                "kind": data.kind,
+                "namespace": data.namespace,
+                "attempt": data.attempt,
+                "task_id": id.to_string(),
+                "state": state.as_str(),
+            }),
             What::Noun { path, entry } => json!({
                 "namespace": path.namespace,
                 "store": path.store,
@@ -216,14 +229,14 @@ impl Events {
 }
 
 /// The reader-facing facts of a task.
-fn task_data(st: &State, id: TaskId) -> Option<Value> {
+fn task_data(st: &State, id: TaskId) -> Option<TaskData> {
     let t = st.tasks.get(&id)?;
-    Some(json!({
-        "queue": t.spec.queue,
-        "kind": t.spec.kind,
-        "namespace": t.spec.namespace,
-        "attempt": t.attempt.0,
-    }))
+    Some(TaskData {
+        queue: t.spec.queue.clone(),
+        kind: t.spec.kind.clone(),
+        namespace: t.spec.namespace.clone(),
+        attempt: t.attempt.0,
+    })
 }
 
 impl NounWatcher for Events {
