@@ -37,23 +37,28 @@
 //! and the changes are already applied in memory. Appends are refused
 //! too after any other durable writer's failed fsync (one health state).
 
+use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use tokio::sync::watch;
+use tokio::sync::oneshot;
 
 use super::JournalError as Error;
 use super::journal::{self, Fill, Segments, segment_name};
 use crate::store::{self, Health, Incident, Writer};
 
-/// How far the journal is durable.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// How far the journal is durable, and who waits for more.
+#[derive(Debug, Default)]
 struct Durable {
     /// Records durable so far (a sequence number).
     seq: u64,
     /// A write or fsync failed; nothing more will become durable.
     failed: Option<Incident>,
+    /// Waiters and the record each waits for, in record order. A sync
+    /// wakes only the waiters it covers (a watch channel woke all of
+    /// them on every sync, and most went back to sleep).
+    waiting: VecDeque<(u64, oneshot::Sender<()>)>,
 }
 
 /// Records in a reserved segment after which a zeroed spare is made.
@@ -163,11 +168,17 @@ struct Shared {
     made: Condvar,
     /// Told of every sync.
     observers: std::sync::OnceLock<Vec<Arc<dyn super::Observer>>>,
-    durable: watch::Sender<Durable>,
+    durable: Mutex<Durable>,
     health: Health,
 }
 
 impl Shared {
+    fn durable(&self) -> MutexGuard<'_, Durable> {
+        self.durable
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn pending(&self) -> MutexGuard<'_, Pending> {
         self.pending
             .lock()
@@ -214,7 +225,7 @@ impl Committer {
             wake: Condvar::new(),
             made: Condvar::new(),
             observers: std::sync::OnceLock::new(),
-            durable: watch::Sender::new(Durable::default()),
+            durable: Mutex::new(Durable::default()),
             health,
         });
         let worker = shared.clone();
@@ -281,16 +292,25 @@ impl Committer {
 
     /// Waits until record `seq` is durable.
     pub async fn wait(&self, seq: u64) -> Result<(), Error> {
-        let mut rx = self.shared.durable.subscribe();
-        let d = rx
-            .wait_for(|d| d.seq >= seq || d.failed.is_some())
-            .await
-            .map_err(|_| Error::Failed(self.stopped()))?;
-        match &d.failed {
-            _ if d.seq >= seq => Ok(()),
-            Some(incident) => Err(Error::Failed(incident.clone())),
-            None => Err(Error::Failed(self.stopped())),
+        let woken = {
+            let mut d = self.shared.durable();
+            if d.seq >= seq {
+                return Ok(());
+            }
+            if let Some(incident) = &d.failed {
+                return Err(Error::Failed(incident.clone()));
+            }
+            let (tx, rx) = oneshot::channel();
+            let at = d.waiting.partition_point(|(s, _)| *s <= seq);
+            d.waiting.insert(at, (seq, tx));
+            rx
+        };
+        if woken.await.is_ok() {
+            return Ok(());
         }
+        // Dropped unanswered: a failed write, or a thread that is gone.
+        let failed = self.shared.durable().failed.clone();
+        Err(Error::Failed(failed.unwrap_or_else(|| self.stopped())))
     }
 
     /// The incident for a commit thread that is gone without reporting.
@@ -349,17 +369,27 @@ fn run(shared: &Arc<Shared>) {
         });
         match written {
             Ok(()) => {
-                let before = shared.durable.borrow().seq;
+                let before = shared.durable().seq;
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - before, started.elapsed());
                 }
-                shared.durable.send_modify(|d| d.seq = seq);
+                let mut d = shared.durable();
+                d.seq = seq;
+                let covered = d.waiting.partition_point(|(s, _)| *s <= seq);
+                let woken: Vec<_> = d.waiting.drain(..covered).collect();
+                drop(d);
+                for (_, tx) in woken {
+                    let _ = tx.send(());
+                }
             }
             Err(e) => {
                 let incident = shared
                     .health
                     .report_failed(Writer::Journal, format!("writing the journal: {e}"));
-                shared.durable.send_modify(|d| d.failed = Some(incident));
+                let mut d = shared.durable();
+                d.failed = Some(incident);
+                // Dropping the waiters' senders tells them to read `failed`.
+                d.waiting.clear();
                 return;
             }
         }
