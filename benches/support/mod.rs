@@ -248,7 +248,7 @@ pub fn fill(root: &Path, n: usize, submitted: usize) {
     rt.block_on(async {
         let store = Store::open(root, Access::Exclusive).expect("store");
         let limits = QueueLimits::default();
-        let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes()).expect("queue");
+        let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes(), limits.fold_after()).expect("queue");
         let config: QueueConfig = serde_json::from_value(json!({"name": "bench.q"})).expect("config");
         queue.provision(config).await.expect("provision");
         let requester = Name::parse("key", "kbench").expect("name");
