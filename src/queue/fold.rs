@@ -132,8 +132,8 @@ impl Folder {
     }
 
     /// Starts the thread for the queue `queue` (held weakly: the thread
-    /// ends when the queue is gone). Its first look is at once, for the
-    /// segments the last run left.
+    /// ends when the queue is gone). Its first look, a second after the
+    /// start, folds what the last run left if that is past `after`.
     pub(super) fn start(&self, queue: Weak<Inner>, limits: SplitLimits, after: FoldAfter) {
         let control = self.control.clone();
         let spawned = std::thread::Builder::new()
@@ -173,7 +173,7 @@ fn run(queue: &Weak<Inner>, control: &Control, limits: SplitLimits, after: FoldA
     // Serving comes first: a fold is catching up, not answering anyone.
     // Threads the fold starts (replay's helpers) inherit this.
     let _ = rustix::process::setpriority_process(None, 10);
-    let mut wait = Duration::ZERO;
+    let mut wait = CHECK;
     let rt = tokio::runtime::Builder::new_current_thread().build();
     loop {
         if control.sleep(wait) {
