@@ -1,8 +1,12 @@
 //! Restart benchmark: fills a root's journal with N tasks (default
 //! 1,000,000) through the queue API, then starts `tessera serve` on it twice
 //! and prints how long each start took to serve and the daemon's resident
-//! memory. The first start replays the journal (and compacts it into a
-//! snapshot); the second loads the snapshot.
+//! memory. The queue folds its journal into snapshots while it fills, as a
+//! running daemon does, so the first start loads the last snapshot and
+//! replays the segments written after it; the fill prints what the folds
+//! did and its own peak memory (the live state plus a fold's). The first
+//! start's daemon folds that tail in the background while it serves; the
+//! second start loads what it left.
 //!
 //! With `--submitted N` the first N tasks are also claimed and submitted,
 //! so the journal holds their receipts and the start re-packs them and
@@ -35,15 +39,50 @@ struct Args {
     bench: bool,
 }
 
-/// Starts `tessera serve` on `root` and prints how long it took to serve.
-fn start(root: &std::path::Path, label: &str) {
-    let served = support::serve(root, "tessera::daemon=info,warn");
+/// Starts `tessera serve` on `root` and prints how long it took to serve;
+/// with `fold`, lets it run until it has folded the closed segments (at
+/// most 30 s) and prints how long that took and its peak memory.
+fn start(root: &std::path::Path, label: &str, fold: bool) {
+    let log = "tessera::daemon=info,tessera::queue=info,warn";
+    let served = support::serve_then(root, log, |pid| {
+        if !fold {
+            return;
+        }
+        let started = std::time::Instant::now();
+        while segments(root) > 1 && started.elapsed() < std::time::Duration::from_secs(30) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let peak = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .unwrap_or("?")
+            .trim();
+        println!(
+            "{label:<28} left {} segment(s) after {:.2} s serving; daemon peak {peak}",
+            segments(root),
+            started.elapsed().as_secs_f64()
+        );
+    });
     println!(
         "{label:<28} serving after {:>6.2} s   resident {}   journal+snapshot {} MiB",
         served.elapsed.as_secs_f64(),
         served.rss,
         support::journal_size(root) >> 20
     );
+}
+
+/// Journal segments in `root`.
+fn segments(root: &std::path::Path) -> usize {
+    std::fs::read_dir(root.join("journal"))
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            })
+            .count()
+        })
+        .unwrap_or(0)
 }
 
 mod support;
@@ -60,11 +99,24 @@ fn main() {
         args.tasks,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    support::fill(&root, args.tasks, args.submitted);
-    println!("journal {} MiB", support::journal_size(&root) >> 20);
+    let folds = support::fill(&root, args.tasks, args.submitted);
+    let (rss, peak) = support::memory();
+    println!(
+        "folds during the fill: {} ({} failed), {} segments, {:.1} s in all, the last {:.2} s for {} tasks; fill resident {rss}, peak {peak}",
+        folds.done,
+        folds.failed,
+        folds.segments,
+        folds.total_ms as f64 / 1000.0,
+        folds.last_ms as f64 / 1000.0,
+        folds.last_tasks
+    );
+    println!(
+        "journal+snapshot {} MiB",
+        support::journal_size(&root) >> 20
+    );
     if args.fill_only {
         return;
     }
-    start(&root, "first start (replay)");
-    start(&root, "second start (snapshot)");
+    start(&root, "first start (snapshot+tail)", true);
+    start(&root, "second start", false);
 }

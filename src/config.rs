@@ -39,6 +39,11 @@ pub struct QueueLimits {
     /// task changes are refused (`507`) only when a new segment cannot be
     /// preallocated.
     pub journal_segment_mib: u64,
+    /// Closed journal segments after the snapshot, in MiB (at least 1),
+    /// past which the daemon folds them into a new snapshot in the
+    /// background (also past 8 segments): a start replays at most about
+    /// this much plus the open segment.
+    pub fold_journal_mib: u64,
 }
 
 impl Default for QueueLimits {
@@ -47,6 +52,7 @@ impl Default for QueueLimits {
             max_split_depth: 4,
             max_children: 64,
             journal_segment_mib: crate::queue::journal::SEGMENT_BYTES >> 20,
+            fold_journal_mib: crate::queue::FoldAfter::default().bytes >> 20,
         }
     }
 }
@@ -55,6 +61,14 @@ impl QueueLimits {
     /// The journal's segment size in bytes.
     pub fn segment_bytes(&self) -> u64 {
         self.journal_segment_mib.max(1) << 20
+    }
+
+    /// When the journal is folded into a new snapshot.
+    pub fn fold_after(&self) -> crate::queue::FoldAfter {
+        crate::queue::FoldAfter {
+            bytes: self.fold_journal_mib.max(1) << 20,
+            ..crate::queue::FoldAfter::default()
+        }
     }
 
     /// As the queue's split limits.

@@ -49,14 +49,15 @@ impl Daemon {
             &store,
             config.queue.split_limits(),
             config.queue.segment_bytes(),
+            config.queue.fold_after(),
         )?;
         tracing::info!(
             snapshot_tasks = rec.snapshot_tasks,
             replayed = rec.records,
             torn_tail = rec.torn_tail,
-            compacted = rec.compacted,
+            segments = rec.segments,
+            snapshot_ms = rec.snapshot_ms,
             replay_ms = rec.replay_ms,
-            compact_ms = rec.compact_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "task journal recovered"
         );

@@ -226,11 +226,21 @@ fn a_damaged_or_missing_snapshot_refuses_the_start() {
     for _ in 0..10 {
         fill(&rt, root.path(), 1);
     }
+    // Past eight closed segments, the next daemon folds them into a
+    // snapshot in the background.
     let snap = root.path().join("journal/snapshot.jsonl");
-    assert!(
-        snap.exists(),
-        "ten starts compact the journal into a snapshot"
-    );
+    let d = DaemonProcess::spawn(root.path());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !snap.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the ten segments were not folded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.signal("TERM");
+    let (status, log) = d.wait();
+    assert_eq!(status.code(), Some(0), "{log}");
     let good = std::fs::read(&snap).unwrap();
     flip(&snap, good.len() / 2);
     let log = refused_start(root.path());

@@ -239,8 +239,9 @@ async fn submit(queue: &tessera::queue::Queue, n: usize) {
 
 /// Fills the journal of the root at `root` with `n` no-op tasks, through
 /// the queue API in this process (no daemon), 10,000 per batch; the first
-/// `submitted` of them are then claimed and submitted.
-pub fn fill(root: &Path, n: usize, submitted: usize) {
+/// `submitted` of them are then claimed and submitted. The queue folds
+/// its journal as a daemon's does; returns what the folds did.
+pub fn fill(root: &Path, n: usize, submitted: usize) -> tessera::queue::Folds {
     use tessera::config::QueueLimits;
     use tessera::queue::{Queue, QueueConfig, TaskSpec};
     use tessera::store::{Access, Name, Store};
@@ -248,7 +249,7 @@ pub fn fill(root: &Path, n: usize, submitted: usize) {
     rt.block_on(async {
         let store = Store::open(root, Access::Exclusive).expect("store");
         let limits = QueueLimits::default();
-        let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes()).expect("queue");
+        let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes(), limits.fold_after()).expect("queue");
         let config: QueueConfig = serde_json::from_value(json!({"name": "bench.q"})).expect("config");
         queue.provision(config).await.expect("provision");
         let requester = Name::parse("key", "kbench").expect("name");
@@ -282,7 +283,22 @@ pub fn fill(root: &Path, n: usize, submitted: usize) {
             );
         }
         queue.close();
-    });
+        queue.folds()
+    })
+}
+
+/// This process's resident memory and its peak (`VmRSS`, `VmHWM`).
+pub fn memory() -> (String, String) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or("?")
+            .trim()
+            .to_string()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// Bytes in `<root>/journal/` (segments and snapshot).
@@ -305,6 +321,11 @@ pub struct Served {
 /// `/healthz` to answer 200, reads its resident memory, and stops it
 /// (SIGTERM).
 pub fn serve(root: &Path, rust_log: &str) -> Served {
+    serve_then(root, rust_log, |_| {})
+}
+
+/// [`serve`], running `then` (given the daemon's pid) before the stop.
+pub fn serve_then(root: &Path, rust_log: &str, then: impl FnOnce(u32)) -> Served {
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["serve", "--listen", "127.0.0.1:0", "--root"])
@@ -343,6 +364,7 @@ pub fn serve(root: &Path, rust_log: &str) -> Served {
         .trim_start_matches("VmRSS:")
         .trim()
         .to_string();
+    then(child.id());
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

@@ -290,6 +290,15 @@ impl Committer {
         self.shared.pending().appended
     }
 
+    /// The open segment's number and the last appended record's sequence
+    /// number, read together; `None` while no segment is open (a full
+    /// disk). Later records go to that segment or after it, so once the
+    /// record is durable every segment below it is whole and closed.
+    pub fn open_segment(&self) -> Option<(u64, u64)> {
+        let p = self.shared.pending();
+        p.open.as_ref().map(|o| (o.number, p.appended))
+    }
+
     /// Waits until record `seq` is durable.
     pub async fn wait(&self, seq: u64) -> Result<(), Error> {
         let woken = {

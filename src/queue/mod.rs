@@ -32,6 +32,7 @@ mod commit;
 mod decide;
 pub mod errors;
 mod event;
+mod fold;
 mod idempotency;
 mod index;
 pub mod journal;
@@ -62,6 +63,7 @@ pub use brief::Brief;
 pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
 pub use event::Event;
+pub use fold::{FoldAfter, Folds};
 pub use machine::{SplitLimits, State, Transition};
 pub use observe::Observer;
 pub use receipt::{Receipt, SubmitInput};
@@ -177,30 +179,37 @@ struct Inner {
     /// Told of every committed change (the daemon's metrics and event
     /// stream).
     observers: OnceLock<Vec<Arc<dyn Observer>>>,
+    /// Folds closed journal segments into the snapshot in the background.
+    fold: fold::Folder,
 }
 
 impl Queue {
     /// Recovers the queue from the root's journal; new journal segments
-    /// get `segment_bytes` of preallocated space.
+    /// get `segment_bytes` of preallocated space, and closed segments are
+    /// folded into the snapshot in the background once past `fold`.
     pub fn open(
         store: &Store,
         limits: SplitLimits,
         segment_bytes: u64,
+        fold: FoldAfter,
     ) -> Result<(Queue, Recovery), Error> {
         let (state, committer, recovery) = recover::open(store, limits, segment_bytes)?;
-        Ok((
-            Queue {
-                inner: Arc::new(Inner {
-                    state: Mutex::new(state),
-                    committer,
-                    store: store.clone(),
-                    ready: Notify::new(),
-                    polls_ended: AtomicBool::new(false),
-                    observers: OnceLock::new(),
-                }),
-            },
-            recovery,
-        ))
+        let inner = Arc::new(Inner {
+            state: Mutex::new(state),
+            committer,
+            store: store.clone(),
+            ready: Notify::new(),
+            polls_ended: AtomicBool::new(false),
+            observers: OnceLock::new(),
+            fold: fold::Folder::new(),
+        });
+        inner.fold.start(Arc::downgrade(&inner), limits, fold);
+        Ok((Queue { inner }, recovery))
+    }
+
+    /// What the journal folds of this run did so far.
+    pub fn folds(&self) -> Folds {
+        self.inner.fold.folds()
     }
 
     /// The state, also after a panic elsewhere: every change is checked
@@ -352,10 +361,12 @@ impl Queue {
         self.inner.polls_ended.load(Ordering::SeqCst)
     }
 
-    /// Ends long polls, flushes the journal and stops its thread
-    /// (graceful shutdown).
+    /// Ends long polls, stops folding (a fold under way finishes its
+    /// step first), flushes the journal and stops its thread (graceful
+    /// shutdown).
     pub fn close(&self) {
         self.end_long_polls();
+        self.inner.fold.stop();
         self.inner.committer.shutdown();
     }
 }

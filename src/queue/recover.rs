@@ -1,9 +1,12 @@
 //! Opening the queue: load the snapshot, replay the journal segments after
 //! it (cutting a torn tail off the last one and the unused preallocated
 //! zeros off any), re-materialize receipt objects the crash may have lost,
-//! compact when the journal has grown, and start a fresh preallocated
-//! segment for this run. A full disk skips the compaction and leaves the
-//! new segment to the first change that can make it.
+//! and start a fresh preallocated segment for this run (a full disk leaves
+//! it to the first change that can make it). The start does not compact:
+//! the queue's fold thread (`fold.rs`) folds the replayed segments into a
+//! new snapshot in the background once they are long enough, so a start
+//! serves after the snapshot load and a short tail. The fold replays with
+//! the same code ([`replay_closed`]).
 //!
 //! Anything else that is wrong is a [`Finding`], and the daemon refuses to
 //! start rather than drop acknowledged records: a bad record with valid
@@ -24,10 +27,6 @@ use super::{Error, pipeline, records, snapshot};
 use crate::store::atomic::sync_dir;
 use crate::store::{self, Durability, Store};
 
-/// Replayed journal bytes past which the start compacts into a snapshot.
-const COMPACT_BYTES: u64 = 64 * 1024 * 1024;
-/// Replayed segments past which the start compacts into a snapshot.
-const COMPACT_SEGMENTS: usize = 8;
 /// Where salvaging moves what it drops, under `journal/`.
 pub const SALVAGED: &str = "salvaged";
 
@@ -40,12 +39,12 @@ pub struct Recovery {
     pub records: u64,
     /// Whether a torn tail was cut.
     pub torn_tail: bool,
-    /// Whether the start compacted the journal.
-    pub compacted: bool,
+    /// Journal segments replayed after the snapshot.
+    pub segments: usize,
+    /// Time spent loading the snapshot, in milliseconds.
+    pub snapshot_ms: u64,
     /// Time spent loading the snapshot and replaying, in milliseconds.
     pub replay_ms: u64,
-    /// Time spent compacting, in milliseconds.
-    pub compact_ms: u64,
     /// In a report: the receipts journal records carry (the daemon writes
     /// their objects again on start, so they need not exist yet).
     pub journal_receipts: std::collections::HashSet<crate::store::Sha256>,
@@ -111,21 +110,9 @@ pub fn open(
     limits: SplitLimits,
     segment_bytes: u64,
 ) -> Result<(State, Committer, Recovery), Error> {
-    let (state, next, mut rec, finding) = replay(store, limits, OnFinding::Refuse)?;
+    let (state, mut next, rec, finding) = replay(store, limits, OnFinding::Refuse)?;
     debug_assert!(finding.is_none());
     let dir = &store.root().journal;
-    let mut next = next;
-    let started = std::time::Instant::now();
-    if rec.compacted {
-        match compact(store, &state, next) {
-            Ok(()) => rec.compact_ms = started.elapsed().as_millis() as u64,
-            Err(Error::Store(e @ store::Error::OutOfSpace { .. })) => {
-                tracing::warn!(error = %e, "skipped compacting the journal: the disk is full");
-                rec.compacted = false;
-            }
-            Err(e) => return Err(e),
-        }
-    }
     while dir.exists(segment_name(next)) {
         next += 1;
     }
@@ -143,12 +130,40 @@ pub fn open(
 }
 
 /// Replays the journal: the state, the next segment number, what recovery
-/// did (`compacted` says whether the caller should compact), and the
-/// finding that stopped it, if `on` did not refuse.
+/// did, and the finding that stopped it, if `on` did not refuse.
 pub fn replay(
     store: &Store,
     limits: SplitLimits,
     on: OnFinding,
+) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
+    replay_until(store, limits, on, None)
+}
+
+/// Replays the snapshot and the closed segments below `below` (for a
+/// fold, while the daemon appends to segment `below` and later ones):
+/// the state, the next segment (`below` unless the snapshot already
+/// covers more), and what was replayed. Changes no file; hands every
+/// receipt the segments carry to the store's later-writer (a no-op for
+/// one already written or waiting), so a flush after it writes them all.
+/// Every segment from the snapshot's on must be there and whole: in a
+/// closed segment a bad final record is damage, not a torn tail.
+pub fn replay_closed(
+    store: &Store,
+    limits: SplitLimits,
+    below: u64,
+) -> Result<(State, u64, Recovery), Error> {
+    let (state, next, rec, finding) = replay_until(store, limits, OnFinding::Refuse, Some(below))?;
+    debug_assert!(finding.is_none());
+    Ok((state, next, rec))
+}
+
+/// [`replay`], reading only segments below `below` when it is given (a
+/// fold: see [`replay_closed`]).
+fn replay_until(
+    store: &Store,
+    limits: SplitLimits,
+    on: OnFinding,
+    below: Option<u64>,
 ) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
     let dir = &store.root().journal;
     let started = std::time::Instant::now();
@@ -157,20 +172,38 @@ pub fn replay(
     let (mut state, first) = snapshot.unwrap_or((State::new(limits), 0));
     let mut rec = Recovery {
         snapshot_tasks: state.tasks.len(),
+        snapshot_ms: started.elapsed().as_millis() as u64,
         ..Recovery::default()
     };
+    // A fold reads segments the committer may still be making spares
+    // beside: it changes no file.
+    let edit = on != OnFinding::Report && below.is_none();
     let mut segments = list_segments(dir)?;
-    if on != OnFinding::Report {
+    if edit {
         for stale in segments.iter().filter(|n| **n < first) {
             let _ = dir.remove_file(segment_name(*stale));
         }
     }
-    segments.retain(|n| *n >= first);
+    segments.retain(|n| *n >= first && below.is_none_or(|b| *n < b));
+    if let Some(b) = below
+        && first < b
+        && segments.last() != Some(&(b - 1))
+    {
+        let missing = segments.last().map_or(first, |n| n + 1);
+        let finding = Finding {
+            path: format!("journal/{}", segment_name(missing)),
+            offset: 0,
+            following: count_segments(dir, &segments)?,
+            what: "this closed segment is missing".into(),
+            salvageable: true,
+        };
+        return settle(store, on, finding, state, missing, rec, &[]);
+    }
     if let Some(finding) = missing_snapshot(dir, &segments, had_snapshot)? {
         return settle(store, on, finding, state, first, rec, &[]);
     }
 
-    let mut replayed_bytes = 0;
+    let mut segments_read = 0;
     // Buffers every segment's reader and parsers reuse.
     let (batches, vecs) = (pipeline::Pool::default(), pipeline::Pool::default());
     let start = if had_snapshot {
@@ -200,6 +233,7 @@ pub fn replay(
             .map_err(|e| store::io_err(format!("reading {path}'s size"), e))?
             .len();
         let write = on != OnFinding::Report;
+        segments_read += 1;
         // A reader thread hands batches over as it reads them; helpers
         // parse them; this thread applies them.
         let (read, applied) = std::thread::scope(|scope| {
@@ -233,15 +267,15 @@ pub fn replay(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?
             .expect("every batch was taken");
         rec.records += end.records;
-        replayed_bytes += end.valid_len;
+        rec.segments = segments_read;
         let damage = match end.damage {
-            None if end.valid_len < file_len && on != OnFinding::Report => {
+            None if end.valid_len < file_len && edit => {
                 cut(dir, &name, end.valid_len)?;
                 continue;
             }
             None => continue,
-            Some(Damage::Torn) if later.is_empty() => {
-                if on != OnFinding::Report {
+            Some(Damage::Torn) if later.is_empty() && below.is_none() => {
+                if edit {
                     cut(dir, &name, end.valid_len)?;
                     tracing::warn!(segment = %name, offset = end.valid_len, "cut a torn journal tail: the final record, a write interrupted by a crash and never acknowledged");
                 }
@@ -262,7 +296,6 @@ pub fn replay(
     }
     let next = segments.last().map_or(first, |n| n + 1);
     rec.replay_ms = started.elapsed().as_millis() as u64;
-    rec.compacted = replayed_bytes > COMPACT_BYTES || segments.len() > COMPACT_SEGMENTS;
     Ok((state, next, rec, None))
 }
 
@@ -376,7 +409,7 @@ fn settle(
     finding: Finding,
     state: State,
     next: u64,
-    mut rec: Recovery,
+    rec: Recovery,
     later: &[u64],
 ) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
     match on {
@@ -395,7 +428,6 @@ fn settle(
                 .and_then(|()| sync_dir(dir))
                 .map_err(|e| store::io_err("syncing journal/", e))?;
             tracing::warn!(finding = %finding, "salvaged the journal: kept every record before the damage, moved the rest to journal/salvaged/");
-            rec.compacted = true;
             Ok((state, next, rec, Some(finding)))
         }
     }
@@ -407,9 +439,14 @@ fn salvage_dir(dir: &Dir) -> Result<Dir, Error> {
         .map_err(|e| store::io_err("opening journal/salvaged/", e).into())
 }
 
-/// Writes a snapshot covering segments below `next` and deletes them.
-/// Receipt objects were written journaled; syncfs makes them durable on
-/// their own before the segments that held them go.
+/// Writes a snapshot of `state` covering segments below `next` and
+/// deletes them (`tessera recover --salvage`, and each fold). Receipt
+/// objects were handed to the later-writer while their segments were
+/// replayed (or applied live); they are written and made durable on their
+/// own (flush, syncfs) before the snapshot, so before the segments that
+/// held them go. A crash at any step leaves the old snapshot with every
+/// segment, or the new one with segments it covers (a start deletes
+/// those: see [`replay`]).
 pub fn compact(store: &Store, state: &State, next: u64) -> Result<(), Error> {
     let dir = &store.root().journal;
     store.flush_later()?;

@@ -1,0 +1,269 @@
+//! Folding: while the queue runs, a background thread folds the snapshot
+//! and the closed journal segments after it into a new snapshot and
+//! deletes those segments, so the journal does not grow without bound and
+//! a start is a snapshot load and a short tail.
+//!
+//! A fold never touches the live state: it replays the snapshot and the
+//! closed segments into a state of its own with the start's code
+//! ([`recover::replay_closed`]), writes the snapshot and deletes the
+//! segments ([`recover::compact`]). It costs a second state's memory and
+//! a start's CPU while it runs (at a lower priority than serving).
+//!
+//! Invariants:
+//! 1. One fold at a time: only this module's one thread folds.
+//! 2. A fold reads only closed segments: those below the committer's open
+//!    segment, once every record appended before that number was read is
+//!    durable (see `Committer::open_segment`). Nothing appends to them
+//!    again, so the fold sees every record they will ever hold.
+//! 3. Every receipt those segments carry is written as an object and the
+//!    filesystem synced before the new snapshot is written, and the
+//!    snapshot is durable before the first segment is deleted: the
+//!    segments were the receipts' durable copy (they were handed to the
+//!    later-writer, which does not fsync).
+//!
+//! A crash at any point leaves a root that starts with nothing
+//! acknowledged lost: before the snapshot's rename, the old snapshot and
+//! every segment; after it, the new snapshot and the segments from its
+//! `next_segment` on, plus perhaps folded segments not yet deleted, which
+//! the start skips and deletes (they are below `next_segment`).
+//!
+//! Failures: a full disk skips the fold with a warning, and any other
+//! failure is logged as an error with what to do; the daemon keeps serving
+//! and the fold is tried again after [`RETRY`]. After a journal failure
+//! (the daemon refuses writes until restart) nothing is folded.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::journal::segment_number;
+use super::machine::SplitLimits;
+use super::{Error, Inner, recover};
+use crate::store::{self, Store};
+
+/// Closed journal bytes (segment file sizes) after the snapshot past which
+/// a fold runs unless configured otherwise (`[queue] fold_journal_mib`).
+pub const FOLD_BYTES: u64 = 64 * 1024 * 1024;
+/// Closed segments after the snapshot past which a fold runs.
+pub const FOLD_SEGMENTS: usize = 8;
+/// How often the thread looks at the journal.
+const CHECK: Duration = Duration::from_secs(1);
+/// How long after a failed fold the next is tried.
+pub const RETRY: Duration = Duration::from_secs(60);
+
+/// When a fold is due: closed segments after the snapshot past either bound.
+#[derive(Clone, Copy, Debug)]
+pub struct FoldAfter {
+    /// Their bytes on disk.
+    pub bytes: u64,
+    /// Their count.
+    pub segments: usize,
+}
+
+impl Default for FoldAfter {
+    fn default() -> FoldAfter {
+        FoldAfter {
+            bytes: FOLD_BYTES,
+            segments: FOLD_SEGMENTS,
+        }
+    }
+}
+
+/// What the folds of this run did, for the log, benches and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Folds {
+    /// Folds that wrote a snapshot.
+    pub done: u64,
+    /// Folds that failed (a full disk included).
+    pub failed: u64,
+    /// Segments folded and deleted, in all.
+    pub segments: u64,
+    /// Tasks in the last snapshot written.
+    pub last_tasks: usize,
+    /// The last fold's time, in milliseconds.
+    pub last_ms: u64,
+    /// Every fold's time, in milliseconds.
+    pub total_ms: u64,
+}
+
+/// The fold thread's handle, owned by the queue.
+#[derive(Debug)]
+pub(super) struct Folder {
+    control: Arc<Control>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug, Default)]
+struct Control {
+    /// Set by [`Folder::stop`]; the thread ends at its next check.
+    stopped: Mutex<bool>,
+    /// Signalled on stop.
+    wake: Condvar,
+    folds: Mutex<Folds>,
+}
+
+impl Control {
+    fn stopped(&self) -> MutexGuard<'_, bool> {
+        self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sleeps for `d` or until stopped; true when stopped.
+    fn sleep(&self, d: Duration) -> bool {
+        let guard = self.stopped();
+        let (guard, _) = self
+            .wake
+            .wait_timeout_while(guard, d, |stopped| !*stopped)
+            .unwrap_or_else(PoisonError::into_inner);
+        *guard
+    }
+
+    fn folds(&self) -> MutexGuard<'_, Folds> {
+        self.folds.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Folder {
+    /// A folder whose thread is not started yet.
+    pub(super) fn new() -> Folder {
+        Folder {
+            control: Arc::default(),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Starts the thread for the queue `queue` (held weakly: the thread
+    /// ends when the queue is gone). Its first look, a second after the
+    /// start, folds what the last run left if that is past `after`.
+    pub(super) fn start(&self, queue: Weak<Inner>, limits: SplitLimits, after: FoldAfter) {
+        let control = self.control.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tessera-fold".into())
+            .spawn(move || run(&queue, &control, limits, after));
+        match spawned {
+            Ok(t) => {
+                *self.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(t);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not start the journal fold thread; the journal grows until the next start, which replays it all: restart when the system has threads to spare");
+            }
+        }
+    }
+
+    /// Stops the thread, waiting for a fold under way to finish its step.
+    pub(super) fn stop(&self) {
+        *self.control.stopped() = true;
+        self.control.wake.notify_all();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+
+    /// What the folds so far did.
+    pub(super) fn folds(&self) -> Folds {
+        self.control.folds().clone()
+    }
+}
+
+fn run(queue: &Weak<Inner>, control: &Control, limits: SplitLimits, after: FoldAfter) {
+    // Serving comes first: a fold is catching up, not answering anyone.
+    // Threads the fold starts (replay's helpers) inherit this.
+    let _ = rustix::process::setpriority_process(None, 10);
+    let mut wait = CHECK;
+    let rt = tokio::runtime::Builder::new_current_thread().build();
+    loop {
+        if control.sleep(wait) {
+            return;
+        }
+        wait = CHECK;
+        let Some(inner) = queue.upgrade() else { return };
+        let store = inner.store.clone();
+        let Some((below, seq)) = inner.committer.open_segment() else {
+            continue;
+        };
+        match due(&store, below, after) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list journal/ to see whether a fold is due; trying again later");
+                wait = RETRY;
+                continue;
+            }
+        }
+        // Every record in a segment below `below` was appended by now.
+        let durable = match &rt {
+            Ok(rt) => rt.block_on(inner.committer.wait(seq)).is_ok(),
+            Err(_) => false,
+        };
+        drop(inner);
+        if !durable {
+            // The journal failed (or no runtime could be made to wait on
+            // it): nothing more becomes durable, so nothing is folded.
+            wait = RETRY;
+            continue;
+        }
+        let started = Instant::now();
+        match fold(&store, limits, below, control) {
+            Ok(None) => wait = RETRY,
+            Ok(Some((segments, tasks))) => {
+                let ms = started.elapsed().as_millis() as u64;
+                let mut f = control.folds();
+                f.done += 1;
+                f.segments += segments as u64;
+                f.last_tasks = tasks;
+                f.last_ms = ms;
+                f.total_ms += ms;
+                drop(f);
+                tracing::info!(
+                    segments,
+                    tasks,
+                    ms,
+                    "folded the journal into a new snapshot"
+                );
+            }
+            Err(e) => {
+                control.folds().failed += 1;
+                wait = RETRY;
+                if let Error::Store(store::Error::OutOfSpace { .. }) = &e {
+                    tracing::warn!(error = %e, retry_s = RETRY.as_secs(), "skipped folding the journal: the disk is full; nothing is lost, the journal keeps growing until space is freed");
+                } else {
+                    tracing::error!(error = %e, retry_s = RETRY.as_secs(), "could not fold the journal; the daemon keeps serving and nothing is lost, but the journal grows and the next start replays it: check the disk and the log above, and run `tessera recover --root <root>` with the daemon stopped if this repeats");
+                }
+            }
+        }
+    }
+}
+
+/// Whether the closed segments (below `below`) are past `after`.
+fn due(store: &Store, below: u64, after: FoldAfter) -> std::io::Result<bool> {
+    let (mut segments, mut bytes) = (0, 0);
+    for entry in store.root().journal.entries()? {
+        let entry = entry?;
+        if segment_number(&entry.file_name().to_string_lossy()).is_some_and(|n| n < below) {
+            segments += 1;
+            bytes += entry.metadata()?.len();
+        }
+    }
+    Ok(segments > 0 && (bytes >= after.bytes || segments > after.segments))
+}
+
+/// Folds the snapshot and the segments below `below` into a new snapshot
+/// and deletes them: the segments and tasks folded, or `None` when there
+/// was nothing to fold or the queue is stopping.
+fn fold(
+    store: &Store,
+    limits: SplitLimits,
+    below: u64,
+    control: &Control,
+) -> Result<Option<(usize, usize)>, Error> {
+    let (state, next, rec) = recover::replay_closed(store, limits, below)?;
+    if next != below || *control.stopped() {
+        return Ok(None);
+    }
+    recover::compact(store, &state, below)?;
+    Ok(Some((rec.segments, state.tasks.len())))
+}
