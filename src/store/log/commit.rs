@@ -1,7 +1,9 @@
 //! Group commit: appenders put encoded records into a shared buffer; one
 //! thread writes whatever has accumulated and fsyncs it once, then tells
-//! every waiter how far the journal is durable. A state change is
-//! acknowledged only after `wait` sees its sequence number durable.
+//! every waiter how far the log is durable. A change is acknowledged only
+//! after `wait` (async callers) or `wait_blocking` (callers on a blocking
+//! thread) sees its sequence number durable. Each log (the task journal,
+//! the noun log) has its own committer, reporting as its own [`Writer`].
 //!
 //! Space. `append` runs before the caller applies the change, and it
 //! reserves the record's bytes in the current segment's preallocated
@@ -27,7 +29,7 @@
 //! is being made, a segment change waits for it.
 //!
 //! Without a spare, `append` makes the next segment itself (`fallocate`,
-//! two fsyncs), under the queue's state lock: at the start of a run, on a
+//! two fsyncs), under the caller's lock: at the start of a run, on a
 //! filesystem where the spare failed, and on every change refused for want
 //! of space, which is cheap.
 //!
@@ -43,9 +45,9 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
-use super::JournalError as Error;
-use super::journal::{self, Fill, Segments, segment_name};
-use crate::store::{self, Health, Incident, Writer};
+use super::SyncObserver;
+use super::segment::{self, Fill, Segments, segment_name};
+use crate::store::{self, Error, Health, Incident, Writer};
 
 /// How far the journal is durable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,7 +108,13 @@ impl Pending {
     /// Moves to the next segment, big enough for a `size`-byte record:
     /// the spare when there is one that fits, else a new reserved one.
     /// The caller has waited for any spare being made.
-    fn roll(&mut self, segments: &dyn Segments, size: u64, health: &Health) -> Result<(), Error> {
+    fn roll(
+        &mut self,
+        segments: &dyn Segments,
+        size: u64,
+        health: &Health,
+        writer: Writer,
+    ) -> Result<(), Error> {
         debug_assert!(!self.making);
         if let Some(spare) = self.spare.take()
             && spare.len >= size
@@ -125,19 +133,20 @@ impl Pending {
                     used: 0,
                 });
                 self.next += 1;
-                health.report_written(Writer::Journal);
+                health.report_written(writer);
                 Ok(())
             }
             Err(e) => {
                 let context = format!(
-                    "preallocating {len} bytes for journal/{}",
+                    "preallocating {len} bytes for {} segment {}",
+                    writer.as_str(),
                     segment_name(self.next)
                 );
                 let err = store::io_err(context, e);
-                if let store::Error::OutOfSpace { context } = &err {
-                    health.report_full(Writer::Journal, context.clone());
+                if let Error::OutOfSpace { context } = &err {
+                    health.report_full(writer, context.clone());
                 }
-                Err(err.into())
+                Err(err)
             }
         }
     }
@@ -162,9 +171,14 @@ struct Shared {
     /// Signalled when a spare is made (or could not be).
     made: Condvar,
     /// Told of every sync.
-    observers: std::sync::OnceLock<Vec<Arc<dyn super::Observer>>>,
+    observers: std::sync::OnceLock<Vec<Arc<dyn SyncObserver>>>,
+    /// How far the log is durable, for async waiters ...
     durable: watch::Sender<Durable>,
+    /// ... and the same for blocking waiters, signalled by `synced`.
+    progress: Mutex<Durable>,
+    synced: Condvar,
     health: Health,
+    writer: Writer,
 }
 
 impl Shared {
@@ -173,6 +187,44 @@ impl Shared {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    fn progress(&self) -> MutexGuard<'_, Durable> {
+        self.progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Tells every waiter, async and blocking, what `change` did.
+    fn publish(&self, change: impl Fn(&mut Durable)) {
+        change(&mut self.progress());
+        self.durable.send_modify(change);
+        self.synced.notify_all();
+    }
+}
+
+/// Marks the log failed when its thread ends by a panic, so no waiter
+/// waits for it forever.
+struct Unwinding<'a>(&'a Shared);
+
+impl Drop for Unwinding<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let incident = self.0.health.report_failed(
+                self.0.writer,
+                format!("the {} thread stopped", self.0.writer.as_str()),
+            );
+            self.0.publish(|d| d.failed = Some(incident.clone()));
+        }
+    }
+}
+
+/// Where an appended record went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Its sequence number (1 for the first record of this run).
+    pub seq: u64,
+    /// The segment holding it.
+    pub segment: u64,
 }
 
 /// The committer handle: append records, wait for durability.
@@ -184,13 +236,15 @@ pub struct Committer {
 
 impl Committer {
     /// Starts the commit thread; its first segment is number `next`, made
-    /// by `segments` with `segment_len` bytes. A full disk does not stop
-    /// the start: appends are refused until a segment can be made.
+    /// by `segments` with `segment_len` bytes; it reports into `health`
+    /// as `writer`. A full disk does not stop the start: appends are
+    /// refused until a segment can be made.
     pub fn start(
         segments: Box<dyn Segments>,
         next: u64,
         segment_len: u64,
         health: Health,
+        writer: Writer,
     ) -> Result<Committer, Error> {
         let mut pending = Pending {
             chunks: Vec::new(),
@@ -204,8 +258,8 @@ impl Committer {
             next,
             segment_len,
         };
-        match pending.roll(segments.as_ref(), 0, &health) {
-            Ok(()) | Err(Error::Store(store::Error::OutOfSpace { .. })) => {}
+        match pending.roll(segments.as_ref(), 0, &health, writer) {
+            Ok(()) | Err(Error::OutOfSpace { .. }) => {}
             Err(e) => return Err(e),
         }
         let shared = Arc::new(Shared {
@@ -215,13 +269,19 @@ impl Committer {
             made: Condvar::new(),
             observers: std::sync::OnceLock::new(),
             durable: watch::Sender::new(Durable::default()),
+            progress: Mutex::new(Durable::default()),
+            synced: Condvar::new(),
             health,
+            writer,
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
-            .name("tessera-journal".into())
-            .spawn(move || run(&worker))
-            .map_err(|e| store::io_err("starting the journal thread", e))?;
+            .name(format!("tessera-{}", writer.as_str()))
+            .spawn(move || {
+                let _unwinding = Unwinding(&worker);
+                run(&worker);
+            })
+            .map_err(|e| store::io_err(format!("starting the {} thread", writer.as_str()), e))?;
         Ok(Committer {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -231,13 +291,18 @@ impl Committer {
     /// Appends one record and returns its sequence number, or refuses it
     /// (out of space, or after a failure) with nothing appended. Call it
     /// in the same critical section that applies the record, before
-    /// applying it, so journal order is application order.
+    /// applying it, so log order is application order.
     pub fn append(&self, payload: &[u8]) -> Result<u64, Error> {
+        self.append_in(payload).map(|a| a.seq)
+    }
+
+    /// [`Committer::append`], also saying which segment took the record.
+    pub fn append_in(&self, payload: &[u8]) -> Result<Appended, Error> {
         let mut p = self.shared.pending();
         if let Some(incident) = self.shared.health.failure() {
-            return Err(Error::Failed(incident));
+            return Err(Error::StorageFailed(incident));
         }
-        let size = (journal::HEADER + payload.len()) as u64;
+        let size = (segment::HEADER + payload.len()) as u64;
         if p.open.as_ref().is_none_or(|o| o.used + size > o.len) {
             while p.making {
                 p = self
@@ -246,16 +311,21 @@ impl Committer {
                     .wait(p)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
-            p.roll(self.shared.segments.as_ref(), size, &self.shared.health)?;
+            p.roll(
+                self.shared.segments.as_ref(),
+                size,
+                &self.shared.health,
+                self.shared.writer,
+            )?;
         }
         let open = p.open.as_mut().expect("a segment with room");
-        let (file, at) = (open.file.clone(), open.used);
+        let (file, at, segment) = (open.file.clone(), open.used, open.number);
         open.used += size;
         match p.chunks.last_mut() {
-            Some(c) if Arc::ptr_eq(&c.file, &file) => journal::encode(payload, &mut c.bytes),
+            Some(c) if Arc::ptr_eq(&c.file, &file) => segment::encode(payload, &mut c.bytes),
             _ => {
                 let mut bytes = Vec::new();
-                journal::encode(payload, &mut bytes);
+                segment::encode(payload, &mut bytes);
                 p.chunks.push(Chunk { file, at, bytes });
             }
         }
@@ -266,11 +336,11 @@ impl Committer {
         if wake {
             self.shared.wake.notify_one();
         }
-        Ok(seq)
+        Ok(Appended { seq, segment })
     }
 
     /// Has `observers` told of every sync from now on (set once).
-    pub fn observe(&self, observers: Vec<Arc<dyn super::Observer>>) {
+    pub fn observe(&self, observers: Vec<Arc<dyn SyncObserver>>) {
         let _ = self.shared.observers.set(observers);
     }
 
@@ -285,19 +355,38 @@ impl Committer {
         let d = rx
             .wait_for(|d| d.seq >= seq || d.failed.is_some())
             .await
-            .map_err(|_| Error::Failed(self.stopped()))?;
+            .map_err(|_| Error::StorageFailed(self.stopped()))?;
         match &d.failed {
             _ if d.seq >= seq => Ok(()),
-            Some(incident) => Err(Error::Failed(incident.clone())),
-            None => Err(Error::Failed(self.stopped())),
+            Some(incident) => Err(Error::StorageFailed(incident.clone())),
+            None => Err(Error::StorageFailed(self.stopped())),
+        }
+    }
+
+    /// Waits until record `seq` is durable, blocking this thread (for
+    /// callers on the blocking pool, which must not enter the runtime).
+    pub fn wait_blocking(&self, seq: u64) -> Result<(), Error> {
+        let mut d = self.shared.progress();
+        while d.seq < seq && d.failed.is_none() {
+            d = self
+                .shared
+                .synced
+                .wait(d)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        match &d.failed {
+            _ if d.seq >= seq => Ok(()),
+            Some(incident) => Err(Error::StorageFailed(incident.clone())),
+            None => unreachable!("the loop ends durable or failed"),
         }
     }
 
     /// The incident for a commit thread that is gone without reporting.
     fn stopped(&self) -> Incident {
-        self.shared
-            .health
-            .report_failed(Writer::Journal, "the journal thread stopped")
+        self.shared.health.report_failed(
+            self.shared.writer,
+            format!("the {} thread stopped", self.shared.writer.as_str()),
+        )
     }
 
     /// Flushes what is pending, trims the current segment's unused
@@ -353,13 +442,14 @@ fn run(shared: &Arc<Shared>) {
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - before, started.elapsed());
                 }
-                shared.durable.send_modify(|d| d.seq = seq);
+                shared.publish(|d| d.seq = seq);
             }
             Err(e) => {
-                let incident = shared
-                    .health
-                    .report_failed(Writer::Journal, format!("writing the journal: {e}"));
-                shared.durable.send_modify(|d| d.failed = Some(incident));
+                let incident = shared.health.report_failed(
+                    shared.writer,
+                    format!("writing the {}: {e}", shared.writer.as_str()),
+                );
+                shared.publish(|d| d.failed = Some(incident.clone()));
                 return;
             }
         }
@@ -375,7 +465,7 @@ fn run(shared: &Arc<Shared>) {
 fn make_spare(shared: Arc<Shared>, number: u64, len: u64) {
     let helper = shared.clone();
     let spawned = std::thread::Builder::new()
-        .name("tessera-journal-spare".into())
+        .name(format!("tessera-{}-spare", shared.writer.as_str()))
         .spawn(move || {
             let made = helper.segments.create(number, len, Fill::Zeros);
             hand_over(&helper, number, len, made);
@@ -399,7 +489,7 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
             };
             if p.open.as_ref().is_none_or(|o| !o.zeroed) {
                 p.open = Some(spare);
-                shared.health.report_written(Writer::Journal);
+                shared.health.report_written(shared.writer);
             } else {
                 p.spare = Some(spare);
             }
@@ -407,7 +497,7 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
         Err(e) => {
             p.next = number;
             p.no_spare_for = p.open.as_ref().map(|o| o.number);
-            tracing::warn!(segment = %segment_name(number), error = %e, "could not make a zeroed journal segment ahead; segments are reserved as they are needed");
+            tracing::warn!(log = shared.writer.as_str(), segment = %segment_name(number), error = %e, "could not make a zeroed segment ahead; segments are reserved as they are needed");
         }
     }
     drop(p);
@@ -420,7 +510,7 @@ fn trim(open: Option<Open>) {
     if let Some(o) = open
         && let Err(e) = o.file.set_len(o.used).and_then(|()| o.file.sync_all())
     {
-        tracing::warn!(error = %e, "could not trim the journal segment's unused space; the next start does");
+        tracing::warn!(error = %e, "could not trim a log segment's unused space; the next start does");
     }
 }
 
@@ -482,13 +572,13 @@ mod tests {
             .map(|name| {
                 let bytes = std::fs::read(dir.join(name)).unwrap();
                 let mut out = Vec::new();
-                let end = journal::read::<std::io::Error>(&bytes[..], |_, p| {
+                let end = segment::read::<std::io::Error>(&bytes[..], |_, p| {
                     out.push(String::from_utf8(p.to_vec()).unwrap());
                     Ok(())
                 })
                 .unwrap();
                 assert_eq!(end.damage, None, "{name}");
-                (journal::segment_number(name).unwrap(), out, end.valid_len)
+                (segment::segment_number(name).unwrap(), out, end.valid_len)
             })
             .collect()
     }
@@ -499,8 +589,9 @@ mod tests {
         let (disk, full) = Disk::new(tmp.path());
         let health = Health::new();
         let record = |i: usize| format!("{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat(20));
-        let size = (journal::HEADER + record(0).len()) as u64;
-        let c = Committer::start(Box::new(disk), 7, 3 * size, health.clone()).unwrap();
+        let size = (segment::HEADER + record(0).len()) as u64;
+        let c =
+            Committer::start(Box::new(disk), 7, 3 * size, health.clone(), Writer::Journal).unwrap();
 
         for i in 0..3 {
             assert_eq!(c.append(record(i).as_bytes()).unwrap(), i as u64 + 1);
@@ -508,10 +599,7 @@ mod tests {
         full.store(true, std::sync::atomic::Ordering::SeqCst);
         for _ in 0..2 {
             let refused = c.append(record(99).as_bytes()).unwrap_err();
-            assert!(
-                matches!(refused, Error::Store(store::Error::OutOfSpace { .. })),
-                "{refused:?}"
-            );
+            assert!(matches!(refused, Error::OutOfSpace { .. }), "{refused:?}");
             assert_eq!(c.appended(), 3, "a refused record takes no sequence number");
         }
         assert!(
@@ -525,6 +613,7 @@ mod tests {
         assert_eq!(c.append(record(3).as_bytes()).unwrap(), 4);
         assert_eq!(health.condition(), store::Condition::Ok);
         c.wait(4).await.unwrap();
+        c.wait_blocking(4).unwrap();
         c.shutdown();
 
         let segments = records(tmp.path());
@@ -554,7 +643,8 @@ mod tests {
         let (disk, full) = Disk::new(tmp.path());
         full.store(true, std::sync::atomic::Ordering::SeqCst);
         let health = Health::new();
-        let c = Committer::start(Box::new(disk), 0, 1 << 16, health.clone()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, health.clone(), Writer::Journal).unwrap();
         assert!(matches!(
             health.condition(),
             store::Condition::OutOfSpace(_)
@@ -574,14 +664,19 @@ mod tests {
         let (mut disk, _) = Disk::new(tmp.path());
         disk.broken = true;
         let health = Health::new();
-        let c = Committer::start(Box::new(disk), 0, 1 << 16, health.clone()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, health.clone(), Writer::Journal).unwrap();
         let seq = c.append(b"{}").unwrap();
         let failed = c.wait(seq).await.unwrap_err();
         assert!(
-            matches!(&failed, Error::Failed(i) if i.writer == Writer::Journal),
+            matches!(&failed, Error::StorageFailed(i) if i.writer == Writer::Journal),
             "{failed:?}"
         );
-        assert!(matches!(c.append(b"{}"), Err(Error::Failed(_))));
+        assert!(matches!(c.append(b"{}"), Err(Error::StorageFailed(_))));
+        assert!(
+            matches!(c.wait_blocking(seq), Err(Error::StorageFailed(_))),
+            "a blocking waiter is told too"
+        );
         assert!(matches!(health.condition(), store::Condition::Failed(_)));
         c.shutdown();
     }
@@ -591,11 +686,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (disk, _) = Disk::new(tmp.path());
         let health = Health::new();
-        let c = Committer::start(Box::new(disk), 0, 1 << 16, health.clone()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, health.clone(), Writer::Journal).unwrap();
         health.report_failed(Writer::Files, "fsync failed: EIO");
         assert!(matches!(
             c.append(b"{}").unwrap_err(),
-            Error::Failed(i) if i.writer == Writer::Files
+            Error::StorageFailed(i) if i.writer == Writer::Files
         ));
         c.shutdown();
     }
@@ -618,7 +714,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (disk, _) = Disk::new(tmp.path());
         let made = disk.made.clone();
-        let c = Committer::start(Box::new(disk), 7, 8 << 20, Health::new()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 7, 8 << 20, Health::new(), Writer::Journal).unwrap();
         busy(&c, 0, 17).await;
         while open_number(&c) != Some(8) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -661,7 +758,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (disk, full) = Disk::new(tmp.path());
         let made = disk.made.clone();
-        let c = Committer::start(Box::new(disk), 7, 2 << 20, Health::new()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 7, 2 << 20, Health::new(), Writer::Journal).unwrap();
         busy(&c, 0, 10).await;
         full.store(true, std::sync::atomic::Ordering::SeqCst);
         busy(&c, 10, 10).await;
