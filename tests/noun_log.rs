@@ -212,6 +212,11 @@ fn a_torn_noun_log_tail_is_cut_and_the_puts_before_it_are_kept() {
     );
     std::fs::write(&path, &bytes).unwrap();
 
+    let fsck = tessera(&["fsck"], root.path());
+    let said = String::from_utf8_lossy(&fsck.stdout);
+    assert!(fsck.status.success(), "a torn tail is not damage: {said}");
+    assert!(said.contains("the noun log holds"), "{said}");
+
     check_acked(root.path(), &rt, &acked);
     check_ref_files(root.path());
     fsck_is_clean(root.path());
@@ -250,5 +255,9 @@ fn a_damaged_noun_log_record_with_valid_records_after_it_refuses_the_start() {
         std::fs::read(root.path().join("nouns/r0/c0/k0.json")).ok(),
         before
     );
+    let fsck = tessera(&["fsck"], root.path());
+    let said = String::from_utf8_lossy(&fsck.stdout);
+    assert!(!fsck.status.success(), "{said}");
+    assert!(said.contains(&format!("journal/nouns/{name}")), "{said}");
     drop(acked);
 }

@@ -32,6 +32,9 @@ pub struct Report {
     pub objects: u64,
     /// Noun ref files read.
     pub refs: u64,
+    /// Noun log records the next start replays (a daemon that did not
+    /// stop gracefully, or one running now): their ref files may lag.
+    pub noun_log_records: u64,
     /// Every problem, in walk order.
     pub problems: Vec<Problem>,
 }
@@ -43,6 +46,11 @@ pub fn check(store: &Store) -> Result<Report, Error> {
     report.objects += store.packs().len() as u64;
     report.problems.extend(store.packs().check());
     check_refs(store, &mut report)?;
+    let (records, damage) = super::noun_log::pending(&store.root().journal)?;
+    report.noun_log_records = records;
+    if let Some(Error::CorruptLog { path, message }) = damage {
+        report.problems.push(Problem { path, message });
+    }
     Ok(report)
 }
 

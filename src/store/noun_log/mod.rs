@@ -41,8 +41,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use cap_std::fs::Dir;
 
 pub use record::{Record, decode, encode};
-pub use replay::Replayed;
 pub(super) use replay::replay;
+pub use replay::{Replayed, pending};
 
 use super::atomic::sync_dir;
 use super::health::{Health, Writer};

@@ -104,6 +104,52 @@ pub fn replay(store: &Store, journal: &Dir) -> Result<(Dir, Replayed), Error> {
     Ok((dir, out))
 }
 
+/// Reads the log without changing anything (fsck): the records waiting
+/// to be replayed, and the damage that would refuse the next start.
+pub fn pending(journal: &Dir) -> Result<(u64, Option<Error>), Error> {
+    let dir = match journal.open_dir(DIR) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, None)),
+        Err(e) => return Err(io_err("opening journal/nouns/", e)),
+    };
+    let segments = list(&dir)?;
+    let mut records = 0;
+    for (i, n) in segments.iter().enumerate() {
+        let name = segment_name(*n);
+        let path = format!("journal/{DIR}/{name}");
+        let file = dir
+            .open(&name)
+            .map_err(|e| io_err(format!("opening {path}"), e))?;
+        let end = segment::read(
+            BufReader::with_capacity(1 << 20, file),
+            |offset, payload| {
+                record::decode(payload)
+                    .map(drop)
+                    .map_err(|what| Bad::Record(offset, what))
+            },
+        );
+        let end = match end {
+            Ok(end) => end,
+            Err(Bad::Record(offset, what)) => {
+                return Ok((records, Some(refusal(&path, offset, &what))));
+            }
+            Err(Bad::Store(e)) => return Err(e),
+        };
+        records += end.records;
+        let following = match end.damage {
+            None => continue,
+            Some(Damage::Torn) => 0,
+            Some(Damage::Corrupt { following }) => following,
+        } + count(&dir, &segments[i + 1..])?;
+        if following > 0 {
+            let what = format!("a damaged record with {following} valid record(s) after it");
+            return Ok((records, Some(refusal(&path, end.valid_len, &what))));
+        }
+        break;
+    }
+    Ok((records, None))
+}
+
 /// Why reading a segment stopped.
 enum Bad {
     /// A record that passed its checksum but is not a noun log record.
