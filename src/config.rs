@@ -51,7 +51,7 @@ impl Default for QueueLimits {
         QueueLimits {
             max_split_depth: 4,
             max_children: 64,
-            journal_segment_mib: crate::queue::journal::SEGMENT_BYTES >> 20,
+            journal_segment_mib: crate::store::log::segment::SEGMENT_BYTES >> 20,
             fold_journal_mib: crate::queue::FoldAfter::default().bytes >> 20,
         }
     }

@@ -271,7 +271,9 @@ impl Observer for Events {
             }
         }
     }
+}
 
+impl crate::store::log::SyncObserver for Events {
     fn synced(&self, durable: u64, _records: u64, _took: Duration) {
         let mut inner = self.inner();
         inner.durable = durable;

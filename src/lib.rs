@@ -13,6 +13,7 @@
 //! queue      tasks, leases, fencing, receipts, journal     -> store
 //! auth       keys, grants, visibility decisions, tokens    -> store
 //! store      the sandboxed root: objects, noun refs, the
+//!            logs (segments, group commit; the noun log),
 //!            envelope vocabulary (visibility, effect class) (bottom)
 //! mcp        MCP tools over any way to the HTTP API           -> client (http mounts it at /mcp)
 //! client     a small HTTP client for the CLI, tests, benches, example

@@ -294,7 +294,9 @@ impl Observer for Metrics {
             }
         }
     }
+}
 
+impl crate::store::log::SyncObserver for Metrics {
     fn synced(&self, _durable: u64, records: u64, took: Duration) {
         self.commit.observe(took.as_secs_f64());
         self.commit_records.observe(records as f64);

@@ -89,10 +89,11 @@ fn every_acknowledged_noun_version_survives_sigkill() {
 
 #[test]
 fn sixteen_clients_creating_nouns_lose_nothing_acknowledged_to_sigkill() {
-    // Noun puts share their syncs (store/sync.rs): each round of this test
-    // kills the daemon at a random moment while sixteen clients create
-    // nouns in new stores (new directories, new fan-out directories) and
-    // add versions, so kills land before, between and after group syncs.
+    // Noun puts share their log syncs (store/noun_log): each round of this
+    // test kills the daemon at a random moment while sixteen clients
+    // create nouns in new stores (new directories, new fan-out
+    // directories) and add versions, so kills land before, between and
+    // after group commits and ref swaps.
     let root = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut rng = Rng::new();

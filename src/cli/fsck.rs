@@ -48,6 +48,12 @@ pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
     for problem in &problems {
         println!("{problem}");
     }
+    if report.noun_log_records > 0 {
+        println!(
+            "the noun log holds {} record(s) the next start writes into their files (until then a ref file may lag its log)",
+            report.noun_log_records
+        );
+    }
     println!(
         "checked {} objects, {} noun refs, the journal and {receipts} receipts: {}",
         report.objects,

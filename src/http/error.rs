@@ -319,7 +319,9 @@ impl From<store::Error> for ApiError {
                 ),
             )
             .because(msg),
-            E::Locked { .. } | E::TaskFailed(_) => ApiError::internal(&msg),
+            E::Locked { .. } | E::CorruptLog { .. } | E::TaskFailed(_) => {
+                ApiError::internal(&msg)
+            }
         }
     }
 }

@@ -33,6 +33,17 @@ pub enum JournalError {
     Store(#[from] store::Error),
 }
 
+impl JournalError {
+    /// The task journal's committer refused: a failed durable write is
+    /// the journal's failure, anything else (a full disk) the store's.
+    pub(crate) fn from_log(e: store::Error) -> JournalError {
+        match e {
+            store::Error::StorageFailed(incident) => JournalError::Failed(incident),
+            e => JournalError::Store(e),
+        }
+    }
+}
+
 /// A call on one task that its state or its lease must allow.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -36,9 +36,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::journal::segment_number;
 use super::machine::SplitLimits;
 use super::{Error, Inner, recover};
+use crate::store::log::segment::segment_number;
 use crate::store::{self, Store};
 
 /// Closed journal bytes (segment file sizes) after the snapshot past which

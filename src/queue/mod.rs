@@ -28,14 +28,12 @@
 
 mod applies;
 pub mod brief;
-mod commit;
 mod decide;
 pub mod errors;
 mod event;
 mod fold;
 mod idempotency;
 mod index;
-pub mod journal;
 mod lease;
 mod lifecycle;
 pub mod machine;
@@ -170,7 +168,7 @@ pub struct Queue {
 #[derive(Debug)]
 struct Inner {
     state: Mutex<State>,
-    committer: commit::Committer,
+    committer: store::log::Committer,
     store: Store,
     /// Wakes long-poll claims when a task may have become claimable.
     ready: Notify,
@@ -228,7 +226,11 @@ impl Queue {
     fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, JournalError> {
         st.applies(ev).map_err(JournalError::Inapplicable)?;
         let bytes = serde_json::to_vec(ev).expect("events serialize");
-        let seq = self.inner.committer.append(&bytes)?;
+        let seq = self
+            .inner
+            .committer
+            .append(&bytes)
+            .map_err(JournalError::from_log)?;
         match self.inner.observers.get().filter(|o| !o.is_empty()) {
             None => st.apply(ev),
             Some(observers) => {
@@ -244,12 +246,21 @@ impl Queue {
     /// Has `observers` told of every change and journal sync from now on
     /// (set once, at start; a second call is ignored).
     pub fn observe(&self, observers: Vec<Arc<dyn Observer>>) {
-        self.inner.committer.observe(observers.clone());
+        self.inner.committer.observe(
+            observers
+                .iter()
+                .map(|o| o.clone() as Arc<dyn store::log::SyncObserver>)
+                .collect(),
+        );
         let _ = self.inner.observers.set(observers);
     }
 
     async fn durable(&self, seq: u64) -> Result<(), JournalError> {
-        self.inner.committer.wait(seq).await
+        self.inner
+            .committer
+            .wait(seq)
+            .await
+            .map_err(JournalError::from_log)
     }
 
     /// Runs `f` on the state and returns once what it saw is durable.

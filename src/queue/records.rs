@@ -6,10 +6,10 @@
 use std::io::Read;
 
 use super::event::Event;
-use super::journal::{self, ReadEnd};
 use super::machine::State;
 use super::pipeline::Pool;
 use super::recover::Recovery;
+use crate::store::log::segment::{self as journal, ReadEnd};
 use crate::store::{Sha256, Store};
 
 /// Records per batch.

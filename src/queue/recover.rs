@@ -20,11 +20,11 @@ use std::io::BufReader;
 
 use cap_std::fs::{Dir, OpenOptions};
 
-use super::commit::Committer;
-use super::journal::{self, Damage, segment_name, segment_number};
 use super::machine::{SplitLimits, State};
-use super::{Error, pipeline, records, snapshot};
+use super::{Error, JournalError, pipeline, records, snapshot};
 use crate::store::atomic::sync_dir;
+use crate::store::log::Committer;
+use crate::store::log::segment::{self as journal, Damage, segment_name, segment_number};
 use crate::store::{self, Durability, Store};
 
 /// Where salvaging moves what it drops, under `journal/`.
@@ -125,7 +125,9 @@ pub fn open(
         next,
         segment_bytes,
         store.health().clone(),
-    )?;
+        store::Writer::Journal,
+    )
+    .map_err(JournalError::from_log)?;
     Ok((state, committer, rec))
 }
 

@@ -1,10 +1,9 @@
 //! The only durable file writer: temp file in `tmp/`, fsync, rename into
 //! place, fsync of the target directory. A reader sees the old bytes or the
 //! new bytes, never a mix, and once `write` returns with `Durability::Synced`
-//! the new bytes survive a crash. Noun puts split the same steps to share
-//! their syncs (`sync.rs`): `stage` writes the temp file, a group sync makes
-//! it durable, `place` renames it, and a second group sync makes the
-//! rename durable.
+//! the new bytes survive a crash. Noun ref files, whose durable copy is the
+//! noun log, are changed in two steps without fsync: `overwrite` writes a
+//! hidden shadow beside the file, `swap` exchanges the two names.
 //!
 //! Every outcome is reported into the root's [`Health`]:
 //! 1. A full disk (ENOSPC, EDQUOT) while creating, writing, syncing or
@@ -31,28 +30,10 @@ use super::{Error, io_err};
 pub enum Durability {
     /// File and directory are fsynced: the write survives a crash on its own.
     Synced,
-    /// Renamed into place without fsync: the caller's journal already holds
-    /// the bytes durably and can write them again after a crash.
+    /// Renamed into place without fsync: the caller's log already holds
+    /// the bytes durably (or will before it acknowledges) and writes them
+    /// again after a crash.
     Journaled,
-    /// Renamed into place without fsync: the caller makes it durable with
-    /// a group sync ([`super::sync::GroupSync`]) before it acknowledges.
-    Deferred,
-}
-
-/// A temp file written (not yet synced) and waiting to be renamed into
-/// place by [`AtomicWriter::place`]; dropped unplaced, it is removed.
-#[derive(Debug)]
-pub struct Staged<'a> {
-    writer: &'a AtomicWriter,
-    tmp_name: Option<String>,
-}
-
-impl Drop for Staged<'_> {
-    fn drop(&mut self) {
-        if let Some(name) = self.tmp_name.take() {
-            let _ = self.writer.tmp.remove_file(name);
-        }
-    }
 }
 
 /// Writes files atomically through `tmp/`. Shared by every writer in the store.
@@ -99,40 +80,47 @@ impl AtomicWriter {
         self.noted(self.write_filled(dir, name, fill))
     }
 
-    /// Writes `bytes` to a new temp file (mode 0644) without syncing it.
-    /// The caller makes it durable (a group sync) before it places it, so
-    /// a crash can never put a file in place whose bytes are not on disk.
-    pub fn stage(&self, bytes: &[u8]) -> Result<Staged<'_>, Error> {
-        self.noted(self.stage_unnoted(bytes))
+    /// Replaces the contents of `dir/name` in place (creating it, mode
+    /// 0644), without fsync: for a ref file's hidden shadow, which no one
+    /// reads while it is written and whose durable copy is the noun log.
+    pub fn overwrite(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.noted(self.check().and_then(|()| {
+            let mut file = dir
+                .open_with(
+                    name,
+                    OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o644),
+                )
+                .map_err(|e| io_err(format!("opening {name}"), e))?;
+            file.write_all(bytes)
+                .map_err(|e| io_err(format!("writing {name}"), e))
+        }))
     }
 
-    fn stage_unnoted(&self, bytes: &[u8]) -> Result<Staged<'_>, Error> {
-        self.check()?;
-        let staged = Staged {
-            writer: self,
-            tmp_name: Some(self.temp_name()),
-        };
-        let tmp_name = staged.tmp_name.as_deref().expect("just set");
-        let mut file = self
-            .tmp
-            .open_with(
-                tmp_name,
-                OpenOptions::new().write(true).create_new(true).mode(0o644),
-            )
-            .map_err(|e| io_err("creating a temp file", e))?;
-        file.write_all(bytes)
-            .map_err(|e| io_err("writing a temp file", e))?;
-        Ok(staged)
-    }
-
-    /// Renames a staged file into place as `dir/name` (not syncing the
-    /// directory: the caller's next group sync does).
-    pub fn place(&self, mut staged: Staged<'_>, dir: &Dir, name: &str) -> Result<(), Error> {
-        let tmp_name = staged
-            .tmp_name
-            .take()
-            .expect("a staged file is placed once");
-        self.place_temp(&tmp_name, dir, name)
+    /// Swaps `dir/shadow` in as `dir/name`, without fsync: with
+    /// `renameat2(RENAME_EXCHANGE)`, so `shadow` then holds what `name`
+    /// held and no inode is freed; a plain rename when `name` does not
+    /// exist yet. Both are single path components (checked names).
+    pub fn swap(&self, dir: &Dir, shadow: &str, name: &str) -> Result<(), Error> {
+        debug_assert!(!shadow.contains('/') && !name.contains('/'));
+        let exchanged =
+            rustix::fs::renameat_with(dir, shadow, dir, name, rustix::fs::RenameFlags::EXCHANGE);
+        match exchanged {
+            Ok(()) => Ok(()),
+            // No `name` yet, or a filesystem without RENAME_EXCHANGE: a
+            // rename replaces atomically too (the shadow is made again).
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                dir.rename(shadow, dir, name)
+                    .map_err(|e| io_err(format!("renaming {shadow} into place as {name}"), e))
+            }
+            Err(e) => Err(io_err(
+                format!("swapping {shadow} in as {name}"),
+                std::io::Error::from(e),
+            )),
+        }
     }
 
     /// Creates the directory `dir/name` unless it exists, durably (the

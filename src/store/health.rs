@@ -1,6 +1,6 @@
 //! The one health state of the root's durable writers. The atomic writer
-//! (`atomic.rs`) and the journal committer (`queue/commit.rs`) report
-//! into it; the writers refuse work by it and `/healthz` reads it.
+//! (`atomic.rs`) and the two log committers (`log/commit.rs`: the task
+//! journal's and the noun log's) report into it; the writers refuse work by it and `/healthz` reads it.
 //!
 //! What each condition means and how far to trust the root under it:
 //!
@@ -30,6 +30,8 @@ pub enum Writer {
     Files,
     /// The task journal's committer.
     Journal,
+    /// The noun log's committer (`journal/nouns/`).
+    NounLog,
 }
 
 impl Writer {
@@ -38,6 +40,7 @@ impl Writer {
         match self {
             Writer::Files => "files",
             Writer::Journal => "journal",
+            Writer::NounLog => "noun_log",
         }
     }
 }
@@ -96,6 +99,7 @@ struct Reports {
     failed: Option<Incident>,
     files_full: Option<Incident>,
     journal_full: Option<Incident>,
+    noun_log_full: Option<Incident>,
 }
 
 impl Reports {
@@ -103,6 +107,7 @@ impl Reports {
         match writer {
             Writer::Files => &mut self.files_full,
             Writer::Journal => &mut self.journal_full,
+            Writer::NounLog => &mut self.noun_log_full,
         }
     }
 }
@@ -129,7 +134,7 @@ impl Health {
         if let Some(i) = &r.failed {
             return Condition::Failed(i.clone());
         }
-        let full = [&r.files_full, &r.journal_full]
+        let full = [&r.files_full, &r.journal_full, &r.noun_log_full]
             .into_iter()
             .flatten()
             .min_by_key(|i| i.since);

@@ -6,16 +6,19 @@
 //!   nouns/<ns>/<store>/<key>.json  a noun's version list (the only mutable noun file)
 //!   workspace/<ns>/                a namespace's work dirs and ctx-dirs (the worker module)
 //!   journal/                       the task journal (the queue module)
+//!   journal/nouns/                 the noun log: ref changes not yet on disk by themselves
 //!   auth/                          hashed keys, token secret (mode 0600)
 //!   tmp/                           staging for atomic writes
 //!   daemon.lock                    pid of the daemon holding the root
 //! ```
 //!
 //! Write rules: every durable file write goes through [`atomic::AtomicWriter`]
-//! (temp, fsync, rename, directory fsync; noun puts share those syncs
-//! through [`sync::GroupSync`]), which with the task journal reports into
-//! the one [`Health`] state; objects are on disk before the ref entry that
-//! names them; every object read re-hashes the bytes.
+//! (temp, fsync, rename, directory fsync) or a log ([`log`]: the task
+//! journal, and the noun log that holds every noun ref change until its
+//! files are on disk by themselves, see [`noun_log`]); all of them report
+//! into the one [`Health`] state. A noun version's object is written
+//! before its record is logged, and its ref entry only once the record is
+//! durable; every object read re-hashes the bytes.
 //! All access goes through `cap_std::fs::Dir` handles opened by
 //! [`root::Root`], the one place that opens an ambient path, so a name or a
 //! planted symlink cannot reach outside the root.
@@ -27,14 +30,15 @@ pub mod fsck;
 pub mod health;
 mod later;
 pub mod listing;
+pub mod log;
 pub mod name;
 pub mod noun;
+pub mod noun_log;
 pub mod object;
 pub mod pack;
 mod pin;
 pub mod root;
 mod sha256;
-pub mod sync;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -114,6 +118,15 @@ pub enum Error {
         /// The parser's message.
         message: String,
     },
+    /// The noun log holds a damaged record with valid records after it:
+    /// acknowledged puts would be lost, so the root is not opened.
+    #[error("{path}: {message}")]
+    CorruptLog {
+        /// The segment, under the root.
+        path: String,
+        /// Where and what, and what the operator can do.
+        message: String,
+    },
     /// Another daemon holds the root.
     #[error("root {path} is in use by another tessera daemon (pid {}); stop it or choose another --root", pid.map_or("unknown".to_string(), |p| p.to_string()))]
     Locked {
@@ -178,7 +191,8 @@ struct Inner {
     later: later::Later,
     packs: pack::Packs,
     locks: noun::KeyLocks,
-    sync: sync::GroupSync,
+    /// Started after replay at an exclusive open; absent read-only.
+    noun_log: std::sync::OnceLock<noun_log::NounLog>,
     /// Told of every noun version written or re-flagged (the event stream).
     watcher: std::sync::OnceLock<Arc<dyn NounWatcher>>,
 }
@@ -191,7 +205,9 @@ pub trait NounWatcher: Send + Sync + std::fmt::Debug {
 }
 
 impl Store {
-    /// Opens the root at `path` (see [`Root::open`]).
+    /// Opens the root at `path` (see [`Root::open`]). An exclusive open
+    /// replays the noun log first (see [`noun_log`]), so every
+    /// acknowledged noun change is in its files before anything is served.
     pub fn open(path: &Path, access: Access) -> Result<Store, Error> {
         let root = Root::open(path, access)?;
         let tmp = root
@@ -210,19 +226,37 @@ impl Store {
                 .map_err(|e| io_err("cloning objects/packs", e))?,
             access == Access::Exclusive,
         )?;
-        let sync = sync::GroupSync::new(&tmp)?;
-        Ok(Store {
+        let store = Store {
             inner: Arc::new(Inner {
                 writer: atomic::AtomicWriter::new(tmp, Health::new()),
-                sync,
                 objects: object::Objects::new(objects),
                 later: later::Later::default(),
                 packs,
                 locks: noun::KeyLocks::new(),
+                noun_log: std::sync::OnceLock::new(),
                 watcher: std::sync::OnceLock::new(),
                 root,
             }),
-        })
+        };
+        if access == Access::Exclusive {
+            let (dir, replayed) = noun_log::replay(&store, &store.root().journal)?;
+            if replayed.records > 0 {
+                tracing::info!(
+                    records = replayed.records,
+                    refs_written = replayed.refs,
+                    torn_tail = replayed.torn_tail,
+                    "noun log replayed"
+                );
+            }
+            let log = noun_log::NounLog::start(
+                &dir,
+                replayed.next,
+                noun_log::SEGMENT_BYTES,
+                store.health(),
+            )?;
+            let _ = store.inner.noun_log.set(log);
+        }
+        Ok(store)
     }
 
     /// The opened root and its area handles.
@@ -323,7 +357,13 @@ impl Store {
         &self.inner.locks
     }
 
-    fn group_sync(&self) -> &sync::GroupSync {
-        &self.inner.sync
+    fn noun_log(&self) -> Result<&noun_log::NounLog, Error> {
+        self.inner.noun_log.get().ok_or_else(|| Error::Io {
+            context: "changing a noun".into(),
+            error: std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the root is open read-only",
+            ),
+        })
     }
 }

@@ -1,23 +1,39 @@
 //! Noun ref files: `nouns/<ns>/<store>/<key>.json`, the ordered version list
 //! of one noun, and the compare-and-swap that appends to it.
 //!
+//! Beside each ref file the daemon keeps a hidden shadow,
+//! `nouns/<ns>/<store>/.<key>.swap`: a change writes the new ref into the
+//! shadow, logs it (`noun_log`), and swaps the two names with
+//! `renameat2(RENAME_EXCHANGE)`, so the shadow then holds the previous
+//! ref. A reader opening the ref file gets the old bytes or the new ones,
+//! never a mix, and no inode is freed per put (a freed inode slows every
+//! later file creation on ext4). Shadows are not nouns: listing, fsck and
+//! git (the root's `.gitignore`) skip them.
+//!
 //! Invariants:
 //! 1. Versions start at 1 and each entry is the previous plus one.
-//! 2. An entry's object exists (it is on disk before the entry is).
+//! 2. An entry's object exists (it is written before the entry's record
+//!    is logged, and replay writes it again from the record).
 //! 3. Entries are never rewritten, except the `quarantined` flag, which
 //!    quarantine sets and clears on every entry at once.
-//! 4. One writer per key at a time (a striped lock), so each version has
-//!    exactly one winner and none is lost.
+//! 4. One writer per key at a time (a striped lock held from the read of
+//!    the ref to its swap), so each version has exactly one winner, none
+//!    is lost, and log order per noun is ref order.
+//! 5. A ref file names a version only once its record is durable.
+//! 6. A shadow is rewritten only under its stripe's write lock, which
+//!    readers of the ref file hold (shared) from open to last byte: the
+//!    inode a reader opened as the ref may be the next change's shadow.
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
 use cap_std::fs::Dir;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::atomic::Durability;
-use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err};
+use super::health::Writer;
+use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err, noun_log};
 
 /// One version of a noun, as listed in its ref file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,32 +168,42 @@ pub enum PutOutcome {
 /// Stripes of the per-key write lock.
 const LOCK_STRIPES: usize = 1024;
 
-/// Per-key write serialization by lock striping.
+/// Per-key locks by striping: `write` serializes a key's writers (held
+/// across the log wait); `shadow` keeps readers of the ref file and the
+/// rewrite of its shadow apart (invariant 6), held only for the I/O.
+#[derive(Debug, Default)]
+struct Stripe {
+    write: Mutex<()>,
+    shadow: RwLock<()>,
+}
+
+/// The stripes of the per-key locks.
 #[derive(Debug)]
-pub(super) struct KeyLocks(Box<[Mutex<()>]>);
+pub(super) struct KeyLocks(Box<[Stripe]>);
 
 impl KeyLocks {
     pub(super) fn new() -> KeyLocks {
-        KeyLocks((0..LOCK_STRIPES).map(|_| Mutex::new(())).collect())
+        KeyLocks((0..LOCK_STRIPES).map(|_| Stripe::default()).collect())
     }
 
-    fn stripe(&self, path: &NounPath) -> &Mutex<()> {
+    fn stripe(&self, path: &NounPath) -> &Stripe {
         let h = BuildHasherDefault::<DefaultHasher>::default().hash_one(path);
         &self.0[(h % LOCK_STRIPES as u64) as usize]
+    }
+
+    fn writer(&self, path: &NounPath) -> MutexGuard<'_, ()> {
+        self.stripe(path)
+            .write
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Store {
     /// Reads a noun's ref file; `None` when the noun does not exist.
     pub fn read_ref(&self, path: &NounPath) -> Result<Option<NounRef>, Error> {
-        let Some(dir) = self.store_dir(path, false)? else {
+        let Some(bytes) = self.ref_bytes_on_disk(path)? else {
             return Ok(None);
-        };
-        let file = ref_file_name(&path.key);
-        let bytes = match dir.read(&file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(format!("reading nouns/{path}.json"), e)),
         };
         let parsed: NounRef = serde_json::from_slice(&bytes).map_err(|e| Error::CorruptRef {
             path: format!("nouns/{path}.json"),
@@ -190,6 +216,24 @@ impl Store {
             });
         }
         Ok(Some(parsed))
+    }
+
+    /// The bytes of a noun's ref file, `None` when it has none.
+    pub(super) fn ref_bytes_on_disk(&self, path: &NounPath) -> Result<Option<Vec<u8>>, Error> {
+        let Some(dir) = self.store_dir(path, false)? else {
+            return Ok(None);
+        };
+        let _reading = self
+            .key_locks()
+            .stripe(path)
+            .shadow
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        match dir.read(ref_file_name(&path.key)) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(format!("reading nouns/{path}.json"), e)),
+        }
     }
 
     /// Reads the body of one version, verifying its hash and size.
@@ -213,11 +257,7 @@ impl Store {
         req: &PutRequest,
         decide: impl FnOnce(Option<&VersionEntry>) -> Result<VersionMeta, E>,
     ) -> Result<PutOutcome, E> {
-        let _guard = self
-            .key_locks()
-            .stripe(path)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _guard = self.key_locks().writer(path);
         let current = self.read_ref(path)?;
         let latest = current.as_ref().map(NounRef::latest);
         let meta = decide(latest)?;
@@ -269,7 +309,7 @@ impl Store {
                 versions: Vec::new(),
             });
             next.versions.push(entry.clone());
-            self.append_version(path, body, &next)?;
+            self.change_ref(path, &next, Some(body))?;
             self.noun_written(path, &entry);
         }
         Ok(if current_version == 0 {
@@ -287,11 +327,7 @@ impl Store {
         quarantined: bool,
         decide: impl FnOnce(Option<&VersionEntry>) -> Result<(), E>,
     ) -> Result<NounRef, E> {
-        let _guard = self
-            .key_locks()
-            .stripe(path)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _guard = self.key_locks().writer(path);
         let current = self.read_ref(path)?;
         decide(current.as_ref().map(NounRef::latest))?;
         let mut next = current.ok_or(Error::NounNotFound)?;
@@ -299,39 +335,67 @@ impl Store {
             for entry in &mut next.versions {
                 entry.quarantined = quarantined;
             }
-            self.write_ref(path, &next)?;
+            self.change_ref(path, &next, None)?;
             self.noun_written(path, next.latest());
         }
         Ok(next)
     }
 
-    fn write_ref(&self, path: &NounPath, next: &NounRef) -> Result<(), Error> {
+    /// The one way a ref file changes (the caller holds the key's write
+    /// lock): `body`'s object and the shadow are written, the record is
+    /// logged and waited for, the shadow is swapped in. Refused before
+    /// anything is logged when the disk is full; after the record is
+    /// durable, a failure fails the root's health (invariant 3 of
+    /// `noun_log`), so the next start materializes it.
+    fn change_ref(
+        &self,
+        path: &NounPath,
+        next: &NounRef,
+        body: Option<&[u8]>,
+    ) -> Result<(), Error> {
+        let log = self.noun_log()?;
+        if let Some(body) = body {
+            self.put_object(body, Durability::Journaled)?;
+        }
+        let bytes = ref_bytes(next);
         let dir = self.store_dir(path, true)?.expect("created");
-        self.writer().write(
-            &dir,
-            &ref_file_name(&path.key),
-            &ref_bytes(next),
-            Durability::Synced,
-        )
+        self.stage_ref(path, &dir, &bytes)?;
+        let ticket = log.append(&noun_log::encode(&bytes, body))?;
+        log.wait(ticket)?;
+        self.swap_ref(path, &dir).map_err(|e| {
+            Error::StorageFailed(self.health().report_failed(
+                Writer::NounLog,
+                format!("a logged change of nouns/{path}.json could not be put in place: {e}"),
+            ))
+        })?;
+        log.done(ticket);
+        Ok(())
     }
 
-    /// Writes a put's body object and its new ref file, sharing the syncs
-    /// with concurrent puts (`sync.rs`). The object and the ref's temp file
-    /// are written, one group sync puts them on disk, the ref is renamed
-    /// into place, and a second group sync puts the rename on disk. A crash
-    /// before the second sync leaves the old ref or the new one, never a
-    /// torn one, and the new one only names an object on disk.
-    fn append_version(&self, path: &NounPath, body: &[u8], next: &NounRef) -> Result<(), Error> {
-        let sync = self.group_sync();
-        let _writing = sync.begin();
-        self.objects()
-            .put(self.writer(), body, Durability::Deferred)?;
+    /// Puts `bytes` in place as the ref file of `path` (replay, which
+    /// holds no lock: nothing else runs yet).
+    pub(super) fn place_ref(&self, path: &NounPath, bytes: &[u8]) -> Result<(), Error> {
         let dir = self.store_dir(path, true)?.expect("created");
-        let staged = self.writer().stage(&ref_bytes(next))?;
-        sync.barrier(self.writer())?;
+        self.stage_ref(path, &dir, bytes)?;
+        self.swap_ref(path, &dir)
+    }
+
+    /// Writes `bytes` into the shadow of `path`'s ref file.
+    fn stage_ref(&self, path: &NounPath, dir: &Dir, bytes: &[u8]) -> Result<(), Error> {
+        let _no_readers = self
+            .key_locks()
+            .stripe(path)
+            .shadow
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         self.writer()
-            .place(staged, &dir, &ref_file_name(&path.key))?;
-        sync.barrier(self.writer())
+            .overwrite(dir, &shadow_file_name(&path.key), bytes)
+    }
+
+    /// Swaps the shadow of `path` in as its ref file.
+    fn swap_ref(&self, path: &NounPath, dir: &Dir) -> Result<(), Error> {
+        self.writer()
+            .swap(dir, &shadow_file_name(&path.key), &ref_file_name(&path.key))
     }
 
     /// Opens `nouns/<ns>/<store>/`, creating it when `create`.
@@ -366,6 +430,20 @@ fn ref_bytes(next: &NounRef) -> Vec<u8> {
 
 fn ref_file_name(key: &Name) -> String {
     format!("{key}.json")
+}
+
+/// The hidden shadow of `key`'s ref file: one path component (a `Name`
+/// has no `/`), and never a ref file name (a `Name` does not start with
+/// a dot, and the shadow does not end in `.json`).
+fn shadow_file_name(key: &Name) -> String {
+    format!(".{key}.swap")
+}
+
+/// Whether `file`, in a store directory, is a ref file's shadow.
+pub fn is_shadow(file: &str) -> bool {
+    file.strip_prefix('.')
+        .and_then(|f| f.strip_suffix(".swap"))
+        .is_some_and(|key| Name::parse("key", key).is_ok())
 }
 
 /// Whether a put of the latest version's bytes would record the same

@@ -55,9 +55,9 @@ impl Objects {
 
     /// Stores `bytes` unless an object with their hash exists, and returns
     /// the hash. With `Durability::Synced`, an existing file is fsynced too,
-    /// since it may have been written journaled; with `Durability::Deferred`
-    /// its bytes are compared, since a power loss before a group sync may
-    /// have left it in place with its bytes missing.
+    /// since it may have been written journaled; with `Durability::Journaled`
+    /// its bytes are compared, since a power loss may have left an earlier
+    /// journaled write in place with its bytes missing.
     pub fn put(
         &self,
         writer: &AtomicWriter,
@@ -115,13 +115,13 @@ impl Objects {
 }
 
 /// Whether an existing object of the right size can be trusted: always,
-/// except for a deferred write, which compares the bytes.
+/// except for a journaled write, which compares the bytes.
 fn holds(
     durability: Durability,
     file: &mut cap_std::fs::File,
     bytes: &[u8],
 ) -> Result<bool, Error> {
-    if durability != Durability::Deferred {
+    if durability != Durability::Journaled {
         return Ok(true);
     }
     let mut on_disk = Vec::with_capacity(bytes.len());

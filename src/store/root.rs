@@ -22,7 +22,13 @@ const AREAS: [&str; 6] = ["objects", "nouns", "workspace", "journal", "auth", "t
 /// projection) and the receipt packs (appended to, their durable copy is
 /// the journal). Noun ref files and body objects stay; reviewers read
 /// `tessera export` instead (README, "Reviewing in git").
-const GITIGNORE: &str = "journal/\nauth/\ntmp/\ndaemon.lock\nworkspace/\nobjects/packs/\n";
+/// Ref files' hidden shadows (`noun.rs`) are kept out too, and added to
+/// the `.gitignore` of a root made before them.
+const GITIGNORE: &str =
+    "journal/\nauth/\ntmp/\ndaemon.lock\nworkspace/\nobjects/packs/\nnouns/**/.*.swap\n";
+
+/// The `.gitignore` line for the shadows.
+const SHADOWS: &str = "nouns/**/.*.swap";
 
 /// How a root is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,10 +83,7 @@ impl Root {
             }
             create_dir_if_missing(&dir, "objects/sha256")?;
             create_dir_if_missing(&dir, "objects/packs")?;
-            if !dir.exists(".gitignore") {
-                dir.write(".gitignore", GITIGNORE)
-                    .map_err(|e| io_err("writing .gitignore", e))?;
-            }
+            ignore_shadows(&dir)?;
         }
         let open = |area: &str| {
             dir.open_dir(area)
@@ -121,6 +124,30 @@ pub(crate) fn create_dir_if_missing(dir: &Dir, name: &str) -> Result<bool, Error
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(io_err(format!("creating {name}"), e)),
     }
+}
+
+/// Writes the root's `.gitignore`, or adds the shadows' line to one
+/// written before shadows existed.
+fn ignore_shadows(dir: &Dir) -> Result<(), Error> {
+    let text = match dir.read_to_string(".gitignore") {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return dir
+                .write(".gitignore", GITIGNORE)
+                .map_err(|e| io_err("writing .gitignore", e));
+        }
+        Err(e) => return Err(io_err("reading .gitignore", e)),
+    };
+    if text.lines().any(|l| l.trim() == SHADOWS) {
+        return Ok(());
+    }
+    let sep = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    dir.write(".gitignore", format!("{text}{sep}{SHADOWS}\n"))
+        .map_err(|e| io_err("adding the shadows to .gitignore", e))
 }
 
 /// Takes the exclusive lock, or names the pid that holds it.

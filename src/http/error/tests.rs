@@ -151,6 +151,14 @@ fn every_store_error_maps_to_its_status_and_code() {
         ),
         (store::Error::TaskFailed("panicked".into()), 500, "internal"),
         (
+            store::Error::CorruptLog {
+                path: "journal/nouns/00000000000000000000.log".into(),
+                message: "at byte 8: damaged".into(),
+            },
+            500,
+            "internal",
+        ),
+        (
             store::Error::OutOfSpace {
                 context: "writing k.json".into(),
             },

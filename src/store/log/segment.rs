@@ -1,13 +1,16 @@
-//! The task journal's on-disk format: append-only segment files of
-//! checksummed records, each one `Event` as JSON.
+//! The segment format shared by the root's two logs (the task journal,
+//! `journal/`, and the noun log, `journal/nouns/`): append-only segment
+//! files of checksummed records. What a payload holds is the owning log's
+//! business; this module only requires that it starts with `{` (a JSON
+//! object or a JSON header), which resynchronizing after damage relies on.
 //!
 //! ```text
-//! journal/<20-digit segment number>.log
-//!   record := len: u32 LE | crc32(payload): u32 LE | payload: len bytes (JSON)
+//! <dir>/<20-digit segment number>.log
+//!   record := len: u32 LE | crc32(payload): u32 LE | payload: len bytes
 //!   then zeros to the end of the segment's preallocated space
 //! ```
 //!
-//! A record's length is never 0 (an event is a JSON object), so eight zero
+//! A record's length is never 0 (a payload starts with `{`), so eight zero
 //! bytes mark the end of what was written. Segments are preallocated
 //! ([`SegmentDir`], 64 MiB by default) and records are written into that
 //! space, so appending a record never asks the filesystem for new space:
@@ -19,14 +22,14 @@
 //! follows a bad record decides what it is: when no valid record can be
 //! found after it, it is a torn tail (the write in flight at a crash,
 //! never acknowledged) and is cut; when valid records follow, it is
-//! corruption of acknowledged data, and the daemon refuses to start and
-//! names the file, the offset and the records that follow (see
-//! `tessera recover`). Sizes are the valid length, never the file length.
+//! corruption of acknowledged data, and the owner refuses to start and
+//! names the file, the offset and the records that follow. Sizes are the
+//! valid length, never the file length.
 //!
 //! Assumes the disk returns what an fsync acknowledged, and that space
 //! set aside by `fallocate` is written in place (ext4, xfs, tmpfs); on a
 //! copy-on-write filesystem a record write can still find the disk full,
-//! which is then a journal failure (see `commit.rs`).
+//! which is then a log failure (see `commit.rs`).
 
 use std::io::{Read, Write};
 
@@ -37,7 +40,7 @@ use crate::store::atomic::sync_dir;
 /// Bytes of a record header.
 pub const HEADER: usize = 8;
 
-/// Largest record accepted on read (a sanity bound; events are small).
+/// Largest record accepted on read (a sanity bound, above any body limit).
 pub const MAX_RECORD: usize = 64 * 1024 * 1024;
 
 /// Encodes one record.
@@ -141,12 +144,22 @@ pub fn read<E: From<std::io::Error>>(
 }
 
 /// How many valid records can be found in `bytes` by resynchronizing: at
-/// each offset, a record with a plausible length, a JSON object payload
-/// and a matching checksum counts, and the scan jumps past it.
+/// each offset, a record with a plausible length, a payload starting with
+/// `{` and a matching checksum counts, and the scan jumps past it. Runs of
+/// zeros (preallocated space) are skipped, not stepped through.
 pub fn count_valid(bytes: &[u8]) -> u64 {
-    let bytes = &bytes[..written_len(bytes)];
     let (mut at, mut found) = (0usize, 0u64);
     while at + HEADER < bytes.len() {
+        if is_zero(&bytes[at..at + HEADER]) {
+            // A record's nonzero length has a nonzero byte among its first
+            // four, so none starts more than three bytes before the next
+            // nonzero byte.
+            let Some(next) = bytes[at..].iter().position(|b| *b != 0) else {
+                break;
+            };
+            at = (at + next).saturating_sub(3).max(at + 1);
+            continue;
+        }
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
         let body = at + HEADER..at + HEADER + len;
@@ -166,7 +179,8 @@ pub fn count_valid(bytes: &[u8]) -> u64 {
 }
 
 /// The length of `bytes` without its trailing zeros: preallocated space
-/// never written. No record ends in a zero byte (a payload ends in `}`).
+/// never written. For logs whose payloads never end in a zero byte (the
+/// task journal's are JSON, ending in `}`).
 pub fn written_len(bytes: &[u8]) -> usize {
     let mut end = bytes.len();
     while end > 0 {
@@ -204,7 +218,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Space set aside for a new segment unless configured otherwise
-/// (`[queue] journal_segment_mib`).
+/// (`[queue] journal_segment_mib` for the task journal).
 pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How a new segment's space is set aside.
@@ -227,14 +241,14 @@ pub trait Segments: Send + Sync + std::fmt::Debug {
     fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File>;
 }
 
-/// Preallocated segments in `journal/`.
+/// Preallocated segments in one directory (`journal/`, `journal/nouns/`).
 #[derive(Debug)]
 pub struct SegmentDir {
     dir: Dir,
 }
 
 impl SegmentDir {
-    /// Segments in `dir` (the root's `journal/`).
+    /// Segments in `dir`.
     pub fn new(dir: Dir) -> SegmentDir {
         SegmentDir { dir }
     }
@@ -417,6 +431,20 @@ mod tests {
         let (_, end) = all(&later);
         assert_eq!(end.valid_len, keep);
         assert_eq!(end.damage, Some(Damage::Corrupt { following: 1 }));
+    }
+
+    #[test]
+    fn records_ending_in_zeros_count_after_damage() {
+        let mut buf = Vec::new();
+        encode(b"{\"n\":1}", &mut buf);
+        buf[3] ^= 0x01;
+        buf.resize(buf.len() + 5000, 0);
+        encode(b"{\"n\":2}\n\0\0", &mut buf);
+        buf.extend_from_slice(&[0; 300]);
+        encode(&[b'{'; 256], &mut buf);
+        buf.extend_from_slice(&[0; 3000]);
+        assert_eq!(count_valid(&buf), 2);
+        assert_eq!(all(&buf).1.damage, Some(Damage::Corrupt { following: 2 }));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Group commit: appenders put encoded records into a shared buffer; one
 //! thread writes whatever has accumulated and fsyncs it once, then tells
-//! every waiter how far the journal is durable. A state change is
-//! acknowledged only after `wait` sees its sequence number durable.
+//! every waiter how far the log is durable. A change is acknowledged only
+//! after `wait` (async callers) or `wait_blocking` (callers on a blocking
+//! thread) sees its sequence number durable. Each log (the task journal,
+//! the noun log) has its own committer, reporting as its own [`Writer`].
 //!
 //! Space. `append` runs before the caller applies the change, and it
 //! reserves the record's bytes in the current segment's preallocated
@@ -27,7 +29,7 @@
 //! is being made, a segment change waits for it.
 //!
 //! Without a spare, `append` makes the next segment itself (`fallocate`,
-//! two fsyncs), under the queue's state lock: at the start of a run, on a
+//! two fsyncs), under the caller's lock: at the start of a run, on a
 //! filesystem where the spare failed, and on every change refused for want
 //! of space, which is cheap.
 //!
@@ -44,11 +46,11 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use super::JournalError as Error;
-use super::journal::{self, Fill, Segments, segment_name};
-use crate::store::{self, Health, Incident, Writer};
+use super::SyncObserver;
+use super::segment::{self, Fill, Segments, segment_name};
+use crate::store::{self, Error, Health, Incident, Writer};
 
-/// How far the journal is durable, and who waits for more.
+/// How far the log is durable, and who waits for more.
 #[derive(Debug, Default)]
 struct Durable {
     /// Records durable so far (a sequence number).
@@ -111,7 +113,13 @@ impl Pending {
     /// Moves to the next segment, big enough for a `size`-byte record:
     /// the spare when there is one that fits, else a new reserved one.
     /// The caller has waited for any spare being made.
-    fn roll(&mut self, segments: &dyn Segments, size: u64, health: &Health) -> Result<(), Error> {
+    fn roll(
+        &mut self,
+        segments: &dyn Segments,
+        size: u64,
+        health: &Health,
+        writer: Writer,
+    ) -> Result<(), Error> {
         debug_assert!(!self.making);
         if let Some(spare) = self.spare.take()
             && spare.len >= size
@@ -130,19 +138,20 @@ impl Pending {
                     used: 0,
                 });
                 self.next += 1;
-                health.report_written(Writer::Journal);
+                health.report_written(writer);
                 Ok(())
             }
             Err(e) => {
                 let context = format!(
-                    "preallocating {len} bytes for journal/{}",
+                    "preallocating {len} bytes for {} segment {}",
+                    writer.as_str(),
                     segment_name(self.next)
                 );
                 let err = store::io_err(context, e);
-                if let store::Error::OutOfSpace { context } = &err {
-                    health.report_full(Writer::Journal, context.clone());
+                if let Error::OutOfSpace { context } = &err {
+                    health.report_full(writer, context.clone());
                 }
-                Err(err.into())
+                Err(err)
             }
         }
     }
@@ -167,9 +176,13 @@ struct Shared {
     /// Signalled when a spare is made (or could not be).
     made: Condvar,
     /// Told of every sync.
-    observers: std::sync::OnceLock<Vec<Arc<dyn super::Observer>>>,
+    observers: std::sync::OnceLock<Vec<Arc<dyn SyncObserver>>>,
+    /// How far the log is durable, and its waiters.
     durable: Mutex<Durable>,
+    /// Signalled on every change of `durable`, for blocking waiters.
+    synced: Condvar,
     health: Health,
+    writer: Writer,
 }
 
 impl Shared {
@@ -184,6 +197,51 @@ impl Shared {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// Applies `change` and tells the waiters it concerns: async waiters
+    /// whose record is now durable (after a failure the others too, by
+    /// dropping their senders: each then reads `failed`), and every
+    /// blocking waiter, which checks for itself.
+    fn publish(&self, change: impl FnOnce(&mut Durable)) {
+        let mut d = self.durable();
+        change(&mut d);
+        let seq = d.seq;
+        let covered = d.waiting.partition_point(|(s, _)| *s <= seq);
+        let woken: Vec<_> = d.waiting.drain(..covered).collect();
+        if d.failed.is_some() {
+            d.waiting.clear();
+        }
+        drop(d);
+        self.synced.notify_all();
+        for (_, tx) in woken {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Marks the log failed when its thread ends by a panic, so no waiter
+/// waits for it forever.
+struct Unwinding<'a>(&'a Shared);
+
+impl Drop for Unwinding<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let incident = self.0.health.report_failed(
+                self.0.writer,
+                format!("the {} thread stopped", self.0.writer.as_str()),
+            );
+            self.0.publish(|d| d.failed = Some(incident.clone()));
+        }
+    }
+}
+
+/// Where an appended record went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Its sequence number (1 for the first record of this run).
+    pub seq: u64,
+    /// The segment holding it.
+    pub segment: u64,
 }
 
 /// The committer handle: append records, wait for durability.
@@ -195,13 +253,15 @@ pub struct Committer {
 
 impl Committer {
     /// Starts the commit thread; its first segment is number `next`, made
-    /// by `segments` with `segment_len` bytes. A full disk does not stop
-    /// the start: appends are refused until a segment can be made.
+    /// by `segments` with `segment_len` bytes; it reports into `health`
+    /// as `writer`. A full disk does not stop the start: appends are
+    /// refused until a segment can be made.
     pub fn start(
         segments: Box<dyn Segments>,
         next: u64,
         segment_len: u64,
         health: Health,
+        writer: Writer,
     ) -> Result<Committer, Error> {
         let mut pending = Pending {
             chunks: Vec::new(),
@@ -215,8 +275,8 @@ impl Committer {
             next,
             segment_len,
         };
-        match pending.roll(segments.as_ref(), 0, &health) {
-            Ok(()) | Err(Error::Store(store::Error::OutOfSpace { .. })) => {}
+        match pending.roll(segments.as_ref(), 0, &health, writer) {
+            Ok(()) | Err(Error::OutOfSpace { .. }) => {}
             Err(e) => return Err(e),
         }
         let shared = Arc::new(Shared {
@@ -226,13 +286,18 @@ impl Committer {
             made: Condvar::new(),
             observers: std::sync::OnceLock::new(),
             durable: Mutex::new(Durable::default()),
+            synced: Condvar::new(),
             health,
+            writer,
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
-            .name("tessera-journal".into())
-            .spawn(move || run(&worker))
-            .map_err(|e| store::io_err("starting the journal thread", e))?;
+            .name(format!("tessera-{}", writer.as_str()))
+            .spawn(move || {
+                let _unwinding = Unwinding(&worker);
+                run(&worker);
+            })
+            .map_err(|e| store::io_err(format!("starting the {} thread", writer.as_str()), e))?;
         Ok(Committer {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -242,13 +307,18 @@ impl Committer {
     /// Appends one record and returns its sequence number, or refuses it
     /// (out of space, or after a failure) with nothing appended. Call it
     /// in the same critical section that applies the record, before
-    /// applying it, so journal order is application order.
+    /// applying it, so log order is application order.
     pub fn append(&self, payload: &[u8]) -> Result<u64, Error> {
+        self.append_in(payload).map(|a| a.seq)
+    }
+
+    /// [`Committer::append`], also saying which segment took the record.
+    pub fn append_in(&self, payload: &[u8]) -> Result<Appended, Error> {
         let mut p = self.shared.pending();
         if let Some(incident) = self.shared.health.failure() {
-            return Err(Error::Failed(incident));
+            return Err(Error::StorageFailed(incident));
         }
-        let size = (journal::HEADER + payload.len()) as u64;
+        let size = (segment::HEADER + payload.len()) as u64;
         if p.open.as_ref().is_none_or(|o| o.used + size > o.len) {
             while p.making {
                 p = self
@@ -257,16 +327,21 @@ impl Committer {
                     .wait(p)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
-            p.roll(self.shared.segments.as_ref(), size, &self.shared.health)?;
+            p.roll(
+                self.shared.segments.as_ref(),
+                size,
+                &self.shared.health,
+                self.shared.writer,
+            )?;
         }
         let open = p.open.as_mut().expect("a segment with room");
-        let (file, at) = (open.file.clone(), open.used);
+        let (file, at, segment) = (open.file.clone(), open.used, open.number);
         open.used += size;
         match p.chunks.last_mut() {
-            Some(c) if Arc::ptr_eq(&c.file, &file) => journal::encode(payload, &mut c.bytes),
+            Some(c) if Arc::ptr_eq(&c.file, &file) => segment::encode(payload, &mut c.bytes),
             _ => {
                 let mut bytes = Vec::new();
-                journal::encode(payload, &mut bytes);
+                segment::encode(payload, &mut bytes);
                 p.chunks.push(Chunk { file, at, bytes });
             }
         }
@@ -277,11 +352,11 @@ impl Committer {
         if wake {
             self.shared.wake.notify_one();
         }
-        Ok(seq)
+        Ok(Appended { seq, segment })
     }
 
     /// Has `observers` told of every sync from now on (set once).
-    pub fn observe(&self, observers: Vec<Arc<dyn super::Observer>>) {
+    pub fn observe(&self, observers: Vec<Arc<dyn SyncObserver>>) {
         let _ = self.shared.observers.set(observers);
     }
 
@@ -307,7 +382,7 @@ impl Committer {
                 return Ok(());
             }
             if let Some(incident) = &d.failed {
-                return Err(Error::Failed(incident.clone()));
+                return Err(Error::StorageFailed(incident.clone()));
             }
             let (tx, rx) = oneshot::channel();
             let at = d.waiting.partition_point(|(s, _)| *s <= seq);
@@ -319,14 +394,35 @@ impl Committer {
         }
         // Dropped unanswered: a failed write, or a thread that is gone.
         let failed = self.shared.durable().failed.clone();
-        Err(Error::Failed(failed.unwrap_or_else(|| self.stopped())))
+        Err(Error::StorageFailed(
+            failed.unwrap_or_else(|| self.stopped()),
+        ))
+    }
+
+    /// Waits until record `seq` is durable, blocking this thread (for
+    /// callers on the blocking pool, which must not enter the runtime).
+    pub fn wait_blocking(&self, seq: u64) -> Result<(), Error> {
+        let mut d = self.shared.durable();
+        while d.seq < seq && d.failed.is_none() {
+            d = self
+                .shared
+                .synced
+                .wait(d)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        match &d.failed {
+            _ if d.seq >= seq => Ok(()),
+            Some(incident) => Err(Error::StorageFailed(incident.clone())),
+            None => unreachable!("the loop ends durable or failed"),
+        }
     }
 
     /// The incident for a commit thread that is gone without reporting.
     fn stopped(&self) -> Incident {
-        self.shared
-            .health
-            .report_failed(Writer::Journal, "the journal thread stopped")
+        self.shared.health.report_failed(
+            self.shared.writer,
+            format!("the {} thread stopped", self.shared.writer.as_str()),
+        )
     }
 
     /// Flushes what is pending, trims the current segment's unused
@@ -382,23 +478,14 @@ fn run(shared: &Arc<Shared>) {
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - before, started.elapsed());
                 }
-                let mut d = shared.durable();
-                d.seq = seq;
-                let covered = d.waiting.partition_point(|(s, _)| *s <= seq);
-                let woken: Vec<_> = d.waiting.drain(..covered).collect();
-                drop(d);
-                for (_, tx) in woken {
-                    let _ = tx.send(());
-                }
+                shared.publish(|d| d.seq = seq);
             }
             Err(e) => {
-                let incident = shared
-                    .health
-                    .report_failed(Writer::Journal, format!("writing the journal: {e}"));
-                let mut d = shared.durable();
-                d.failed = Some(incident);
-                // Dropping the waiters' senders tells them to read `failed`.
-                d.waiting.clear();
+                let incident = shared.health.report_failed(
+                    shared.writer,
+                    format!("writing the {}: {e}", shared.writer.as_str()),
+                );
+                shared.publish(|d| d.failed = Some(incident.clone()));
                 return;
             }
         }
@@ -414,7 +501,7 @@ fn run(shared: &Arc<Shared>) {
 fn make_spare(shared: Arc<Shared>, number: u64, len: u64) {
     let helper = shared.clone();
     let spawned = std::thread::Builder::new()
-        .name("tessera-journal-spare".into())
+        .name(format!("tessera-{}-spare", shared.writer.as_str()))
         .spawn(move || {
             let made = helper.segments.create(number, len, Fill::Zeros);
             hand_over(&helper, number, len, made);
@@ -438,7 +525,7 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
             };
             if p.open.as_ref().is_none_or(|o| !o.zeroed) {
                 p.open = Some(spare);
-                shared.health.report_written(Writer::Journal);
+                shared.health.report_written(shared.writer);
             } else {
                 p.spare = Some(spare);
             }
@@ -446,7 +533,7 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
         Err(e) => {
             p.next = number;
             p.no_spare_for = p.open.as_ref().map(|o| o.number);
-            tracing::warn!(segment = %segment_name(number), error = %e, "could not make a zeroed journal segment ahead; segments are reserved as they are needed");
+            tracing::warn!(log = shared.writer.as_str(), segment = %segment_name(number), error = %e, "could not make a zeroed segment ahead; segments are reserved as they are needed");
         }
     }
     drop(p);
@@ -459,7 +546,7 @@ fn trim(open: Option<Open>) {
     if let Some(o) = open
         && let Err(e) = o.file.set_len(o.used).and_then(|()| o.file.sync_all())
     {
-        tracing::warn!(error = %e, "could not trim the journal segment's unused space; the next start does");
+        tracing::warn!(error = %e, "could not trim a log segment's unused space; the next start does");
     }
 }
 
@@ -521,13 +608,13 @@ mod tests {
             .map(|name| {
                 let bytes = std::fs::read(dir.join(name)).unwrap();
                 let mut out = Vec::new();
-                let end = journal::read::<std::io::Error>(&bytes[..], |_, p| {
+                let end = segment::read::<std::io::Error>(&bytes[..], |_, p| {
                     out.push(String::from_utf8(p.to_vec()).unwrap());
                     Ok(())
                 })
                 .unwrap();
                 assert_eq!(end.damage, None, "{name}");
-                (journal::segment_number(name).unwrap(), out, end.valid_len)
+                (segment::segment_number(name).unwrap(), out, end.valid_len)
             })
             .collect()
     }
@@ -538,8 +625,9 @@ mod tests {
         let (disk, full) = Disk::new(tmp.path());
         let health = Health::new();
         let record = |i: usize| format!("{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat(20));
-        let size = (journal::HEADER + record(0).len()) as u64;
-        let c = Committer::start(Box::new(disk), 7, 3 * size, health.clone()).unwrap();
+        let size = (segment::HEADER + record(0).len()) as u64;
+        let c =
+            Committer::start(Box::new(disk), 7, 3 * size, health.clone(), Writer::Journal).unwrap();
 
         for i in 0..3 {
             assert_eq!(c.append(record(i).as_bytes()).unwrap(), i as u64 + 1);
@@ -547,10 +635,7 @@ mod tests {
         full.store(true, std::sync::atomic::Ordering::SeqCst);
         for _ in 0..2 {
             let refused = c.append(record(99).as_bytes()).unwrap_err();
-            assert!(
-                matches!(refused, Error::Store(store::Error::OutOfSpace { .. })),
-                "{refused:?}"
-            );
+            assert!(matches!(refused, Error::OutOfSpace { .. }), "{refused:?}");
             assert_eq!(c.appended(), 3, "a refused record takes no sequence number");
         }
         assert!(
@@ -564,6 +649,7 @@ mod tests {
         assert_eq!(c.append(record(3).as_bytes()).unwrap(), 4);
         assert_eq!(health.condition(), store::Condition::Ok);
         c.wait(4).await.unwrap();
+        c.wait_blocking(4).unwrap();
         c.shutdown();
 
         let segments = records(tmp.path());
@@ -593,7 +679,8 @@ mod tests {
         let (disk, full) = Disk::new(tmp.path());
         full.store(true, std::sync::atomic::Ordering::SeqCst);
         let health = Health::new();
-        let c = Committer::start(Box::new(disk), 0, 1 << 16, health.clone()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, health.clone(), Writer::Journal).unwrap();
         assert!(matches!(
             health.condition(),
             store::Condition::OutOfSpace(_)
@@ -613,14 +700,19 @@ mod tests {
         let (mut disk, _) = Disk::new(tmp.path());
         disk.broken = true;
         let health = Health::new();
-        let c = Committer::start(Box::new(disk), 0, 1 << 16, health.clone()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, health.clone(), Writer::Journal).unwrap();
         let seq = c.append(b"{}").unwrap();
         let failed = c.wait(seq).await.unwrap_err();
         assert!(
-            matches!(&failed, Error::Failed(i) if i.writer == Writer::Journal),
+            matches!(&failed, Error::StorageFailed(i) if i.writer == Writer::Journal),
             "{failed:?}"
         );
-        assert!(matches!(c.append(b"{}"), Err(Error::Failed(_))));
+        assert!(matches!(c.append(b"{}"), Err(Error::StorageFailed(_))));
+        assert!(
+            matches!(c.wait_blocking(seq), Err(Error::StorageFailed(_))),
+            "a blocking waiter is told too"
+        );
         assert!(matches!(health.condition(), store::Condition::Failed(_)));
         c.shutdown();
     }
@@ -630,11 +722,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (disk, _) = Disk::new(tmp.path());
         let health = Health::new();
-        let c = Committer::start(Box::new(disk), 0, 1 << 16, health.clone()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, health.clone(), Writer::Journal).unwrap();
         health.report_failed(Writer::Files, "fsync failed: EIO");
         assert!(matches!(
             c.append(b"{}").unwrap_err(),
-            Error::Failed(i) if i.writer == Writer::Files
+            Error::StorageFailed(i) if i.writer == Writer::Files
         ));
         c.shutdown();
     }
@@ -657,7 +750,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (disk, _) = Disk::new(tmp.path());
         let made = disk.made.clone();
-        let c = Committer::start(Box::new(disk), 7, 8 << 20, Health::new()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 7, 8 << 20, Health::new(), Writer::Journal).unwrap();
         busy(&c, 0, 17).await;
         while open_number(&c) != Some(8) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -700,7 +794,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (disk, full) = Disk::new(tmp.path());
         let made = disk.made.clone();
-        let c = Committer::start(Box::new(disk), 7, 2 << 20, Health::new()).unwrap();
+        let c =
+            Committer::start(Box::new(disk), 7, 2 << 20, Health::new(), Writer::Journal).unwrap();
         busy(&c, 0, 10).await;
         full.store(true, std::sync::atomic::Ordering::SeqCst);
         busy(&c, 10, 10).await;
