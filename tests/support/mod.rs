@@ -147,6 +147,14 @@ async fn launch(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // A daemon that failed to start would leave the test's requests
+    // waiting on a socket nobody answers: fail with its error instead.
+    let task = if task.is_finished() {
+        task.await.expect("the daemon failed to start");
+        panic!("the daemon stopped right after starting");
+    } else {
+        task
+    };
     let key = std::fs::read_to_string(root.join("auth/admin.key"))
         .expect("admin key written on first start")
         .trim()

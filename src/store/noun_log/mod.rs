@@ -47,7 +47,7 @@ pub use replay::{Replayed, pending};
 use super::atomic::sync_dir;
 use super::health::{Health, Writer};
 use super::log::Committer;
-use super::log::segment::{SegmentDir, segment_name};
+use super::log::segment::{SegmentDir, segment_name, segment_number};
 use super::{Error, io_err};
 
 /// The folder under `journal/`.
@@ -87,6 +87,10 @@ pub struct NounLog {
     /// Segments whose records are all on disk by themselves, in order.
     retire: Mutex<Option<mpsc::Sender<u64>>>,
     retirer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// `journal/nouns/`, for the retirement at a graceful stop.
+    dir: Dir,
+    /// The root's health: nothing is retired after a failed write.
+    health: Health,
 }
 
 impl NounLog {
@@ -110,16 +114,18 @@ impl NounLog {
             Writer::NounLog,
         )?;
         let (tx, rx) = mpsc::channel();
-        let (dir, health) = (clone()?, health.clone());
+        let (retiring, retirer_health) = (clone()?, health.clone());
         let retirer = std::thread::Builder::new()
             .name("tessera-noun-retire".into())
-            .spawn(move || retire(&dir, &health, &rx))
+            .spawn(move || retire(&retiring, &retirer_health, &rx))
             .map_err(|e| io_err("starting the noun log retirer", e))?;
         Ok(NounLog {
             committer,
             accounts: Mutex::default(),
             retire: Mutex::new(Some(tx)),
             retirer: Mutex::new(Some(retirer)),
+            dir: clone()?,
+            health: health.clone(),
         })
     }
 
@@ -179,6 +185,9 @@ impl NounLog {
 }
 
 impl Drop for NounLog {
+    /// A graceful stop: the last records are written, the retirer ends,
+    /// and when every record is materialized the whole log is retired
+    /// (one `syncfs`), so the next start has nothing to replay.
     fn drop(&mut self) {
         self.committer.shutdown();
         self.retire
@@ -193,7 +202,32 @@ impl Drop for NounLog {
         {
             let _ = t.join();
         }
+        let all_done = self
+            .accounts()
+            .segments
+            .values()
+            .all(|c| c.done == c.appended);
+        if all_done && self.health.failure().is_none() {
+            retire_all(&self.dir);
+        }
     }
+}
+
+/// Deletes every segment in `dir` after one `syncfs`; whatever fails is
+/// left for the next start to replay.
+fn retire_all(dir: &Dir) {
+    if let Err(e) = syncfs(dir) {
+        tracing::warn!(error = %e, "syncfs at stop failed; the next start replays the noun log");
+        return;
+    }
+    let Ok(entries) = dir.entries() else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if segment_number(&name.to_string_lossy()).is_some() {
+            let _ = dir.remove_file(&name);
+        }
+    }
+    let _ = sync_dir(dir);
 }
 
 /// The retirer thread: for each batch of complete segments, one `syncfs`
