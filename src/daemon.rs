@@ -119,6 +119,7 @@ impl Daemon {
         if let Err(e) = self.ctx.store.flush_later() {
             tracing::warn!(error = %e, "stopped without writing every receipt out; the next start writes them from the journal");
         }
+        self.ctx.store.close_noun_log();
         tracing::info!(root = %self.ctx.store.root().path.display(), "tessera stopped");
     }
 }

@@ -261,3 +261,32 @@ fn a_damaged_noun_log_record_with_valid_records_after_it_refuses_the_start() {
     assert!(said.contains(&format!("journal/nouns/{name}")), "{said}");
     drop(acked);
 }
+
+#[test]
+fn a_graceful_stop_leaves_an_empty_noun_log_and_the_puts_in_their_files() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let daemon = DaemonProcess::spawn(root.path());
+    rt.block_on(async {
+        for v in 0..3 {
+            let env = json!({"expected_version": v, "body": {"v": v}});
+            let r = daemon
+                .admin
+                .put_json("/v1/nouns/ns/st/k", &env)
+                .await
+                .unwrap();
+            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        }
+    });
+    daemon.signal("TERM");
+    let (status, log) = daemon.wait();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert_eq!(segments(root.path()), Vec::<PathBuf>::new());
+    let noun: Value =
+        serde_json::from_slice(&std::fs::read(root.path().join("nouns/ns/st/k.json")).unwrap())
+            .unwrap();
+    assert_eq!(noun["versions"].as_array().unwrap().len(), 3);
+    let out = tessera(&["fsck"], root.path());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !said.contains("noun log"), "{said}");
+}

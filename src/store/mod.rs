@@ -317,6 +317,15 @@ impl Store {
         self.inner.later.flush(&self.inner)
     }
 
+    /// Closes the noun log at a graceful stop, emptying it when every
+    /// change is in its files (see [`noun_log::NounLog::close`]); noun
+    /// changes are refused from then on.
+    pub fn close_noun_log(&self) {
+        if let Some(log) = self.inner.noun_log.get() {
+            log.close();
+        }
+    }
+
     /// The packs (objects written later), for fsck.
     pub fn packs(&self) -> &pack::Packs {
         &self.inner.packs

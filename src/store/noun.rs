@@ -400,25 +400,32 @@ impl Store {
 
     /// Opens `nouns/<ns>/<store>/`, creating it when `create`.
     fn store_dir(&self, path: &NounPath, create: bool) -> Result<Option<Dir>, Error> {
-        let mut dir = self
-            .nouns_dir()
-            .try_clone()
-            .map_err(|e| io_err("cloning nouns/", e))?;
-        for seg in [&path.namespace, &path.store] {
-            let opened = match dir.open_dir(seg.as_str()) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-                    self.writer().create_dir(&dir, seg.as_str())?;
-                    dir.open_dir(seg.as_str())
-                }
-                opened => opened,
-            };
-            dir = match opened {
-                Ok(d) => d,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
-                Err(e) => return Err(io_err(format!("opening nouns/{path}"), e)),
-            };
+        let Some(ns) = self.sub_dir(self.nouns_dir(), &path.namespace, create, path)? else {
+            return Ok(None);
+        };
+        self.sub_dir(&ns, &path.store, create, path)
+    }
+
+    /// Opens `parent/name`, creating it (durably) when `create`.
+    fn sub_dir(
+        &self,
+        parent: &Dir,
+        name: &Name,
+        create: bool,
+        path: &NounPath,
+    ) -> Result<Option<Dir>, Error> {
+        let opened = match parent.open_dir(name.as_str()) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                self.writer().create_dir(parent, name.as_str())?;
+                parent.open_dir(name.as_str())
+            }
+            opened => opened,
+        };
+        match opened {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(None),
+            Err(e) => Err(io_err(format!("opening nouns/{path}"), e)),
         }
-        Ok(Some(dir))
     }
 }
 

@@ -47,7 +47,7 @@ pub use replay::{Replayed, pending};
 use super::atomic::sync_dir;
 use super::health::{Health, Writer};
 use super::log::Committer;
-use super::log::segment::{SegmentDir, segment_name, segment_number};
+use super::log::segment::{SegmentDir, segment_name};
 use super::{Error, io_err};
 
 /// The folder under `journal/`.
@@ -76,21 +76,22 @@ struct Count {
 struct Accounts {
     /// Segments not yet handed to the retirer, by number.
     segments: BTreeMap<u64, Count>,
+    /// [`NounLog::close`] has begun: appends are refused.
+    closed: bool,
 }
 
 /// The running noun log of an exclusively opened root.
 #[derive(Debug)]
 pub struct NounLog {
     committer: Committer,
+    /// `journal/nouns/`, for [`NounLog::close`].
+    dir: Dir,
+    health: Health,
     /// A plain mutex is enough: held for an append and a count, never I/O.
     accounts: Mutex<Accounts>,
     /// Segments whose records are all on disk by themselves, in order.
     retire: Mutex<Option<mpsc::Sender<u64>>>,
     retirer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// `journal/nouns/`, for the retirement at a graceful stop.
-    dir: Dir,
-    /// The root's health: nothing is retired after a failed write.
-    health: Health,
 }
 
 impl NounLog {
@@ -114,18 +115,18 @@ impl NounLog {
             Writer::NounLog,
         )?;
         let (tx, rx) = mpsc::channel();
-        let (retiring, retirer_health) = (clone()?, health.clone());
+        let (retire_dir, retire_health) = (clone()?, health.clone());
         let retirer = std::thread::Builder::new()
             .name("tessera-noun-retire".into())
-            .spawn(move || retire(&retiring, &retirer_health, &rx))
+            .spawn(move || retire(&retire_dir, &retire_health, &rx))
             .map_err(|e| io_err("starting the noun log retirer", e))?;
         Ok(NounLog {
             committer,
+            dir: clone()?,
+            health: health.clone(),
             accounts: Mutex::default(),
             retire: Mutex::new(Some(tx)),
             retirer: Mutex::new(Some(retirer)),
-            dir: clone()?,
-            health: health.clone(),
         })
     }
 
@@ -139,6 +140,15 @@ impl NounLog {
         // Counted under the same lock as the append, so a segment never
         // looks complete while a record bound for it is between the two.
         let mut accounts = self.accounts();
+        if accounts.closed {
+            return Err(Error::Io {
+                context: "changing a noun".into(),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "the daemon is stopping",
+                ),
+            });
+        }
         let a = self.committer.append_in(payload)?;
         accounts.segments.entry(a.segment).or_default().appended += 1;
         Ok(Ticket {
@@ -184,11 +194,17 @@ impl NounLog {
     }
 }
 
-impl Drop for NounLog {
-    /// A graceful stop: the last records are written, the retirer ends,
-    /// and when every record is materialized the whole log is retired
-    /// (one `syncfs`), so the next start has nothing to replay.
-    fn drop(&mut self) {
+impl NounLog {
+    /// Stops the log at a graceful stop: appends are refused from now on;
+    /// when every record is materialized, one `syncfs` and the log is
+    /// emptied, so the next start has nothing to replay (else replay
+    /// does the rest). Safe to call twice.
+    pub fn close(&self) {
+        let settled = {
+            let mut accounts = self.accounts();
+            accounts.closed = true;
+            accounts.segments.values().all(|c| c.done == c.appended)
+        };
         self.committer.shutdown();
         self.retire
             .lock()
@@ -202,32 +218,31 @@ impl Drop for NounLog {
         {
             let _ = t.join();
         }
-        let all_done = self
-            .accounts()
-            .segments
-            .values()
-            .all(|c| c.done == c.appended);
-        if all_done && self.health.failure().is_none() {
-            retire_all(&self.dir);
+        if !settled || self.health.failure().is_some() {
+            return;
         }
+        if let Err(e) = self.empty() {
+            tracing::warn!(error = %e, "could not empty the noun log at stop; the next start replays it");
+        }
+    }
+
+    /// Syncs the filesystem, then deletes every segment.
+    fn empty(&self) -> std::io::Result<()> {
+        syncfs(&self.dir)?;
+        for entry in self.dir.entries()? {
+            let name = entry?.file_name();
+            if super::log::segment::segment_number(&name.to_string_lossy()).is_some() {
+                self.dir.remove_file(&name)?;
+            }
+        }
+        sync_dir(&self.dir)
     }
 }
 
-/// Deletes every segment in `dir` after one `syncfs`; whatever fails is
-/// left for the next start to replay.
-fn retire_all(dir: &Dir) {
-    if let Err(e) = syncfs(dir) {
-        tracing::warn!(error = %e, "syncfs at stop failed; the next start replays the noun log");
-        return;
+impl Drop for NounLog {
+    fn drop(&mut self) {
+        self.close();
     }
-    let Ok(entries) = dir.entries() else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if segment_number(&name.to_string_lossy()).is_some() {
-            let _ = dir.remove_file(&name);
-        }
-    }
-    let _ = sync_dir(dir);
 }
 
 /// The retirer thread: for each batch of complete segments, one `syncfs`
