@@ -91,7 +91,9 @@ pub fn read<E: From<std::io::Error>>(
     loop {
         let mut header = [0u8; HEADER];
         let got = read_full(&mut r, &mut header)?;
-        if got == 0 {
+        // The end, or preallocated zeros too few to hold a record: a
+        // segment filled to within a header of its end, then closed.
+        if got < HEADER && is_zero(&header[..got]) {
             return Ok(end);
         }
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
@@ -390,6 +392,22 @@ mod tests {
             Some(Damage::Corrupt { following: 1 }),
             "a record after the zero marker is not a clean end"
         );
+    }
+
+    #[test]
+    fn zeros_shorter_than_a_header_after_the_last_record_are_a_clean_end() {
+        let mut buf = Vec::new();
+        encode(b"{\"n\":1}", &mut buf);
+        for zeros in 1..HEADER {
+            let mut padded = buf.clone();
+            padded.resize(buf.len() + zeros, 0);
+            let (records, end) = all(&padded);
+            assert_eq!(
+                (records.len(), end.valid_len, end.damage),
+                (1, buf.len() as u64, None),
+                "{zeros} zero bytes"
+            );
+        }
     }
 
     #[test]
