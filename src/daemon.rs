@@ -39,7 +39,11 @@ impl Daemon {
     /// Opens the root, creating its layout and the admin key on first start.
     pub fn open(config: &Config) -> Result<Daemon, Error> {
         let started = std::time::Instant::now();
-        let store = Store::open(&config.root, Access::Exclusive)?;
+        let store = Store::open_with(
+            &config.root,
+            Access::Exclusive,
+            config.queue.segment_bytes(),
+        )?;
         let (keyring, admin_key) = Keyring::open(&store)?;
         if let Some(path) = admin_key {
             tracing::info!(path = %path, "created the admin key; its secret is in this file (mode 0600)");

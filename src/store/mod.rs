@@ -209,6 +209,12 @@ impl Store {
     /// replays the noun log first (see [`noun_log`]), so every
     /// acknowledged noun change is in its files before anything is served.
     pub fn open(path: &Path, access: Access) -> Result<Store, Error> {
+        Store::open_with(path, access, noun_log::SEGMENT_BYTES)
+    }
+
+    /// [`Store::open`] with noun log segments of `segment_bytes` (the
+    /// daemon's `[queue] journal_segment_mib`).
+    pub fn open_with(path: &Path, access: Access, segment_bytes: u64) -> Result<Store, Error> {
         let root = Root::open(path, access)?;
         let tmp = root
             .tmp
@@ -248,12 +254,7 @@ impl Store {
                     "noun log replayed"
                 );
             }
-            let log = noun_log::NounLog::start(
-                &dir,
-                replayed.next,
-                noun_log::SEGMENT_BYTES,
-                store.health(),
-            )?;
+            let log = noun_log::NounLog::start(&dir, replayed.next, segment_bytes, store.health())?;
             let _ = store.inner.noun_log.set(log);
         }
         Ok(store)
