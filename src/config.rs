@@ -35,9 +35,9 @@ pub struct QueueLimits {
     pub max_split_depth: u32,
     /// Most children one task may have.
     pub max_children: usize,
-    /// Space preallocated for each journal segment, in MiB (at least 1):
-    /// task changes are refused (`507`) only when a new segment cannot be
-    /// preallocated.
+    /// Space preallocated for each segment of the task journal and of the
+    /// noun log, in MiB (at least 1): changes are refused (`507`) only
+    /// when a new segment cannot be preallocated.
     pub journal_segment_mib: u64,
     /// Closed journal segments after the snapshot, in MiB (at least 1),
     /// past which the daemon folds them into a new snapshot in the
