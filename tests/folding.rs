@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{DaemonProcess, TestDaemon, body};
+use support::{DaemonProcess, TestDaemon, body, fsck_is_clean};
 use tessera::client::Client;
 
 const CONFIG: &str = "[queue]\njournal_segment_mib = 1\nfold_journal_mib = 1\n";
@@ -146,20 +146,6 @@ async fn states(c: &Client, ids: &[String]) -> BTreeMap<String, String> {
     out
 }
 
-fn fsck(root: &Path) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["fsck", "--root"])
-        .arg(root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fsck: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn closed_segments_are_folded_into_a_snapshot_while_serving_and_a_restart_has_every_task_and_receipt()
  {
@@ -199,7 +185,7 @@ async fn closed_segments_are_folded_into_a_snapshot_while_serving_and_a_restart_
     d.restart().await;
     check(&d.admin, &acked, &before).await;
     d.stop().await;
-    fsck(&root);
+    fsck_is_clean(&root);
 }
 
 #[test]
@@ -257,5 +243,5 @@ fn sigkill_during_folds_under_load_loses_nothing_acknowledged() {
     d.signal("TERM");
     let (status, log) = d.wait();
     assert_eq!(status.code(), Some(0), "{log}");
-    fsck(root.path());
+    fsck_is_clean(root.path());
 }

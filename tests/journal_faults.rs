@@ -6,11 +6,11 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{DaemonProcess, body};
+use support::{DaemonProcess, body, offline};
 
 const SEGMENT0: &str = "journal/00000000000000000000.log";
 
@@ -35,30 +35,9 @@ fn fill(rt: &tokio::runtime::Runtime, root: &Path, n: usize) -> Vec<String> {
     ids
 }
 
-/// Runs `tessera ARGS` to its end (at most 30 s).
-fn tessera(args: &[&str], root: &Path) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .arg("--root")
-        .arg(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tessera");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tessera {args:?} did not finish in 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
 /// A start that must be refused: its exit code and what it logged.
 fn refused_start(root: &Path) -> String {
-    let out = tessera(&["serve", "--listen", "127.0.0.1:0"], root);
+    let out = offline(&["serve", "--listen", "127.0.0.1:0"], root);
     assert!(
         !out.status.success(),
         "the daemon started on a damaged journal"
@@ -102,10 +81,10 @@ fn a_flipped_bit_mid_journal_refuses_the_start_and_recover_salvages_on_request()
     ] {
         assert!(log.contains(want), "{want:?} missing from:\n{log}");
     }
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     assert_eq!(fsck.status.code(), Some(1));
     assert!(text(&fsck).contains(SEGMENT0), "{}", text(&fsck));
-    let report = tessera(&["recover"], root.path());
+    let report = offline(&["recover"], root.path());
     assert_eq!(report.status.code(), Some(1), "{}", text(&report));
     assert!(
         text(&report).contains("salvaging would keep"),
@@ -118,7 +97,7 @@ fn a_flipped_bit_mid_journal_refuses_the_start_and_recover_salvages_on_request()
         "a report changes nothing"
     );
 
-    let salvage = tessera(&["recover", "--salvage"], root.path());
+    let salvage = offline(&["recover", "--salvage"], root.path());
     assert_eq!(salvage.status.code(), Some(0), "{}", text(&salvage));
     let aside = std::fs::read_dir(root.path().join("journal/salvaged"))
         .unwrap()
@@ -137,7 +116,7 @@ fn a_flipped_bit_mid_journal_refuses_the_start_and_recover_salvages_on_request()
     });
     assert!(kept > 0 && kept < ids.len(), "kept {kept} of {}", ids.len());
     d.kill();
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
 }
 
@@ -150,7 +129,7 @@ fn a_torn_final_record_is_cut_and_nothing_before_it_is_lost() {
     let len = std::fs::metadata(&seg).unwrap().len();
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     f.set_len(len - 3).unwrap();
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     assert_eq!(
         fsck.status.code(),
         Some(0),
@@ -190,7 +169,7 @@ fn a_missing_segment_refuses_the_start() {
         log.contains("00000000000000000001.log") && log.contains("missing"),
         "{log}"
     );
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     assert_eq!(fsck.status.code(), Some(1));
 }
 
@@ -248,12 +227,12 @@ fn a_damaged_or_missing_snapshot_refuses_the_start() {
         log.contains("journal/snapshot.jsonl") && log.contains("line"),
         "{log}"
     );
-    assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(1));
+    assert_eq!(offline(&["fsck"], root.path()).status.code(), Some(1));
 
     std::fs::remove_file(&snap).unwrap();
     let log = refused_start(root.path());
     assert!(log.contains("snapshot is missing"), "{log}");
-    let report = tessera(&["recover", "--salvage"], root.path());
+    let report = offline(&["recover", "--salvage"], root.path());
     assert!(
         !report.status.success(),
         "a missing snapshot cannot be salvaged"
@@ -320,7 +299,7 @@ fn a_result_the_journal_does_not_have_is_removed_at_restart() {
         log.contains("removed a result the journal does not have"),
         "{log}"
     );
-    assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(0));
+    assert_eq!(offline(&["fsck"], root.path()).status.code(), Some(0));
 }
 
 /// Nesting: every JSON body past the depth limit is refused with 400
@@ -398,7 +377,7 @@ fn a_deep_brief_is_refused_and_the_deepest_accepted_one_survives_park_resume_and
         assert_eq!(d.admin.get("/healthz").await.unwrap().status, 200);
     });
     d.kill();
-    assert_eq!(tessera(&["fsck"], root.path()).status.code(), Some(0));
+    assert_eq!(offline(&["fsck"], root.path()).status.code(), Some(0));
 }
 
 #[test]
@@ -432,7 +411,7 @@ fn a_killed_daemons_preallocated_segment_is_trimmed_and_a_torn_record_in_its_zer
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &torn, valid as u64).unwrap();
     drop(f);
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     assert_eq!(fsck.status.code(), Some(0), "a torn tail: {}", text(&fsck));
 
     let d = DaemonProcess::spawn(root.path());
@@ -453,6 +432,6 @@ fn a_killed_daemons_preallocated_segment_is_trimmed_and_a_torn_record_in_its_zer
     assert_eq!(status.code(), Some(0), "{log}");
     let next = std::fs::read(root.path().join("journal/00000000000000000001.log")).unwrap();
     assert_eq!(next.last(), Some(&b'}'), "a graceful stop trims the zeros");
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
 }

@@ -9,11 +9,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{DaemonProcess, body};
+use support::{DaemonProcess, body, fsck_is_clean, offline};
 use tessera::store::log::segment;
 
 /// An acknowledged put: its URL, version, sha256 and the body sent.
@@ -123,36 +122,6 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Runs `tessera ARGS --root ROOT` to its end (at most 30 s).
-fn tessera(args: &[&str], root: &Path) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .arg("--root")
-        .arg(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tessera");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tessera {args:?} did not finish in 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn fsck_is_clean(root: &Path) {
-    let out = tessera(&["fsck"], root);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 /// The noun log's segments, in order.
 fn segments(root: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(root.join("journal/nouns"))
@@ -212,7 +181,7 @@ fn a_torn_noun_log_tail_is_cut_and_the_puts_before_it_are_kept() {
     );
     std::fs::write(&path, &bytes).unwrap();
 
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     let said = String::from_utf8_lossy(&fsck.stdout);
     assert!(fsck.status.success(), "a torn tail is not damage: {said}");
     assert!(said.contains("the noun log holds"), "{said}");
@@ -234,7 +203,7 @@ fn a_damaged_noun_log_record_with_valid_records_after_it_refuses_the_start() {
     std::fs::write(&path, &bytes).unwrap();
     let before = std::fs::read(root.path().join("nouns/r0/c0/k0.json")).ok();
 
-    let out = tessera(&["serve", "--listen", "127.0.0.1:0"], root.path());
+    let out = offline(&["serve", "--listen", "127.0.0.1:0"], root.path());
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the daemon started: {log}");
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -255,7 +224,7 @@ fn a_damaged_noun_log_record_with_valid_records_after_it_refuses_the_start() {
         std::fs::read(root.path().join("nouns/r0/c0/k0.json")).ok(),
         before
     );
-    let fsck = tessera(&["fsck"], root.path());
+    let fsck = offline(&["fsck"], root.path());
     let said = String::from_utf8_lossy(&fsck.stdout);
     assert!(!fsck.status.success(), "{said}");
     assert!(said.contains(&format!("journal/nouns/{name}")), "{said}");
@@ -286,7 +255,7 @@ fn a_graceful_stop_leaves_an_empty_noun_log_and_the_puts_in_their_files() {
         serde_json::from_slice(&std::fs::read(root.path().join("nouns/ns/st/k.json")).unwrap())
             .unwrap();
     assert_eq!(noun["versions"].as_array().unwrap().len(), 3);
-    let out = tessera(&["fsck"], root.path());
+    let out = offline(&["fsck"], root.path());
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && !said.contains("noun log"), "{said}");
 }

@@ -48,46 +48,21 @@ pub fn replay(store: &Store, journal: &Dir) -> Result<(Dir, Replayed), Error> {
         return Ok((dir, out));
     }
     let mut latest: HashMap<NounPath, Vec<u8>> = HashMap::new();
-    for (i, n) in segments.iter().enumerate() {
-        let name = segment_name(*n);
-        let path = format!("journal/{DIR}/{name}");
-        let file = dir
-            .open(&name)
-            .map_err(|e| io_err(format!("opening {path}"), e))?;
-        let end = segment::read(
-            BufReader::with_capacity(1 << 20, file),
-            |offset, payload| {
-                let r = record::decode(payload).map_err(|what| Bad::Record(offset, what))?;
-                if let Some(body) = r.body {
-                    store.put_object(body, Durability::Journaled)?;
-                }
-                latest.insert(r.path, r.ref_bytes.to_vec());
-                Ok::<(), Bad>(())
-            },
-        )
-        .map_err(|bad| match bad {
-            Bad::Record(offset, what) => refusal(&path, offset, &what),
-            Bad::Store(e) => e,
-        })?;
-        out.records += end.records;
-        let following = match end.damage {
-            None => continue,
-            Some(Damage::Torn) => 0,
-            Some(Damage::Corrupt { following }) => following,
-        } + count(&dir, &segments[i + 1..])?;
-        if following > 0 {
-            return Err(refusal(
-                &path,
-                end.valid_len,
-                &format!(
-                    "a damaged record (its checksum or length does not match) with {following} valid record(s) after it"
-                ),
-            ));
+    let walked = walk(&dir, &segments, |r| {
+        if let Some(body) = r.body {
+            store.put_object(body, Durability::Journaled)?;
         }
-        tracing::warn!(segment = %path, offset = end.valid_len, "dropped a torn noun log tail: the final record, a write interrupted by a crash and never acknowledged");
-        out.torn_tail = true;
-        break;
+        latest.insert(r.path, r.ref_bytes.to_vec());
+        Ok(())
+    })?;
+    if let Some(refusal) = walked.refusal {
+        return Err(refusal);
     }
+    if let Some(path) = &walked.torn_tail {
+        tracing::warn!(segment = %path, "dropped a torn noun log tail: the final record, a write interrupted by a crash and never acknowledged");
+    }
+    out.records = walked.records;
+    out.torn_tail = walked.torn_tail.is_some();
     for (path, bytes) in &latest {
         if store.ref_bytes_on_disk(path)?.as_deref() != Some(bytes.as_slice()) {
             store.place_ref(path, bytes)?;
@@ -112,8 +87,33 @@ pub fn pending(journal: &Dir) -> Result<(u64, Option<Error>), Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, None)),
         Err(e) => return Err(io_err("opening journal/nouns/", e)),
     };
-    let segments = list(&dir)?;
-    let mut records = 0;
+    let walked = walk(&dir, &list(&dir)?, |_| Ok(()))?;
+    Ok((walked.records, walked.refusal))
+}
+
+/// How a read of the log ended.
+struct Walked {
+    /// Valid records read.
+    records: u64,
+    /// The segment whose torn final record ended the read, if one did.
+    torn_tail: Option<String>,
+    /// Damage with valid records after it: why the log may not be replayed.
+    refusal: Option<Error>,
+}
+
+/// Reads `segments` in order, handing each record to `each`, until the
+/// end or the first bad record: with nothing valid after it (in its
+/// segment or any later one) it is a torn tail, else the refusal.
+fn walk(
+    dir: &Dir,
+    segments: &[u64],
+    mut each: impl FnMut(record::Record<'_>) -> Result<(), Error>,
+) -> Result<Walked, Error> {
+    let mut walked = Walked {
+        records: 0,
+        torn_tail: None,
+        refusal: None,
+    };
     for (i, n) in segments.iter().enumerate() {
         let name = segment_name(*n);
         let path = format!("journal/{DIR}/{name}");
@@ -123,31 +123,35 @@ pub fn pending(journal: &Dir) -> Result<(u64, Option<Error>), Error> {
         let end = segment::read(
             BufReader::with_capacity(1 << 20, file),
             |offset, payload| {
-                record::decode(payload)
-                    .map(drop)
-                    .map_err(|what| Bad::Record(offset, what))
+                let r = record::decode(payload).map_err(|what| Bad::Record(offset, what))?;
+                each(r).map_err(Bad::Store)
             },
         );
         let end = match end {
             Ok(end) => end,
             Err(Bad::Record(offset, what)) => {
-                return Ok((records, Some(refusal(&path, offset, &what))));
+                walked.refusal = Some(refusal(&path, offset, &what));
+                return Ok(walked);
             }
             Err(Bad::Store(e)) => return Err(e),
         };
-        records += end.records;
+        walked.records += end.records;
         let following = match end.damage {
             None => continue,
             Some(Damage::Torn) => 0,
             Some(Damage::Corrupt { following }) => following,
-        } + count(&dir, &segments[i + 1..])?;
+        } + count(dir, &segments[i + 1..])?;
         if following > 0 {
-            let what = format!("a damaged record with {following} valid record(s) after it");
-            return Ok((records, Some(refusal(&path, end.valid_len, &what))));
+            let what = format!(
+                "a damaged record (its checksum or length does not match) with {following} valid record(s) after it"
+            );
+            walked.refusal = Some(refusal(&path, end.valid_len, &what));
+        } else {
+            walked.torn_tail = Some(path);
         }
         break;
     }
-    Ok((records, None))
+    Ok(walked)
 }
 
 /// Why reading a segment stopped.
