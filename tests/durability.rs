@@ -97,42 +97,16 @@ fn sixteen_clients_creating_nouns_lose_nothing_acknowledged_to_sigkill() {
     let root = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut rng = Rng::new();
-    let mut acked: Vec<(String, u64, String)> = Vec::new();
+    let mut acked = Vec::new();
     for round in 0..6u64 {
-        let daemon = DaemonProcess::spawn(root.path());
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let clients: Vec<_> = (0..16)
-            .map(|c| {
-                let admin = daemon.admin.clone();
-                let stop = stop.clone();
-                rt.spawn(async move {
-                    let mut mine = Vec::new();
-                    let mut i = 0u64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        // Two versions per key: a create, then a new version.
-                        let url = format!("/v1/nouns/r{round}/c{c}/k{}", i / 2);
-                        let env = json!({"expected_version": i % 2, "body": {"round": round, "c": c, "i": i}});
-                        match admin.put_json(&url, &env).await {
-                            Ok(r) if r.status == 201 => {
-                                let b = body(&r);
-                                let sha = b["sha256"].as_str().unwrap().to_string();
-                                mine.push((url, b["version"].as_u64().unwrap(), sha));
-                            }
-                            Ok(r) => panic!("unexpected {}: {}", r.status, String::from_utf8_lossy(&r.body)),
-                            Err(_) => break, // killed mid-request: not acknowledged
-                        }
-                        i += 1;
-                    }
-                    mine
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
-        daemon.kill();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for c in clients {
-            acked.extend(rt.block_on(c).unwrap());
-        }
+        // Two versions per key: a create, then a new version.
+        acked.extend(support::puts_then_kill(
+            root.path(),
+            &rt,
+            round,
+            2,
+            100 + rng.below(400),
+        ));
     }
     assert!(
         acked.len() > 50,
@@ -140,38 +114,8 @@ fn sixteen_clients_creating_nouns_lose_nothing_acknowledged_to_sigkill() {
         acked.len()
     );
 
-    let daemon = DaemonProcess::spawn(root.path());
-    rt.block_on(async {
-        for (url, version, sha) in &acked {
-            let r = daemon
-                .admin
-                .get(&format!("{url}?version={version}&sha256={sha}"))
-                .await
-                .unwrap();
-            assert_eq!(
-                r.status,
-                200,
-                "{url} v{version} was acknowledged but is gone: {}",
-                String::from_utf8_lossy(&r.body)
-            );
-            assert_eq!(
-                tessera::store::Sha256::of(&r.body).hex(),
-                *sha,
-                "{url} v{version} reads back other bytes"
-            );
-        }
-    });
-    daemon.kill();
-    let fsck = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["fsck", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    assert!(
-        fsck.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fsck.stdout)
-    );
+    support::check_puts(root.path(), &rt, &acked);
+    support::fsck_is_clean(root.path());
 }
 
 /// A small xorshift generator: enough randomness for kill timing.

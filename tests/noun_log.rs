@@ -9,81 +9,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{DaemonProcess, body, fsck_is_clean, offline};
+use support::{DaemonProcess, check_puts, fsck_is_clean, offline, puts_then_kill};
 use tessera::store::log::segment;
-
-/// An acknowledged put: its URL, version, sha256 and the body sent.
-type Acked = (String, u64, String, Value);
-
-/// Sixteen clients put versions (four per key, so ref files are swapped
-/// with their shadows) until the daemon is killed; what was acknowledged.
-fn load_then_kill(root: &Path, rt: &tokio::runtime::Runtime, round: u64, ms: u64) -> Vec<Acked> {
-    let daemon = DaemonProcess::spawn(root);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients: Vec<_> = (0..16)
-        .map(|c| {
-            let admin = daemon.admin.clone();
-            let stop = stop.clone();
-            rt.spawn(async move {
-                let mut mine = Vec::new();
-                let mut i = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let url = format!("/v1/nouns/r{round}/c{c}/k{}", i / 4);
-                    let sent = json!({"round": round, "c": c, "i": i, "pad": "x".repeat(100 + (i as usize % 7) * 50)});
-                    let env = json!({"expected_version": i % 4, "body": sent});
-                    match admin.put_json(&url, &env).await {
-                        Ok(r) if r.status == 201 => {
-                            let b = body(&r);
-                            let sha = b["sha256"].as_str().unwrap().to_string();
-                            mine.push((url, b["version"].as_u64().unwrap(), sha, sent));
-                        }
-                        Ok(r) => panic!(
-                            "unexpected {}: {}",
-                            r.status,
-                            String::from_utf8_lossy(&r.body)
-                        ),
-                        Err(_) => break, // killed mid-request: not acknowledged
-                    }
-                    i += 1;
-                }
-                mine
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(ms));
-    daemon.kill();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    clients
-        .into_iter()
-        .flat_map(|c| rt.block_on(c).unwrap())
-        .collect()
-}
-
-/// Reads every acknowledged version back by pin and compares its body.
-fn check_acked(root: &Path, rt: &tokio::runtime::Runtime, acked: &[Acked]) {
-    let daemon = DaemonProcess::spawn(root);
-    rt.block_on(async {
-        for (url, version, sha, sent) in acked {
-            let r = daemon
-                .admin
-                .get(&format!("{url}?version={version}&sha256={sha}"))
-                .await
-                .unwrap();
-            assert_eq!(
-                r.status,
-                200,
-                "{url} v{version} was acknowledged but is gone: {}",
-                String::from_utf8_lossy(&r.body)
-            );
-            let got: Value = serde_json::from_slice(&r.body).unwrap();
-            assert_eq!(&got, sent, "{url} v{version} reads back another body");
-        }
-    });
-    daemon.kill();
-}
 
 /// Every file under `nouns/`: ref files parse as JSON naming their noun,
 /// and nothing else is there but their hidden shadows.
@@ -151,14 +80,20 @@ fn every_acknowledged_put_survives_sigkill_with_its_body_and_whole_ref_files() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut acked = Vec::new();
     for round in 0..3 {
-        acked.extend(load_then_kill(root.path(), &rt, round, 400 + 300 * round));
+        acked.extend(puts_then_kill(
+            root.path(),
+            &rt,
+            round,
+            4,
+            400 + 300 * round,
+        ));
     }
     assert!(
         acked.len() > 100,
         "the load wrote too little to prove anything: {}",
         acked.len()
     );
-    check_acked(root.path(), &rt, &acked);
+    check_puts(root.path(), &rt, &acked);
     check_ref_files(root.path());
     fsck_is_clean(root.path());
 }
@@ -167,7 +102,7 @@ fn every_acknowledged_put_survives_sigkill_with_its_body_and_whole_ref_files() {
 fn a_torn_noun_log_tail_is_cut_and_the_puts_before_it_are_kept() {
     let root = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let acked = load_then_kill(root.path(), &rt, 0, 500);
+    let acked = puts_then_kill(root.path(), &rt, 0, 4, 500);
     assert!(!acked.is_empty());
     let (path, _, valid_len) = written_segment(root.path());
     // Half a record where the next would go: a write cut by the crash.
@@ -186,7 +121,7 @@ fn a_torn_noun_log_tail_is_cut_and_the_puts_before_it_are_kept() {
     assert!(fsck.status.success(), "a torn tail is not damage: {said}");
     assert!(said.contains("the noun log holds"), "{said}");
 
-    check_acked(root.path(), &rt, &acked);
+    check_puts(root.path(), &rt, &acked);
     check_ref_files(root.path());
     fsck_is_clean(root.path());
 }
@@ -195,7 +130,7 @@ fn a_torn_noun_log_tail_is_cut_and_the_puts_before_it_are_kept() {
 fn a_damaged_noun_log_record_with_valid_records_after_it_refuses_the_start() {
     let root = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let acked = load_then_kill(root.path(), &rt, 0, 500);
+    let acked = puts_then_kill(root.path(), &rt, 0, 4, 500);
     let (path, records, _) = written_segment(root.path());
     assert!(records >= 2, "{records} record(s)");
     let mut bytes = std::fs::read(&path).unwrap();

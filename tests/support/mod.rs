@@ -526,3 +526,87 @@ pub fn fsck_is_clean(root: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An acknowledged put: its URL, version, sha256 and the body sent.
+pub type AckedPut = (String, u64, String, Value);
+
+/// Sixteen clients put `versions` versions per key (new stores, new
+/// fan-out directories, ref files swapped with their shadows) into a
+/// daemon on `root` until it is SIGKILLed after `ms`; what was
+/// acknowledged.
+pub fn puts_then_kill(
+    root: &Path,
+    rt: &tokio::runtime::Runtime,
+    round: u64,
+    versions: u64,
+    ms: u64,
+) -> Vec<AckedPut> {
+    let daemon = DaemonProcess::spawn(root);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..16)
+        .map(|c| {
+            let admin = daemon.admin.clone();
+            let stop = stop.clone();
+            rt.spawn(async move {
+                let mut mine = Vec::new();
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let url = format!("/v1/nouns/r{round}/c{c}/k{}", i / versions);
+                    let sent = json!({"round": round, "c": c, "i": i, "pad": "x".repeat(100 + (i as usize % 7) * 50)});
+                    let env = json!({"expected_version": i % versions, "body": sent});
+                    match admin.put_json(&url, &env).await {
+                        Ok(r) if r.status == 201 => {
+                            let b = body(&r);
+                            let sha = b["sha256"].as_str().unwrap().to_string();
+                            mine.push((url, b["version"].as_u64().unwrap(), sha, sent));
+                        }
+                        Ok(r) => panic!(
+                            "unexpected {}: {}",
+                            r.status,
+                            String::from_utf8_lossy(&r.body)
+                        ),
+                        Err(_) => break, // killed mid-request: not acknowledged
+                    }
+                    i += 1;
+                }
+                mine
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(ms));
+    daemon.kill();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    clients
+        .into_iter()
+        .flat_map(|c| rt.block_on(c).unwrap())
+        .collect()
+}
+
+/// Reads every acknowledged version back by pin and compares its bytes'
+/// hash and its body with what was sent.
+pub fn check_puts(root: &Path, rt: &tokio::runtime::Runtime, acked: &[AckedPut]) {
+    let daemon = DaemonProcess::spawn(root);
+    rt.block_on(async {
+        for (url, version, sha, sent) in acked {
+            let r = daemon
+                .admin
+                .get(&format!("{url}?version={version}&sha256={sha}"))
+                .await
+                .unwrap();
+            assert_eq!(
+                r.status,
+                200,
+                "{url} v{version} was acknowledged but is gone: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            assert_eq!(
+                tessera::store::Sha256::of(&r.body).hex(),
+                *sha,
+                "{url} v{version} reads back other bytes"
+            );
+            let got: Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(&got, sent, "{url} v{version} reads back another body");
+        }
+    });
+    daemon.kill();
+}
