@@ -43,7 +43,7 @@ pub fn run(root: &Path, salvage: bool) -> anyhow::Result<ExitCode> {
     };
     println!("damage: {finding}");
     if salvage {
-        recover::compact(&store, &state, next)?;
+        recover::compact(&store, &state, next, &|| false)?;
         println!(
             "salvaged: kept the {} record(s) before the damage ({} tasks); moved {} record(s) to journal/salvaged/; the daemon can start",
             rec.records,

@@ -433,6 +433,7 @@ impl From<queue::Error> for ApiError {
             queue::Error::CorruptJournal { .. } => ApiError::internal(&msg),
             queue::Error::Journal(j) => j.into(),
             queue::Error::Store(s) => s.into(),
+            queue::Error::Stopping => ApiError::new(ErrorCode::Busy, msg),
         }
     }
 }

@@ -149,7 +149,9 @@ impl Folder {
         }
     }
 
-    /// Stops the thread, waiting for a fold under way to finish its step.
+    /// Stops the thread. A fold under way gives up at its next piece (a
+    /// segment replayed, or 4,096 tasks of the snapshot read or written)
+    /// and leaves the root as it was: the old snapshot and every segment.
     pub(super) fn stop(&self) {
         *self.control.stopped() = true;
         self.control.wake.notify_all();
@@ -260,10 +262,17 @@ fn fold(
     below: u64,
     control: &Control,
 ) -> Result<Option<(usize, usize)>, Error> {
-    let (state, next, rec) = recover::replay_closed(store, limits, below)?;
-    if next != below || *control.stopped() {
-        return Ok(None);
+    let stopping = || *control.stopped();
+    let folded =
+        recover::replay_closed(store, limits, below, &stopping).and_then(|(state, next, rec)| {
+            if next != below {
+                return Ok(None);
+            }
+            recover::compact(store, &state, below, &stopping)?;
+            Ok(Some((rec.segments, state.tasks.len())))
+        });
+    match folded {
+        Err(Error::Stopping) => Ok(None),
+        other => other,
     }
-    recover::compact(store, &state, below)?;
-    Ok(Some((rec.segments, state.tasks.len())))
 }

@@ -90,7 +90,15 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// A fold was given up because the daemon is stopping (nothing was
+    /// changed: the folded segments and the old snapshot stay).
+    #[error("the daemon is stopping")]
+    Stopping,
 }
+
+/// Asked between steps of a long read or write that a stop may cut short
+/// (a fold's); `&|| false` for one that always runs to its end.
+pub type Stopping<'a> = &'a dyn Fn() -> bool;
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {

@@ -21,7 +21,7 @@ use std::io::BufReader;
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::machine::{SplitLimits, State};
-use super::{Error, JournalError, pipeline, records, snapshot};
+use super::{Error, JournalError, Stopping, pipeline, records, snapshot};
 use crate::store::atomic::sync_dir;
 use crate::store::log::Committer;
 use crate::store::log::segment::{self as journal, Damage, segment_name, segment_number};
@@ -138,7 +138,7 @@ pub fn replay(
     limits: SplitLimits,
     on: OnFinding,
 ) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
-    replay_until(store, limits, on, None)
+    replay_until(store, limits, on, None, &|| false)
 }
 
 /// Replays the snapshot and the closed segments below `below` (for a
@@ -149,12 +149,16 @@ pub fn replay(
 /// one already written or waiting), so a flush after it writes them all.
 /// Every segment from the snapshot's on must be there and whole: in a
 /// closed segment a bad final record is damage, not a torn tail.
+/// `stopping` is asked after the snapshot is loaded and before each
+/// segment: once it says yes, the replay ends with [`Error::Stopping`].
 pub fn replay_closed(
     store: &Store,
     limits: SplitLimits,
     below: u64,
+    stopping: Stopping<'_>,
 ) -> Result<(State, u64, Recovery), Error> {
-    let (state, next, rec, finding) = replay_until(store, limits, OnFinding::Refuse, Some(below))?;
+    let (state, next, rec, finding) =
+        replay_until(store, limits, OnFinding::Refuse, Some(below), stopping)?;
     debug_assert!(finding.is_none());
     Ok((state, next, rec))
 }
@@ -166,10 +170,11 @@ fn replay_until(
     limits: SplitLimits,
     on: OnFinding,
     below: Option<u64>,
+    stopping: Stopping<'_>,
 ) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
     let dir = &store.root().journal;
     let started = std::time::Instant::now();
-    let snapshot = snapshot::load(store, limits)?;
+    let snapshot = snapshot::load(store, limits, stopping)?;
     let had_snapshot = snapshot.is_some();
     let (mut state, first) = snapshot.unwrap_or((State::new(limits), 0));
     let mut rec = Recovery {
@@ -214,6 +219,9 @@ fn replay_until(
         segments.first().copied().unwrap_or(first)
     };
     for (i, n) in segments.iter().enumerate() {
+        if stopping() {
+            return Err(Error::Stopping);
+        }
         let expected = start + i as u64;
         if *n != expected {
             let finding = Finding {
@@ -448,15 +456,21 @@ fn salvage_dir(dir: &Dir) -> Result<Dir, Error> {
 /// own (flush, syncfs) before the snapshot, so before the segments that
 /// held them go. A crash at any step leaves the old snapshot with every
 /// segment, or the new one with segments it covers (a start deletes
-/// those: see [`replay`]).
-pub fn compact(store: &Store, state: &State, next: u64) -> Result<(), Error> {
+/// those: see [`replay`]). Once `stopping` says yes while the snapshot is
+/// written, nothing is replaced or deleted ([`Error::Stopping`]).
+pub fn compact(
+    store: &Store,
+    state: &State,
+    next: u64,
+    stopping: Stopping<'_>,
+) -> Result<(), Error> {
     let dir = &store.root().journal;
     store.flush_later()?;
     let fd = dir
         .open(".")
         .map_err(|e| store::io_err("opening journal/", e))?;
     rustix::fs::syncfs(&fd).map_err(|e| store::io_err("syncfs", e.into()))?;
-    snapshot::write(store, state, next)?;
+    snapshot::write(store, state, next, stopping)?;
     for entry in dir
         .entries()
         .map_err(|e| store::io_err("listing journal/", e))?

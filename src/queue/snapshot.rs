@@ -21,13 +21,13 @@ use std::io::{BufRead, BufReader};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::Error;
 use super::machine::{SplitLimits, State};
 use super::names::Names;
 use super::pipeline::{self, Pool};
 use super::spec::QueueConfig;
 use super::table::TaskTable;
 use super::task::Task;
+use super::{Error, Stopping};
 use crate::store::{self, Store};
 
 /// The snapshot's file name in `journal/`.
@@ -56,8 +56,16 @@ struct Meta {
 const CHUNK: usize = 4096;
 
 /// Writes a snapshot of `state` covering segments below `next_segment`.
-/// Helper threads encode the tasks; this thread hashes and writes them.
-pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Error> {
+/// Helper threads encode the tasks; this thread hashes and writes them,
+/// asking `stopping` before each piece: once it says yes, the temp file
+/// is dropped, the snapshot in place stays, and the answer is
+/// [`Error::Stopping`].
+pub fn write(
+    store: &Store,
+    state: &State,
+    next_segment: u64,
+    stopping: Stopping<'_>,
+) -> Result<(), Error> {
     let meta = Meta {
         format: FORMAT.into(),
         next_segment,
@@ -65,7 +73,8 @@ pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Erro
         queues: state.queues.values().cloned().collect(),
         tasks: state.tasks.len() as u64,
     };
-    store
+    let stopped = std::cell::Cell::new(false);
+    let written = store
         .writer()
         .write_with(&store.root().journal, FILE, |out| {
             let mut hash: sha2::Sha256 = sha2::Digest::new();
@@ -85,6 +94,10 @@ pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Erro
                     .map(Ok::<_, std::io::Error>),
                 |tasks| encode(tasks, &bufs),
                 |lines| {
+                    if stopping() {
+                        stopped.set(true);
+                        return Err(std::io::ErrorKind::Interrupted.into());
+                    }
                     let mut lines = lines?;
                     put(&lines)?;
                     lines.clear();
@@ -95,8 +108,11 @@ pub fn write(store: &Store, state: &State, next_segment: u64) -> Result<(), Erro
             let sha256 = crate::store::Sha256::from_digest(sha2::Digest::finalize(hash));
             serde_json::to_writer(&mut *out, &Trailer { sha256 })?;
             out.write_all(b"\n")
-        })?;
-    Ok(())
+        });
+    match written {
+        Err(_) if stopped.get() => Err(Error::Stopping),
+        other => Ok(other?),
+    }
 }
 
 /// Tasks as JSON lines, into a buffer from `bufs`.
@@ -147,8 +163,13 @@ fn parse(lines: Lines, vecs: &Pool<Vec<Task>>) -> Result<(Vec<Task>, Vec<u8>), E
 }
 
 /// Loads the snapshot, if there is one: the state and its `next_segment`.
-/// This thread reads and hashes the lines; helper threads parse them.
-pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, Error> {
+/// This thread reads and hashes the lines, asking `stopping` before each
+/// piece ([`Error::Stopping`] once it says yes); helper threads parse them.
+pub fn load(
+    store: &Store,
+    limits: SplitLimits,
+    stopping: Stopping<'_>,
+) -> Result<Option<(State, u64)>, Error> {
     let dir = &store.root().journal;
     let file = match dir.open(FILE) {
         Ok(f) => f,
@@ -183,6 +204,9 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
     let mut read = 0;
     let pieces = std::iter::from_fn(|| {
         (read < count).then(|| {
+            if stopping() {
+                return Err(Error::Stopping);
+            }
             let lines = CHUNK.min(count - read);
             let mut piece = Lines {
                 first: read + 2,
@@ -302,8 +326,10 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), Access::Exclusive).unwrap();
         let st = state(2 * CHUNK + 7);
-        write(&store, &st, 5).unwrap();
-        let (back, next) = load(&store, LIMITS).unwrap().expect("a snapshot");
+        write(&store, &st, 5, &|| false).unwrap();
+        let (back, next) = load(&store, LIMITS, &|| false)
+            .unwrap()
+            .expect("a snapshot");
         assert_eq!(next, 5);
         assert_eq!(back.next_id, st.next_id);
         assert_eq!(back.queues, st.queues);
@@ -325,7 +351,7 @@ mod tests {
     fn a_bad_line_past_the_first_chunk_is_named_and_a_cut_file_refused() {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), Access::Exclusive).unwrap();
-        write(&store, &state(CHUNK + 10), 1).unwrap();
+        write(&store, &state(CHUNK + 10), 1, &|| false).unwrap();
         let path = root.path().join("journal").join(FILE);
         let good = std::fs::read(&path).unwrap();
         let line = CHUNK + 5;
@@ -337,10 +363,37 @@ mod tests {
             .sum::<usize>();
         bad[at] = b'x';
         std::fs::write(&path, &bad).unwrap();
-        let err = load(&store, LIMITS).unwrap_err().to_string();
+        let err = load(&store, LIMITS, &|| false).unwrap_err().to_string();
         assert!(err.contains(&format!("line {line}:")), "{err}");
         std::fs::write(&path, &good[..good.len() / 2]).unwrap();
-        let err = load(&store, LIMITS).unwrap_err().to_string();
+        let err = load(&store, LIMITS, &|| false).unwrap_err().to_string();
         assert!(err.contains("ends early") || err.contains("line"), "{err}");
+    }
+
+    /// A stop part-way (a fold's, when the daemon stops) leaves the
+    /// snapshot in place as it was and no temp file behind; a load asked
+    /// to stop gives up too.
+    #[test]
+    fn a_stop_part_way_leaves_the_old_snapshot_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), Access::Exclusive).unwrap();
+        let old = state(10);
+        write(&store, &old, 3, &|| false).unwrap();
+        let before = std::fs::read(root.path().join("journal").join(FILE)).unwrap();
+        let asked = std::cell::Cell::new(0);
+        let second_piece = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 1
+        };
+        let err = write(&store, &state(3 * CHUNK), 9, &second_piece).unwrap_err();
+        assert!(matches!(err, Error::Stopping), "{err}");
+        assert_eq!(asked.get(), 2, "asked before each piece, up to the stop");
+        let after = std::fs::read(root.path().join("journal").join(FILE)).unwrap();
+        assert_eq!(after, before);
+        assert_eq!(std::fs::read_dir(root.path().join("tmp")).unwrap().count(), 0);
+        let (back, next) = load(&store, LIMITS, &|| false).unwrap().unwrap();
+        assert_eq!((next, tasks_json(&back)), (3, tasks_json(&old)));
+        let err = load(&store, LIMITS, &|| true).expect_err("stopped");
+        assert!(matches!(err, Error::Stopping), "{err}");
     }
 }
