@@ -272,7 +272,12 @@ fn fold(
             Ok(Some((rec.segments, state.tasks.len())))
         });
     match folded {
-        Err(Error::Stopping) => Ok(None),
+        Err(Error::Stopping) => {
+            tracing::info!(
+                "gave up the journal fold under way to stop; nothing was changed, and the next start replays those segments"
+            );
+            Ok(None)
+        }
         other => other,
     }
 }

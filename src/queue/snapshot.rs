@@ -390,7 +390,10 @@ mod tests {
         assert_eq!(asked.get(), 2, "asked before each piece, up to the stop");
         let after = std::fs::read(root.path().join("journal").join(FILE)).unwrap();
         assert_eq!(after, before);
-        assert_eq!(std::fs::read_dir(root.path().join("tmp")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(root.path().join("tmp")).unwrap().count(),
+            0
+        );
         let (back, next) = load(&store, LIMITS, &|| false).unwrap().unwrap();
         assert_eq!((next, tasks_json(&back)), (3, tasks_json(&old)));
         let err = load(&store, LIMITS, &|| true).expect_err("stopped");
