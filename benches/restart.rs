@@ -4,7 +4,8 @@
 //! memory. The queue folds its journal into snapshots while it fills, as a
 //! running daemon does, so the first start loads the last snapshot and
 //! replays the segments written after it; the fill prints what the folds
-//! did and its own peak memory (the live state plus a fold's). The first
+//! did and its own peak memory (the live state plus the chunks a fold
+//! kept while they changed). The first
 //! start's daemon folds that tail in the background while it serves; the
 //! second start loads what it left.
 //!

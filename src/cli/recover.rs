@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use crate::config::QueueLimits;
 use crate::queue::recover::{self, OnFinding};
+use crate::queue::snapshot::Image;
 use crate::store::{Access, Store};
 
 /// Exit 0 when the journal is clean or was salvaged, 1 when damage was
@@ -43,7 +44,7 @@ pub fn run(root: &Path, salvage: bool) -> anyhow::Result<ExitCode> {
     };
     println!("damage: {finding}");
     if salvage {
-        recover::compact(&store, &state, next, &|| false)?;
+        recover::compact(&store, &Image::of(&state), next, &|| false)?;
         println!(
             "salvaged: kept the {} record(s) before the damage ({} tasks); moved {} record(s) to journal/salvaged/; the daemon can start",
             rec.records,

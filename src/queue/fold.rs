@@ -1,31 +1,39 @@
-//! Folding: while the queue runs, a background thread folds the snapshot
-//! and the closed journal segments after it into a new snapshot and
-//! deletes those segments, so the journal does not grow without bound and
-//! a start is a snapshot load and a short tail.
+//! Folding: while the queue runs, a background thread writes the live
+//! state into a new snapshot and deletes the journal segments it covers,
+//! so the journal does not grow without bound and a start is a snapshot
+//! load and a short tail.
 //!
-//! A fold never touches the live state: it replays the snapshot and the
-//! closed segments into a state of its own with the start's code
-//! ([`recover::replay_closed`]), writes the snapshot and deletes the
-//! segments ([`recover::compact`]). It costs a second state's memory and
-//! a start's CPU while it runs (at a lower priority than serving).
+//! A fold takes an [`Image`] of the live state: under the queue's lock it
+//! cuts the journal (later records go to a new segment, see
+//! `Committer::cut`) and clones the task table, which shares the tasks'
+//! chunks instead of copying them (see `table.rs`). The queue goes on at
+//! once; a chunk it changes while the fold writes is copied then, so the
+//! image keeps what it saw. The image holds exactly the records below the
+//! cut: every change to a task is a journaled event applied under that
+//! lock, right after its record is appended. The fold waits until those
+//! records are durable, then writes the snapshot and deletes the segments
+//! below the cut ([`recover::compact`]). Nothing is replayed, and a fold
+//! costs the chunks changed while it runs, not a second state.
 //!
 //! Invariants:
 //! 1. One fold at a time: only this module's one thread folds.
-//! 2. A fold reads only closed segments: those below the committer's open
-//!    segment, once every record appended before that number was read is
-//!    durable (see `Committer::open_segment`). Nothing appends to them
-//!    again, so the fold sees every record they will ever hold.
+//! 2. The image covers every record in the segments below the cut and no
+//!    other: the cut and the clone happen under the queue's lock, which
+//!    every append and apply holds.
 //! 3. Every receipt those segments carry is written as an object and the
 //!    filesystem synced before the new snapshot is written, and the
 //!    snapshot is durable before the first segment is deleted: the
-//!    segments were the receipts' durable copy (they were handed to the
-//!    later-writer, which does not fsync).
+//!    segments were the receipts' durable copy. A submit hands its receipt
+//!    to the later-writer (which does not fsync) under the queue's lock,
+//!    with its record, so every receipt below the cut is there when the
+//!    fold flushes it.
 //!
 //! A crash at any point leaves a root that starts with nothing
 //! acknowledged lost: before the snapshot's rename, the old snapshot and
 //! every segment; after it, the new snapshot and the segments from its
 //! `next_segment` on, plus perhaps folded segments not yet deleted, which
-//! the start skips and deletes (they are below `next_segment`).
+//! the start skips and deletes (they are below `next_segment`). A stop
+//! during a fold gives it up the same way, at the next chunk it writes.
 //!
 //! Failures: a full disk skips the fold with a warning, and any other
 //! failure is logged as an error with what to do; the daemon keeps serving
@@ -36,7 +44,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::machine::SplitLimits;
+use super::snapshot::Image;
 use super::{Error, Inner, recover};
 use crate::store::log::segment::segment_number;
 use crate::store::{self, Store};
@@ -134,11 +142,11 @@ impl Folder {
     /// Starts the thread for the queue `queue` (held weakly: the thread
     /// ends when the queue is gone). Its first look, a second after the
     /// start, folds what the last run left if that is past `after`.
-    pub(super) fn start(&self, queue: Weak<Inner>, limits: SplitLimits, after: FoldAfter) {
+    pub(super) fn start(&self, queue: Weak<Inner>, after: FoldAfter) {
         let control = self.control.clone();
         let spawned = std::thread::Builder::new()
             .name("tessera-fold".into())
-            .spawn(move || run(&queue, &control, limits, after));
+            .spawn(move || run(&queue, &control, after));
         match spawned {
             Ok(t) => {
                 *self.thread.lock().unwrap_or_else(PoisonError::into_inner) = Some(t);
@@ -149,9 +157,9 @@ impl Folder {
         }
     }
 
-    /// Stops the thread. A fold under way gives up at its next piece (a
-    /// segment replayed, or 4,096 tasks of the snapshot read or written)
-    /// and leaves the root as it was: the old snapshot and every segment.
+    /// Stops the thread. A fold under way gives up at its next chunk of
+    /// the snapshot (1,024 tasks) and leaves the root as it was: the old
+    /// snapshot and every segment.
     pub(super) fn stop(&self) {
         *self.control.stopped() = true;
         self.control.wake.notify_all();
@@ -171,9 +179,9 @@ impl Folder {
     }
 }
 
-fn run(queue: &Weak<Inner>, control: &Control, limits: SplitLimits, after: FoldAfter) {
+fn run(queue: &Weak<Inner>, control: &Control, after: FoldAfter) {
     // Serving comes first: a fold is catching up, not answering anyone.
-    // Threads the fold starts (replay's helpers) inherit this.
+    // Threads the fold starts (the snapshot writer's helpers) inherit this.
     let _ = rustix::process::setpriority_process(None, 10);
     let mut wait = CHECK;
     let rt = tokio::runtime::Builder::new_current_thread().build();
@@ -184,7 +192,7 @@ fn run(queue: &Weak<Inner>, control: &Control, limits: SplitLimits, after: FoldA
         wait = CHECK;
         let Some(inner) = queue.upgrade() else { return };
         let store = inner.store.clone();
-        let Some((below, seq)) = inner.committer.open_segment() else {
+        let Some(below) = inner.committer.open_segment() else {
             continue;
         };
         match due(&store, below, after) {
@@ -196,7 +204,26 @@ fn run(queue: &Weak<Inner>, control: &Control, limits: SplitLimits, after: FoldA
                 continue;
             }
         }
-        // Every record in a segment below `below` was appended by now.
+        // The image and the cut, under the queue's lock: no record falls
+        // between them.
+        let taken = {
+            let st = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+            inner
+                .committer
+                .cut()
+                .map(|cut| cut.map(|(next, seq)| (Image::of(&st), next, seq)))
+        };
+        let (image, next, seq) = match taken {
+            Ok(Some(taken)) => taken,
+            // A spare segment is being made: look again in a second.
+            Ok(None) => continue,
+            Err(e) => {
+                control.folds().failed += 1;
+                wait = RETRY;
+                tracing::warn!(error = %e, retry_s = RETRY.as_secs(), "could not start a new journal segment to fold the journal; nothing is lost, the journal keeps growing until this works");
+                continue;
+            }
+        };
         let durable = match &rt {
             Ok(rt) => rt.block_on(inner.committer.wait(seq)).is_ok(),
             Err(_) => false,
@@ -209,7 +236,7 @@ fn run(queue: &Weak<Inner>, control: &Control, limits: SplitLimits, after: FoldA
             continue;
         }
         let started = Instant::now();
-        match fold(&store, limits, below, control) {
+        match fold(&store, &image, next, control) {
             Ok(None) => wait = RETRY,
             Ok(Some((segments, tasks))) => {
                 let ms = started.elapsed().as_millis() as u64;
@@ -253,31 +280,23 @@ fn due(store: &Store, below: u64, after: FoldAfter) -> std::io::Result<bool> {
     Ok(segments > 0 && (bytes >= after.bytes || segments > after.segments))
 }
 
-/// Folds the snapshot and the segments below `below` into a new snapshot
-/// and deletes them: the segments and tasks folded, or `None` when there
-/// was nothing to fold or the queue is stopping.
+/// Writes `image` as the snapshot covering the segments below `next` and
+/// deletes them: the segments deleted and the tasks written, or `None`
+/// when the queue is stopping.
 fn fold(
     store: &Store,
-    limits: SplitLimits,
-    below: u64,
+    image: &Image,
+    next: u64,
     control: &Control,
 ) -> Result<Option<(usize, usize)>, Error> {
-    let stopping = || *control.stopped();
-    let folded =
-        recover::replay_closed(store, limits, below, &stopping).and_then(|(state, next, rec)| {
-            if next != below {
-                return Ok(None);
-            }
-            recover::compact(store, &state, below, &stopping)?;
-            Ok(Some((rec.segments, state.tasks.len())))
-        });
-    match folded {
+    match recover::compact(store, image, next, &|| *control.stopped()) {
+        Ok(segments) => Ok(Some((segments, image.tasks()))),
         Err(Error::Stopping) => {
             tracing::info!(
                 "gave up the journal fold under way to stop; nothing was changed, and the next start replays those segments"
             );
             Ok(None)
         }
-        other => other,
+        Err(e) => Err(e),
     }
 }

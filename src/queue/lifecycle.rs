@@ -171,29 +171,32 @@ impl Queue {
         input: &SubmitInput,
         by: &Name,
     ) -> Result<((Sha256, bool, TaskState), Unsynced), SubmitError> {
-        let (seq, receipt, created, state) = {
+        let (seq, sha, created, state) = {
             let mut st = self.lock();
             match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
                 Submit::Existing(id) => {
                     let t = &st.tasks[&id];
                     let sha = t.submission.as_ref().expect("submitted").receipt;
-                    (self.inner.committer.appended(), (sha, None), false, t.state)
+                    (self.inner.committer.appended(), sha, false, t.state)
                 }
                 Submit::New { event, receipt } => {
                     let Event::Submitted { receipt_sha256, .. } = &event else {
                         unreachable!("submit")
                     };
-                    let out = (*receipt_sha256, Some(receipt));
+                    let sha = *receipt_sha256;
                     let seq = self.commit(&mut st, &event)?;
-                    (seq, out, true, st.tasks[&id].state)
+                    // Handed over under the lock: a fold that cuts the
+                    // journal after this record flushes the later-writer
+                    // before it deletes the record's segment (fold.rs).
+                    self.inner.store.put_object_later(sha, receipt);
+                    (seq, sha, true, st.tasks[&id].state)
                 }
             }
         };
-        if let (sha, Some(bytes)) = receipt {
-            self.inner.store.put_object_later(sha, bytes);
+        if created {
             self.inner.ready.notify_waiters();
         }
-        Ok(((receipt.0, created, state), Unsynced(seq)))
+        Ok(((sha, created, state), Unsynced(seq)))
     }
 
     /// Waits until the change behind `unsynced` is durable.

@@ -209,7 +209,7 @@ impl Queue {
             observers: OnceLock::new(),
             fold: fold::Folder::new(),
         });
-        inner.fold.start(Arc::downgrade(&inner), limits, fold);
+        inner.fold.start(Arc::downgrade(&inner), fold);
         Ok((Queue { inner }, recovery))
     }
 
@@ -380,9 +380,9 @@ impl Queue {
         self.inner.polls_ended.load(Ordering::SeqCst)
     }
 
-    /// Ends long polls, stops folding (a fold under way finishes its
-    /// step first), flushes the journal and stops its thread (graceful
-    /// shutdown).
+    /// Ends long polls, stops folding (a fold under way gives up at its
+    /// next snapshot chunk), flushes the journal and stops its thread
+    /// (graceful shutdown).
     pub fn close(&self) {
         self.end_long_polls();
         self.inner.fold.stop();

@@ -5,8 +5,7 @@
 //! it to the first change that can make it). The start does not compact:
 //! the queue's fold thread (`fold.rs`) folds the replayed segments into a
 //! new snapshot in the background once they are long enough, so a start
-//! serves after the snapshot load and a short tail. The fold replays with
-//! the same code ([`replay_closed`]).
+//! serves after the snapshot load and a short tail.
 //!
 //! Anything else that is wrong is a [`Finding`], and the daemon refuses to
 //! start rather than drop acknowledged records: a bad record with valid
@@ -21,7 +20,8 @@ use std::io::BufReader;
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::machine::{SplitLimits, State};
-use super::{Error, JournalError, Stopping, pipeline, records, snapshot};
+use super::snapshot::{self, Image};
+use super::{Error, JournalError, Stopping, pipeline, records};
 use crate::store::atomic::sync_dir;
 use crate::store::log::Committer;
 use crate::store::log::segment::{self as journal, Damage, segment_name, segment_number};
@@ -138,43 +138,9 @@ pub fn replay(
     limits: SplitLimits,
     on: OnFinding,
 ) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
-    replay_until(store, limits, on, None, &|| false)
-}
-
-/// Replays the snapshot and the closed segments below `below` (for a
-/// fold, while the daemon appends to segment `below` and later ones):
-/// the state, the next segment (`below` unless the snapshot already
-/// covers more), and what was replayed. Changes no file; hands every
-/// receipt the segments carry to the store's later-writer (a no-op for
-/// one already written or waiting), so a flush after it writes them all.
-/// Every segment from the snapshot's on must be there and whole: in a
-/// closed segment a bad final record is damage, not a torn tail.
-/// `stopping` is asked after the snapshot is loaded and before each
-/// segment: once it says yes, the replay ends with [`Error::Stopping`].
-pub fn replay_closed(
-    store: &Store,
-    limits: SplitLimits,
-    below: u64,
-    stopping: Stopping<'_>,
-) -> Result<(State, u64, Recovery), Error> {
-    let (state, next, rec, finding) =
-        replay_until(store, limits, OnFinding::Refuse, Some(below), stopping)?;
-    debug_assert!(finding.is_none());
-    Ok((state, next, rec))
-}
-
-/// [`replay`], reading only segments below `below` when it is given (a
-/// fold: see [`replay_closed`]).
-fn replay_until(
-    store: &Store,
-    limits: SplitLimits,
-    on: OnFinding,
-    below: Option<u64>,
-    stopping: Stopping<'_>,
-) -> Result<(State, u64, Recovery, Option<Finding>), Error> {
     let dir = &store.root().journal;
     let started = std::time::Instant::now();
-    let snapshot = snapshot::load(store, limits, stopping)?;
+    let snapshot = snapshot::load(store, limits)?;
     let had_snapshot = snapshot.is_some();
     let (mut state, first) = snapshot.unwrap_or((State::new(limits), 0));
     let mut rec = Recovery {
@@ -182,30 +148,14 @@ fn replay_until(
         snapshot_ms: started.elapsed().as_millis() as u64,
         ..Recovery::default()
     };
-    // A fold reads segments the committer may still be making spares
-    // beside: it changes no file.
-    let edit = on != OnFinding::Report && below.is_none();
+    let edit = on != OnFinding::Report;
     let mut segments = list_segments(dir)?;
     if edit {
         for stale in segments.iter().filter(|n| **n < first) {
             let _ = dir.remove_file(segment_name(*stale));
         }
     }
-    segments.retain(|n| *n >= first && below.is_none_or(|b| *n < b));
-    if let Some(b) = below
-        && first < b
-        && segments.last() != Some(&(b - 1))
-    {
-        let missing = segments.last().map_or(first, |n| n + 1);
-        let finding = Finding {
-            path: format!("journal/{}", segment_name(missing)),
-            offset: 0,
-            following: count_segments(dir, &segments)?,
-            what: "this closed segment is missing".into(),
-            salvageable: true,
-        };
-        return settle(store, on, finding, state, missing, rec, &[]);
-    }
+    segments.retain(|n| *n >= first);
     if let Some(finding) = missing_snapshot(dir, &segments, had_snapshot)? {
         return settle(store, on, finding, state, first, rec, &[]);
     }
@@ -219,9 +169,6 @@ fn replay_until(
         segments.first().copied().unwrap_or(first)
     };
     for (i, n) in segments.iter().enumerate() {
-        if stopping() {
-            return Err(Error::Stopping);
-        }
         let expected = start + i as u64;
         if *n != expected {
             let finding = Finding {
@@ -284,7 +231,7 @@ fn replay_until(
                 continue;
             }
             None => continue,
-            Some(Damage::Torn) if later.is_empty() && below.is_none() => {
+            Some(Damage::Torn) if later.is_empty() => {
                 if edit {
                     cut(dir, &name, end.valid_len)?;
                     tracing::warn!(segment = %name, offset = end.valid_len, "cut a torn journal tail: the final record, a write interrupted by a crash and never acknowledged");
@@ -449,7 +396,7 @@ fn salvage_dir(dir: &Dir) -> Result<Dir, Error> {
         .map_err(|e| store::io_err("opening journal/salvaged/", e).into())
 }
 
-/// Writes a snapshot of `state` covering segments below `next` and
+/// Writes a snapshot of `image` covering segments below `next` and
 /// deletes them (`tessera recover --salvage`, and each fold). Receipt
 /// objects were handed to the later-writer while their segments were
 /// replayed (or applied live); they are written and made durable on their
@@ -457,20 +404,22 @@ fn salvage_dir(dir: &Dir) -> Result<Dir, Error> {
 /// held them go. A crash at any step leaves the old snapshot with every
 /// segment, or the new one with segments it covers (a start deletes
 /// those: see [`replay`]). Once `stopping` says yes while the snapshot is
-/// written, nothing is replaced or deleted ([`Error::Stopping`]).
+/// written, nothing is replaced or deleted ([`Error::Stopping`]). Answers
+/// how many segments it deleted.
 pub fn compact(
     store: &Store,
-    state: &State,
+    image: &Image,
     next: u64,
     stopping: Stopping<'_>,
-) -> Result<(), Error> {
+) -> Result<usize, Error> {
     let dir = &store.root().journal;
     store.flush_later()?;
     let fd = dir
         .open(".")
         .map_err(|e| store::io_err("opening journal/", e))?;
     rustix::fs::syncfs(&fd).map_err(|e| store::io_err("syncfs", e.into()))?;
-    snapshot::write(store, state, next, stopping)?;
+    snapshot::write(store, image, next, stopping)?;
+    let mut removed = 0;
     for entry in dir
         .entries()
         .map_err(|e| store::io_err("listing journal/", e))?
@@ -479,8 +428,9 @@ pub fn compact(
         if segment_number(&entry.file_name().to_string_lossy()).is_some_and(|n| n < next) {
             dir.remove_file(entry.file_name())
                 .map_err(|e| store::io_err("removing a compacted segment", e))?;
+            removed += 1;
         }
     }
     sync_dir(dir).map_err(|e| store::io_err("syncing journal/", e))?;
-    Ok(())
+    Ok(removed)
 }

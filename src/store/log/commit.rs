@@ -365,13 +365,36 @@ impl Committer {
         self.shared.pending().appended
     }
 
-    /// The open segment's number and the last appended record's sequence
-    /// number, read together; `None` while no segment is open (a full
-    /// disk). Later records go to that segment or after it, so once the
-    /// record is durable every segment below it is whole and closed.
-    pub fn open_segment(&self) -> Option<(u64, u64)> {
-        let p = self.shared.pending();
-        p.open.as_ref().map(|o| (o.number, p.appended))
+    /// Closes the open segment early when it holds records, so that later
+    /// records go to the next one: the number of the segment they go to,
+    /// and the last appended record's sequence number. Once that record is
+    /// durable, every segment below the number is whole and closed. The
+    /// caller keeps appends out meanwhile (the queue calls it under its
+    /// lock), so the cut falls exactly between two records it knows.
+    /// `None` while a spare segment is being made: waiting for it here
+    /// would hold the caller's lock that long, so the caller tries later.
+    pub fn cut(&self) -> Result<Option<(u64, u64)>, Error> {
+        let mut p = self.shared.pending();
+        if p.open.as_ref().is_none_or(|o| o.used > 0) {
+            if p.making {
+                return Ok(None);
+            }
+            p.roll(
+                self.shared.segments.as_ref(),
+                0,
+                &self.shared.health,
+                self.shared.writer,
+            )?;
+        }
+        let open = p.open.as_ref().expect("roll opened a segment");
+        Ok(Some((open.number, p.appended)))
+    }
+
+    /// The open segment's number; `None` while no segment is open (a
+    /// full disk). Every segment below it is closed: nothing is appended
+    /// to it again.
+    pub fn open_segment(&self) -> Option<u64> {
+        self.shared.pending().open.as_ref().map(|o| o.number)
     }
 
     /// Waits until record `seq` is durable.
