@@ -764,8 +764,37 @@ mod tests {
         }
     }
 
-    fn open_number(c: &Committer) -> Option<u64> {
-        c.shared.pending().open.as_ref().map(|o| o.number)
+    #[test]
+    fn a_cut_sends_later_records_to_the_next_segment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::new(tmp.path());
+        let c =
+            Committer::start(Box::new(disk), 0, 1 << 16, Health::new(), Writer::Journal).unwrap();
+        assert_eq!(
+            c.cut().unwrap(),
+            Some((0, 0)),
+            "an empty segment is not cut"
+        );
+        let a = c.append_in(b"{\"a\":1}").unwrap();
+        let b = c.append_in(b"{\"b\":2}").unwrap();
+        assert_eq!((a.segment, b.segment, b.seq), (0, 0, 2));
+        assert_eq!(c.cut().unwrap(), Some((1, 2)), "later records go to 1");
+        let d = c.append_in(b"{\"d\":3}").unwrap();
+        assert_eq!((d.segment, d.seq), (1, 3));
+        assert_eq!(c.open_segment(), Some(1));
+        c.wait_blocking(3).unwrap();
+        c.shutdown();
+        let segments: Vec<(u64, Vec<String>)> = records(tmp.path())
+            .into_iter()
+            .map(|(n, recs, _)| (n, recs))
+            .collect();
+        assert_eq!(
+            segments,
+            vec![
+                (0, vec!["{\"a\":1}".into(), "{\"b\":2}".into()]),
+                (1, vec!["{\"d\":3}".into()])
+            ]
+        );
     }
 
     #[tokio::test]
@@ -776,7 +805,7 @@ mod tests {
         let c =
             Committer::start(Box::new(disk), 7, 8 << 20, Health::new(), Writer::Journal).unwrap();
         busy(&c, 0, 17).await;
-        while open_number(&c) != Some(8) {
+        while c.open_segment() != Some(8) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         busy(&c, 17, 3).await;
