@@ -18,6 +18,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::http::conns::Counts;
 use crate::queue::{Event, Observer, State, TaskId, TaskState, Transition};
 
 /// The content type of [`Metrics::render`]'s text.
@@ -52,6 +53,15 @@ type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 /// Buckets from 0.25 ms to about 32 s, doubling.
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 18))
+}
+
+/// What a scrape reads from outside the queue, at the moment of the scrape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Readings {
+    /// Requests refused for a bad credential since start.
+    pub failed_authentications: u64,
+    /// The connection table's figures.
+    pub connections: Counts,
 }
 
 /// Every metric the daemon keeps between scrapes.
@@ -197,9 +207,9 @@ impl Metrics {
     }
 
     /// The scrape: everything kept, then the tasks per queue and state in
-    /// `st` (every state of every queue, zeros included) and the failed
-    /// authentications so far.
-    pub fn render(&self, st: &State, failed_authentications: u64) -> String {
+    /// `st` (every state of every queue, zeros included) and what `now`
+    /// read (failed authentications, connections).
+    pub fn render(&self, st: &State, now: &Readings) -> String {
         let tasks = Family::<TaskLabels, Gauge>::default();
         for queue in st.queues.keys() {
             for (state, n) in st.index.counts_of(queue) {
@@ -212,16 +222,42 @@ impl Metrics {
                     .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
-        let mut now = Registry::default();
-        now.register("tessera_tasks", "Tasks by queue and state", tasks);
-        now.register(
+        let gauge = |n: usize| {
+            let g = Gauge::<i64>::default();
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+            g
+        };
+        let c = now.connections;
+        let mut read = Registry::default();
+        read.register("tessera_tasks", "Tasks by queue and state", tasks);
+        read.register(
             "tessera_auth_failures",
             "Requests refused for a missing, unknown, revoked or expired credential",
-            ConstCounter::new(failed_authentications),
+            ConstCounter::new(now.failed_authentications),
+        );
+        read.register(
+            "tessera_connections_open",
+            "Connections open",
+            gauge(c.open),
+        );
+        read.register(
+            "tessera_connections_busy",
+            "Open connections with a request in flight",
+            gauge(c.busy),
+        );
+        read.register(
+            "tessera_connections_refused",
+            "Connections refused with 503 because every open one had a request in flight",
+            ConstCounter::new(c.refused),
+        );
+        read.register(
+            "tessera_connections_evicted",
+            "Idle connections closed to make room for a new one",
+            ConstCounter::new(c.evicted),
         );
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
-            .and_then(|()| encode_registry(&mut out, &now))
+            .and_then(|()| encode_registry(&mut out, &read))
             .and_then(|()| encode_eof(&mut out))
             .expect("writing to a String cannot fail");
         out

@@ -113,6 +113,19 @@ pub struct Slot {
     table: Arc<Connections>,
 }
 
+/// What the table holds at one moment, and what it turned away since start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Connections open.
+    pub open: usize,
+    /// Open connections with a request in flight.
+    pub busy: usize,
+    /// Connections refused with `503` because every one was busy.
+    pub refused: u64,
+    /// Idle connections closed to make room for a new one.
+    pub evicted: u64,
+}
+
 /// A connection's id in the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ConnId(u64);
@@ -296,6 +309,21 @@ impl Connections {
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.lock().len()
+    }
+
+    /// The table's figures now, for `/metrics`.
+    pub fn counts(&self) -> Counts {
+        let (open, busy) = {
+            let open = self.lock();
+            let busy = open.values().filter(|o| !o.activity.idle()).count();
+            (open.len(), busy)
+        };
+        Counts {
+            open,
+            busy,
+            refused: self.refused(),
+            evicted: self.evicted(),
+        }
     }
 
     /// Connections refused since start.

@@ -20,9 +20,11 @@ pub fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
 pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(req)?;
     crate::auth::access::require(&p, crate::auth::Scope::MetricsRead)?;
-    let text = ctx
-        .queue
-        .peek(|st| ctx.metrics.render(st, ctx.keyring.failed_authentications()));
+    let now = crate::metrics::Readings {
+        failed_authentications: ctx.keyring.failed_authentications(),
+        connections: ctx.connections.counts(),
+    };
+    let text = ctx.queue.peek(|st| ctx.metrics.render(st, &now));
     let mut resp = Response::new(super::body::full(text));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
