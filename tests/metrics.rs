@@ -123,7 +123,10 @@ async fn metrics_follow_the_queue_and_need_the_scope() {
     );
     let open = sample(&text, "tessera_connections_open").unwrap();
     let busy = sample(&text, "tessera_connections_busy").unwrap();
-    assert!(busy >= 1.0 && open >= busy, "the scrape is in flight: {text}");
+    assert!(
+        busy >= 1.0 && open >= busy,
+        "the scrape is in flight: {text}"
+    );
     for counter in [
         "tessera_connections_refused_total",
         "tessera_connections_evicted_total",

@@ -98,6 +98,11 @@ struct Pending {
     /// The thread waits for records (an append must wake it).
     idle: bool,
     open: Option<Open>,
+    /// Segments closed before they were full (by a move to the spare or
+    /// a cut), to be trimmed to their records once those are written:
+    /// their preallocated tail would otherwise count as journal bytes
+    /// for as long as they are kept (the fold's trigger reads sizes).
+    closed: Vec<Open>,
     /// A zeroed segment made ahead, numbered after `open`.
     spare: Option<Open>,
     /// A helper thread is making the spare (it holds number `next - 1`).
@@ -110,6 +115,16 @@ struct Pending {
 }
 
 impl Pending {
+    /// Makes `next` the open segment; the one it replaces, if it has
+    /// unused space, is trimmed once its records are written.
+    fn open_next(&mut self, next: Open) {
+        if let Some(old) = self.open.replace(next)
+            && old.used < old.len
+        {
+            self.closed.push(old);
+        }
+    }
+
     /// Moves to the next segment, big enough for a `size`-byte record:
     /// the spare when there is one that fits, else a new reserved one.
     /// The caller has waited for any spare being made.
@@ -124,13 +139,13 @@ impl Pending {
         if let Some(spare) = self.spare.take()
             && spare.len >= size
         {
-            self.open = Some(spare);
+            self.open_next(spare);
             return Ok(());
         }
         let len = self.segment_len.max(size);
         match segments.create(self.next, len, Fill::Reserve) {
             Ok(file) => {
-                self.open = Some(Open {
+                self.open_next(Open {
                     number: self.next,
                     zeroed: false,
                     file: Arc::new(file),
@@ -269,6 +284,7 @@ impl Committer {
             shutdown: false,
             idle: false,
             open: None,
+            closed: Vec::new(),
             spare: None,
             making: false,
             no_spare_for: None,
@@ -466,7 +482,7 @@ impl Committer {
 
 fn run(shared: &Arc<Shared>) {
     loop {
-        let (chunks, seq) = {
+        let (chunks, seq, closed) = {
             let mut p = shared.pending();
             while p.chunks.is_empty() && !p.shutdown {
                 p.idle = true;
@@ -477,6 +493,9 @@ fn run(shared: &Arc<Shared>) {
             }
             p.idle = false;
             if p.chunks.is_empty() {
+                for closed in std::mem::take(&mut p.closed) {
+                    trim(Some(closed));
+                }
                 trim(p.open.take());
                 trim(p.spare.take());
                 return;
@@ -487,7 +506,10 @@ fn run(shared: &Arc<Shared>) {
                 p.next += 1;
                 make_spare(shared.clone(), number, len);
             }
-            (std::mem::take(&mut p.chunks), p.appended)
+            // Every record of a closed segment was appended before it
+            // closed, so it is in these chunks or in earlier ones.
+            let closed = std::mem::take(&mut p.closed);
+            (std::mem::take(&mut p.chunks), p.appended, closed)
         };
         let started = std::time::Instant::now();
         let written = chunks.iter().try_for_each(|c| {
@@ -500,6 +522,11 @@ fn run(shared: &Arc<Shared>) {
                 let before = shared.durable().seq;
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - before, started.elapsed());
+                }
+                for o in closed {
+                    if let Err(e) = o.file.set_len(o.used) {
+                        tracing::warn!(log = shared.writer.as_str(), segment = %segment_name(o.number), error = %e, "could not trim a closed segment's unused space; it counts as journal bytes until it is folded");
+                    }
                 }
                 shared.publish(|d| d.seq = seq);
             }
@@ -547,7 +574,7 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
                 used: 0,
             };
             if p.open.as_ref().is_none_or(|o| !o.zeroed) {
-                p.open = Some(spare);
+                p.open_next(spare);
                 shared.health.report_written(shared.writer);
             } else {
                 p.spare = Some(spare);
@@ -783,6 +810,13 @@ mod tests {
         assert_eq!((d.segment, d.seq), (1, 3));
         assert_eq!(c.open_segment(), Some(1));
         c.wait_blocking(3).unwrap();
+        assert_eq!(
+            std::fs::metadata(tmp.path().join(segment_name(0)))
+                .unwrap()
+                .len(),
+            records(tmp.path())[0].2,
+            "the cut segment is trimmed to its records once they are written"
+        );
         c.shutdown();
         let segments: Vec<(u64, Vec<String>)> = records(tmp.path())
             .into_iter()
@@ -809,6 +843,13 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         busy(&c, 17, 3).await;
+        assert_eq!(
+            std::fs::metadata(tmp.path().join(segment_name(7)))
+                .unwrap()
+                .len(),
+            records(tmp.path())[0].2,
+            "the segment left for the spare is trimmed to its records"
+        );
         c.shutdown();
 
         assert_eq!(
