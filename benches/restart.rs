@@ -41,8 +41,9 @@ struct Args {
 }
 
 /// Starts `tessera serve` on `root` and prints how long it took to serve;
-/// with `fold`, lets it run until it has folded the closed segments (at
-/// most 30 s) and prints how long that took and its peak memory.
+/// with `fold`, lets it run until it has folded the closed segments when a
+/// fold is due (at most 30 s) and prints how long that took and its peak
+/// memory.
 fn start(root: &std::path::Path, label: &str, fold: bool) {
     let log = "tessera::daemon=info,tessera::queue=info,warn";
     let served = support::serve_then(root, log, |pid| {
@@ -50,7 +51,7 @@ fn start(root: &std::path::Path, label: &str, fold: bool) {
             return;
         }
         let started = std::time::Instant::now();
-        while segments(root) > 1 && started.elapsed() < std::time::Duration::from_secs(30) {
+        while fold_due(root) && started.elapsed() < std::time::Duration::from_secs(30) {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -75,15 +76,35 @@ fn start(root: &std::path::Path, label: &str, fold: bool) {
 
 /// Journal segments in `root`.
 fn segments(root: &std::path::Path) -> usize {
-    std::fs::read_dir(root.join("journal"))
+    segment_sizes(root).len()
+}
+
+/// Whether the daemon on `root` has a fold due, by its rule (`fold.rs`):
+/// the closed segments (all but the last) hold at least 64 MiB and at
+/// least half the snapshot's bytes, or there are more than 8.
+fn fold_due(root: &std::path::Path) -> bool {
+    let mut sizes = segment_sizes(root);
+    sizes.pop();
+    let snapshot = std::fs::metadata(root.join("journal/snapshot.jsonl")).map_or(0, |m| m.len());
+    let closed: u64 = sizes.iter().sum();
+    !sizes.is_empty() && (closed >= (64 << 20).max(snapshot / 2) || sizes.len() > 8)
+}
+
+/// The sizes of `root`'s journal segments, in segment order.
+fn segment_sizes(root: &std::path::Path) -> Vec<u64> {
+    let mut found: Vec<(String, u64)> = std::fs::read_dir(root.join("journal"))
         .map(|d| {
-            d.filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
-            })
-            .count()
+            d.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let len = e.metadata().ok()?.len();
+                    name.ends_with(".log").then_some((name, len))
+                })
+                .collect()
         })
-        .unwrap_or(0)
+        .unwrap_or_default();
+    found.sort();
+    found.into_iter().map(|(_, len)| len).collect()
 }
 
 mod support;

@@ -40,9 +40,10 @@ pub struct QueueLimits {
     /// when a new segment cannot be preallocated.
     pub journal_segment_mib: u64,
     /// Closed journal segments after the snapshot, in MiB (at least 1),
-    /// past which the daemon folds them into a new snapshot in the
-    /// background (also past 8 segments): a start replays at most about
-    /// this much plus the open segment.
+    /// past which (and past half the snapshot's size) the daemon folds
+    /// them into a new snapshot in the background (also past 8
+    /// segments): a start replays at most about that much plus the open
+    /// segment.
     pub fold_journal_mib: u64,
 }
 

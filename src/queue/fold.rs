@@ -50,7 +50,8 @@ use crate::store::log::segment::segment_number;
 use crate::store::{self, Store};
 
 /// Closed journal bytes (segment file sizes) after the snapshot past which
-/// a fold runs unless configured otherwise (`[queue] fold_journal_mib`).
+/// a fold runs unless configured otherwise (`[queue] fold_journal_mib`),
+/// or half the snapshot's size when that is more.
 pub const FOLD_BYTES: u64 = 64 * 1024 * 1024;
 /// Closed segments after the snapshot past which a fold runs.
 pub const FOLD_SEGMENTS: usize = 8;
@@ -267,17 +268,46 @@ fn run(queue: &Weak<Inner>, control: &Control, after: FoldAfter) {
     }
 }
 
-/// Whether the closed segments (below `below`) are past `after`.
+/// Whether the closed segments (below `below`) are past `after`, read
+/// from journal/ (see [`Journal::due`]).
 fn due(store: &Store, below: u64, after: FoldAfter) -> std::io::Result<bool> {
-    let (mut segments, mut bytes) = (0, 0);
+    let mut journal = Journal::default();
     for entry in store.root().journal.entries()? {
         let entry = entry?;
-        if segment_number(&entry.file_name().to_string_lossy()).is_some_and(|n| n < below) {
-            segments += 1;
-            bytes += entry.metadata()?.len();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == super::snapshot::FILE {
+            journal.snapshot_bytes = entry.metadata()?.len();
+        } else if segment_number(&name).is_some_and(|n| n < below) {
+            journal.segments += 1;
+            journal.bytes += entry.metadata()?.len();
         }
     }
-    Ok(segments > 0 && (bytes >= after.bytes || segments > after.segments))
+    Ok(journal.due(after))
+}
+
+/// What journal/ holds besides the open segment.
+#[derive(Clone, Copy, Debug, Default)]
+struct Journal {
+    /// Closed segments after the snapshot.
+    segments: usize,
+    /// Their bytes.
+    bytes: u64,
+    /// The snapshot's bytes.
+    snapshot_bytes: u64,
+}
+
+impl Journal {
+    /// A fold is due once the closed segments pass `after`'s count, or
+    /// their bytes pass both `after`'s bytes and half the snapshot. A fold
+    /// rewrites the whole snapshot, so with the second bound its cost per
+    /// journal byte stays the same however many tasks the queue holds (a
+    /// fold of 1,000,000 tasks takes about 2 s), and a start still replays
+    /// at most half a snapshot's worth of records.
+    fn due(&self, after: FoldAfter) -> bool {
+        let bytes = after.bytes.max(self.snapshot_bytes / 2);
+        self.segments > 0 && (self.bytes >= bytes || self.segments > after.segments)
+    }
 }
 
 /// Writes `image` as the snapshot covering the segments below `next` and
@@ -298,5 +328,37 @@ fn fold(
             Ok(None)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn journal(segments: usize, bytes: u64, snapshot_bytes: u64) -> Journal {
+        Journal {
+            segments,
+            bytes,
+            snapshot_bytes,
+        }
+    }
+
+    #[test]
+    fn a_fold_waits_for_the_bytes_or_half_the_snapshot_whichever_is_more() {
+        let after = FoldAfter::default();
+        assert!(!journal(0, 0, 0).due(after), "nothing closed");
+        assert!(!journal(1, 63 * MIB, 10 * MIB).due(after));
+        assert!(
+            journal(1, 64 * MIB, 10 * MIB).due(after),
+            "a small snapshot"
+        );
+        assert!(!journal(2, 128 * MIB, 600 * MIB).due(after), "a large one");
+        assert!(journal(5, 300 * MIB, 600 * MIB).due(after));
+        assert!(
+            journal(9, 9 * MIB, 600 * MIB).due(after),
+            "more segments than the bound fold whatever their bytes"
+        );
     }
 }
