@@ -34,7 +34,16 @@ impl Sha256 {
 
     /// The 64-character lowercase hex form.
     pub fn hex(&self) -> String {
-        hex::encode(self.0)
+        self.with_hex(str::to_owned)
+    }
+
+    /// Calls `f` with the hex form, written on the stack: serializing and
+    /// displaying a digest (receipts, journal records, answers) allocate
+    /// nothing for it.
+    fn with_hex<T>(&self, f: impl FnOnce(&str) -> T) -> T {
+        let mut out = [0u8; 64];
+        hex::encode_to_slice(self.0, &mut out).expect("64 bytes hold 32 bytes in hex");
+        f(std::str::from_utf8(&out).expect("hex digits are ASCII"))
     }
 
     /// The raw digest bytes.
@@ -73,19 +82,19 @@ impl FromStr for Sha256 {
 
 impl fmt::Display for Sha256 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex())
+        self.with_hex(|hex| f.write_str(hex))
     }
 }
 
 impl fmt::Debug for Sha256 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sha256({})", self.hex())
+        write!(f, "Sha256({self})")
     }
 }
 
 impl Serialize for Sha256 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.hex())
+        self.with_hex(|hex| s.serialize_str(hex))
     }
 }
 
@@ -104,6 +113,12 @@ mod tests {
     fn parses_only_lowercase_hex_of_the_right_length() {
         let good = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         assert_eq!(good.parse::<Sha256>().unwrap(), Sha256::of(b""));
+        let empty = Sha256::of(b"");
+        assert_eq!((empty.hex(), empty.to_string()), (good.into(), good.into()));
+        assert_eq!(
+            serde_json::to_string(&empty).unwrap(),
+            format!("\"{good}\"")
+        );
         for bytes in [&b"x"[..], b"tessera", &[0xff; 100]] {
             let sha = Sha256::of(bytes);
             assert_eq!(sha.hex().parse::<Sha256>().unwrap(), sha);
