@@ -6,8 +6,8 @@
 //! replays the segments written after it; the fill prints what the folds
 //! did and its own peak memory (the live state plus the chunks a fold
 //! kept while they changed). The first
-//! start's daemon folds that tail in the background while it serves; the
-//! second start loads what it left.
+//! start's daemon folds that tail in the background while it serves when
+//! a fold is due (`/v1/status` says); the second start loads what it left.
 //!
 //! With `--submitted N` the first N tasks are also claimed and submitted,
 //! so the journal holds their receipts and the start re-packs them and
@@ -41,17 +41,27 @@ struct Args {
 }
 
 /// Starts `tessera serve` on `root` and prints how long it took to serve;
-/// with `fold`, lets it run until it has folded the closed segments when a
-/// fold is due (at most 30 s) and prints how long that took and its peak
-/// memory.
+/// with `fold`, lets it run until its first look at the journal finds no
+/// fold due (folding first when one is, at most 30 s) and prints how long
+/// that took and its peak memory.
 fn start(root: &std::path::Path, label: &str, fold: bool) {
     let log = "tessera::daemon=info,tessera::queue=info,warn";
-    let served = support::serve_then(root, log, |pid| {
+    let served = support::serve_then(root, log, |pid, admin| {
         if !fold {
             return;
         }
         let started = std::time::Instant::now();
-        while fold_due(root) && started.elapsed() < std::time::Duration::from_secs(30) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let settled = || {
+            let r = rt.block_on(admin.get("/v1/status")).expect("status");
+            let status: serde_json::Value = serde_json::from_slice(&r.body).expect("status JSON");
+            let folds = &status["storage"]["folds"];
+            folds["looks"].as_u64() > Some(0) && folds["due"] == false
+        };
+        while !settled() && started.elapsed() < std::time::Duration::from_secs(30) {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -76,35 +86,15 @@ fn start(root: &std::path::Path, label: &str, fold: bool) {
 
 /// Journal segments in `root`.
 fn segments(root: &std::path::Path) -> usize {
-    segment_sizes(root).len()
-}
-
-/// Whether the daemon on `root` has a fold due, by its rule (`fold.rs`):
-/// the closed segments (all but the last) hold at least 64 MiB and at
-/// least half the snapshot's bytes, or there are more than 8.
-fn fold_due(root: &std::path::Path) -> bool {
-    let mut sizes = segment_sizes(root);
-    sizes.pop();
-    let snapshot = std::fs::metadata(root.join("journal/snapshot.jsonl")).map_or(0, |m| m.len());
-    let closed: u64 = sizes.iter().sum();
-    !sizes.is_empty() && (closed >= (64 << 20).max(snapshot / 2) || sizes.len() > 8)
-}
-
-/// The sizes of `root`'s journal segments, in segment order.
-fn segment_sizes(root: &std::path::Path) -> Vec<u64> {
-    let mut found: Vec<(String, u64)> = std::fs::read_dir(root.join("journal"))
+    std::fs::read_dir(root.join("journal"))
         .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let len = e.metadata().ok()?.len();
-                    name.ends_with(".log").then_some((name, len))
-                })
-                .collect()
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            })
+            .count()
         })
-        .unwrap_or_default();
-    found.sort();
-    found.into_iter().map(|(_, len)| len).collect()
+        .unwrap_or(0)
 }
 
 mod support;

@@ -217,14 +217,12 @@ impl Metrics {
                     queue: queue.to_string(),
                     state: state.as_str().to_string(),
                 };
-                tasks
-                    .get_or_create(&labels)
-                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+                tasks.get_or_create(&labels).set(level(n));
             }
         }
         let gauge = |n: usize| {
             let g = Gauge::<i64>::default();
-            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+            g.set(level(n));
             g
         };
         let c = now.connections;
@@ -268,6 +266,11 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A count as a gauge's value.
+fn level(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
 }
 
 fn label(queue: impl ToString) -> QueueLabel {

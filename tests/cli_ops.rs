@@ -441,6 +441,12 @@ async fn status_counts_queues_and_leases_and_shows_storage_to_admin_only() {
     assert!(qa["oldest_queued_since"].is_string());
     assert!(j["storage"]["journal_bytes"].as_u64().unwrap() > 0);
     assert!(j["storage"]["disk_free_bytes"].as_u64().unwrap() > 0);
+    let folds = &j["storage"]["folds"];
+    assert_eq!(
+        (&folds["done"], &folds["failed"], &folds["due"]),
+        (&json!(0), &json!(0), &json!(false)),
+        "a new root has nothing to fold: {j}"
+    );
     assert_eq!(j["health"]["status"], "ok");
 
     let issued = d

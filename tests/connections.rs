@@ -151,6 +151,16 @@ fn an_idle_flood_six_times_the_cap_leaves_healthz_and_reads_answering_with_fds_b
             during <= before + CAP + 32,
             "{during} descriptors open with a cap of {CAP} ({before} before the flood)"
         );
+        let r = reader.get("/metrics").await.unwrap();
+        assert_status!(r, 200);
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        let evicted = support::sample(&text, "tessera_connections_evicted_total");
+        assert!(
+            evicted >= Some((FLOOD - CAP) as f64),
+            "the flood pushed itself out: {evicted:?}"
+        );
+        let open = support::sample(&text, "tessera_connections_open");
+        assert!(open <= Some(CAP as f64), "{open:?} open, cap {CAP}");
         drop(flood);
     });
     d.signal("TERM");
@@ -345,11 +355,8 @@ fn at_the_cap_with_every_connection_busy_a_new_one_is_refused_with_503() {
         let r = d.admin.get("/metrics").await.unwrap();
         assert_status!(r, 200);
         let text = String::from_utf8(r.body.to_vec()).unwrap();
-        let refused = text
-            .lines()
-            .find_map(|l| l.strip_prefix("tessera_connections_refused_total "))
-            .and_then(|n| n.parse::<u64>().ok());
-        assert!(refused >= Some(1), "{text}");
+        let refused = support::sample(&text, "tessera_connections_refused_total");
+        assert!(refused >= Some(1.0), "{text}");
         assert_status!(d.admin.anonymous().get("/healthz").await.unwrap(), 200);
     });
 }

@@ -176,6 +176,14 @@ async fn closed_segments_are_folded_into_a_snapshot_while_serving_and_a_restart_
         segments.len() <= 4,
         "folded segments are deleted: {segments:?}"
     );
+    let r = d.admin.get("/v1/status").await.unwrap();
+    let folds = &body(&r)["storage"]["folds"];
+    assert!(
+        folds["done"].as_u64() >= Some(1) && folds["looks"].as_u64() >= Some(1),
+        "the status shows the folds: {folds}"
+    );
+    assert_eq!(folds["failed"], 0, "{folds}");
+    assert!(folds["last_tasks"].as_u64() >= Some(1), "{folds}");
     let more = load_all(&d.admin, 2, 50).await;
     acked.tasks.extend(more.tasks);
     acked.receipts.extend(more.receipts);

@@ -8,12 +8,6 @@ mod support;
 use serde_json::json;
 use support::*;
 
-/// The value of the sample line `name` (labels included, exactly).
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
 async fn scrape(c: &tessera::client::Client) -> String {
     let r = c.get("/metrics").await.unwrap();
     assert_status!(r, 200);

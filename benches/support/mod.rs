@@ -321,11 +321,12 @@ pub struct Served {
 /// `/healthz` to answer 200, reads its resident memory, and stops it
 /// (SIGTERM).
 pub fn serve(root: &Path, rust_log: &str) -> Served {
-    serve_then(root, rust_log, |_| {})
+    serve_then(root, rust_log, |_, _| {})
 }
 
-/// [`serve`], running `then` (given the daemon's pid) before the stop.
-pub fn serve_then(root: &Path, rust_log: &str, then: impl FnOnce(u32)) -> Served {
+/// [`serve`], running `then` before the stop, given the daemon's pid and
+/// a client holding its admin key.
+pub fn serve_then(root: &Path, rust_log: &str, then: impl FnOnce(u32, &Client)) -> Served {
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["serve", "--listen", "127.0.0.1:0", "--root"])
@@ -364,7 +365,10 @@ pub fn serve_then(root: &Path, rust_log: &str, then: impl FnOnce(u32)) -> Served
         .trim_start_matches("VmRSS:")
         .trim()
         .to_string();
-    then(child.id());
+    let key = std::fs::read_to_string(root.join("auth/admin.key")).expect("the admin key");
+    // A client of its own: `client`'s connections belong to `rt`.
+    let admin = Client::new(&base).with_bearer(key.trim());
+    then(child.id(), &admin);
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())

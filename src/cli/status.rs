@@ -85,6 +85,15 @@ fn daemon(s: &Status) -> Table {
                     table::bytes(st.disk_total_bytes)
                 ),
             ]);
+            let f = &st.folds;
+            let mut folds = format!("{} done, {} failed", f.done, f.failed);
+            if f.done > 0 {
+                folds += &format!(", the last {} ms for {} tasks", f.last_ms, f.last_tasks);
+            }
+            if f.due {
+                folds += "; one is due";
+            }
+            t.row(vec!["folds".into(), folds]);
         }
         None => t.row(vec!["storage".into(), "shown to admin keys only".into()]),
     }

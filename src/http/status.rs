@@ -1,6 +1,7 @@
 //! `GET /v1/status`: what an operator checks first. Per queue the key may
 //! see: task counts per state, the oldest queued task's wait, the live
-//! leases; for admin also the journal's size and the disk's free space.
+//! leases; for admin also the journal's size, the disk's free space and
+//! what folding the journal did.
 //! Read-only; counts only tasks the key may see, like `GET /v1/queues`.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use jiff::Timestamp;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::wire::{QueueStatus, Status, StorageStatus};
+use super::wire::{FoldStatus, QueueStatus, Status, StorageStatus};
 use super::{Ctx, Resp, json_response, ops};
 use crate::auth::access;
 use crate::queue::{State, Task, TaskState};
@@ -34,7 +35,16 @@ pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         })
         .await?;
     let storage = if p.is_admin() {
-        Some(ctx.blocking(storage).await?)
+        let f = ctx.queue.folds();
+        let folds = FoldStatus {
+            looks: f.looks,
+            due: f.due,
+            done: f.done,
+            failed: f.failed,
+            last_tasks: f.last_tasks as u64,
+            last_ms: f.last_ms,
+        };
+        Some(ctx.blocking(move |store| storage(store, folds)).await?)
     } else {
         None
     };
@@ -94,8 +104,8 @@ fn summarize(
     out.into_values().collect()
 }
 
-/// The journal's size and the root file system's free space.
-fn storage(store: &Store) -> Result<StorageStatus, crate::store::Error> {
+/// The journal's size, the root file system's free space, and `folds`.
+fn storage(store: &Store, folds: FoldStatus) -> Result<StorageStatus, crate::store::Error> {
     let journal = &store.root().journal;
     let mut journal_bytes = 0;
     for entry in journal
@@ -115,6 +125,7 @@ fn storage(store: &Store) -> Result<StorageStatus, crate::store::Error> {
         journal_bytes,
         disk_free_bytes: fs.f_bavail.saturating_mul(fs.f_frsize),
         disk_total_bytes: fs.f_blocks.saturating_mul(fs.f_frsize),
+        folds,
     })
 }
 

@@ -81,6 +81,11 @@ impl Default for FoldAfter {
 /// What the folds of this run did, for the log, benches and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Folds {
+    /// Looks at the journal so far (one a second).
+    pub looks: u64,
+    /// Whether the last look found a fold due that has not yet been
+    /// written (see [`FoldAfter`]).
+    pub due: bool,
     /// Folds that wrote a snapshot.
     pub done: u64,
     /// Folds that failed (a full disk included).
@@ -196,7 +201,13 @@ fn run(queue: &Weak<Inner>, control: &Control, after: FoldAfter) {
         let Some(below) = inner.committer.open_segment() else {
             continue;
         };
-        match due(&store, below, after) {
+        let looked = due(&store, below, after);
+        {
+            let mut f = control.folds();
+            f.looks += 1;
+            f.due = matches!(looked, Ok(true));
+        }
+        match looked {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
@@ -242,6 +253,7 @@ fn run(queue: &Weak<Inner>, control: &Control, after: FoldAfter) {
             Ok(Some((segments, tasks))) => {
                 let ms = started.elapsed().as_millis() as u64;
                 let mut f = control.folds();
+                f.due = false;
                 f.done += 1;
                 f.segments += segments as u64;
                 f.last_tasks = tasks;

@@ -610,3 +610,10 @@ pub fn check_puts(root: &Path, rt: &tokio::runtime::Runtime, acked: &[AckedPut])
     });
     daemon.kill();
 }
+
+/// The value of the `/metrics` sample line `name` (labels included,
+/// exactly) in `text`.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}

@@ -50,4 +50,26 @@ pub struct StorageStatus {
     pub disk_free_bytes: u64,
     /// Size of the root's file system.
     pub disk_total_bytes: u64,
+    /// What folding the journal into the snapshot did in this run.
+    pub folds: FoldStatus,
+}
+
+/// The journal's folds in this run (admin only, within [`StorageStatus`]).
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FoldStatus {
+    /// Looks at the journal so far (one a second from the start).
+    pub looks: u64,
+    /// Whether the last look found closed segments past the bound
+    /// (`fold_journal_mib` and half the snapshot, or 8 segments) that are
+    /// not folded yet.
+    pub due: bool,
+    /// Folds that wrote a snapshot.
+    pub done: u64,
+    /// Folds that failed (a full disk included); each is tried again
+    /// a minute later.
+    pub failed: u64,
+    /// Tasks in the last snapshot a fold wrote.
+    pub last_tasks: u64,
+    /// How long the last fold took, in milliseconds.
+    pub last_ms: u64,
 }

@@ -493,11 +493,10 @@ fn run(shared: &Arc<Shared>) {
             }
             p.idle = false;
             if p.chunks.is_empty() {
-                for closed in std::mem::take(&mut p.closed) {
-                    trim(Some(closed));
+                let (open, spare) = (p.open.take(), p.spare.take());
+                for o in p.closed.drain(..).chain(open).chain(spare) {
+                    trim(&o, true);
                 }
-                trim(p.open.take());
-                trim(p.spare.take());
                 return;
             }
             if p.wants_spare() {
@@ -523,10 +522,8 @@ fn run(shared: &Arc<Shared>) {
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - before, started.elapsed());
                 }
-                for o in closed {
-                    if let Err(e) = o.file.set_len(o.used) {
-                        tracing::warn!(log = shared.writer.as_str(), segment = %segment_name(o.number), error = %e, "could not trim a closed segment's unused space; it counts as journal bytes until it is folded");
-                    }
+                for o in &closed {
+                    trim(o, false);
                 }
                 shared.publish(|d| d.seq = seq);
             }
@@ -590,13 +587,17 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
     shared.made.notify_all();
 }
 
-/// Cuts a segment's unused preallocated space at a graceful stop (the
-/// next start would trim it too).
-fn trim(open: Option<Open>) {
-    if let Some(o) = open
-        && let Err(e) = o.file.set_len(o.used).and_then(|()| o.file.sync_all())
-    {
-        tracing::warn!(error = %e, "could not trim a log segment's unused space; the next start does");
+/// Cuts a segment's unused preallocated space: synced at a graceful stop
+/// (the next start would trim it too), unsynced for a segment closed
+/// early once its records are written (a crash may leave the zeros, which
+/// a start reads as the segment's end).
+fn trim(o: &Open, sync: bool) {
+    let trimmed = o
+        .file
+        .set_len(o.used)
+        .and_then(|()| if sync { o.file.sync_all() } else { Ok(()) });
+    if let Err(e) = trimmed {
+        tracing::warn!(segment = %segment_name(o.number), error = %e, "could not trim a log segment's unused space; it counts as log bytes until a start or a fold removes it");
     }
 }
 
@@ -667,6 +668,15 @@ mod tests {
                 (segment::segment_number(name).unwrap(), out, end.valid_len)
             })
             .collect()
+    }
+
+    /// Segment `number`'s file length and the length of its records.
+    fn len_and_records(dir: &std::path::Path, number: u64) -> (u64, u64) {
+        let len = std::fs::metadata(dir.join(segment_name(number)))
+            .unwrap()
+            .len();
+        let segment = records(dir).into_iter().find(|s| s.0 == number).unwrap();
+        (len, segment.2)
     }
 
     #[tokio::test]
@@ -810,11 +820,9 @@ mod tests {
         assert_eq!((d.segment, d.seq), (1, 3));
         assert_eq!(c.open_segment(), Some(1));
         c.wait_blocking(3).unwrap();
+        let (len, records_len) = len_and_records(tmp.path(), 0);
         assert_eq!(
-            std::fs::metadata(tmp.path().join(segment_name(0)))
-                .unwrap()
-                .len(),
-            records(tmp.path())[0].2,
+            len, records_len,
             "the cut segment is trimmed to its records once they are written"
         );
         c.shutdown();
@@ -843,11 +851,9 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         busy(&c, 17, 3).await;
+        let (len, records_len) = len_and_records(tmp.path(), 7);
         assert_eq!(
-            std::fs::metadata(tmp.path().join(segment_name(7)))
-                .unwrap()
-                .len(),
-            records(tmp.path())[0].2,
+            len, records_len,
             "the segment left for the spare is trimmed to its records"
         );
         c.shutdown();
