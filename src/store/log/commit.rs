@@ -33,6 +33,17 @@
 //! filesystem where the spare failed, and on every change refused for want
 //! of space, which is cheap.
 //!
+//! Grouping. A sync costs about the same however many records it covers
+//! (on the machine this was measured on, ~60 µs of CPU and ~300 µs of
+//! wall time), and the thread starts the next one as soon as the last
+//! returns, so under load each sync covers only what arrived during the
+//! previous one. When the previous sync answered [`GROUP_FROM`] waiters or
+//! more (requests arrive faster than syncs complete) and fewer records
+//! are pending than it covered, the thread first waits half as long as
+//! that sync took (at most [`MAX_LINGER`]) so the next sync covers more.
+//! A lone writer, or a log whose waiters block (the noun log's puts), never
+//! waits: its latency stays one sync.
+//!
 //! Failure. After a failed write or fsync the committer is finished:
 //! every waiter and every later append is refused until the daemon
 //! restarts, since the kernel may have dropped pages it could not write
@@ -43,6 +54,7 @@ use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -61,6 +73,36 @@ struct Durable {
     /// wakes only the waiters it covers (a watch channel woke all of
     /// them on every sync, and most went back to sleep).
     waiting: VecDeque<(u64, oneshot::Sender<()>)>,
+}
+
+/// Async waiters the previous sync must have answered before the thread
+/// waits for more records ahead of the next one.
+const GROUP_FROM: usize = 2;
+
+/// The longest the thread waits for more records before a sync.
+const MAX_LINGER: Duration = Duration::from_micros(200);
+
+/// What the previous sync covered: the evidence for waiting before the
+/// next one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Group {
+    /// Records it wrote.
+    records: u64,
+    /// Async waiters it answered.
+    waiters: usize,
+    /// How long its write and fsync took.
+    took: Duration,
+}
+
+impl Group {
+    /// How long to wait for more records before syncing `pending` records
+    /// (none unless this group showed concurrent waiters and fewer records
+    /// are pending than it held).
+    fn linger(&self, pending: u64) -> Option<Duration> {
+        (self.waiters >= GROUP_FROM && pending < self.records)
+            .then(|| (self.took / 2).min(MAX_LINGER))
+            .filter(|d| !d.is_zero())
+    }
 }
 
 /// Records in a reserved segment after which a zeroed spare is made.
@@ -217,7 +259,8 @@ impl Shared {
     /// whose record is now durable (after a failure the others too, by
     /// dropping their senders: each then reads `failed`), and every
     /// blocking waiter, which checks for itself.
-    fn publish(&self, change: impl FnOnce(&mut Durable)) {
+    /// Returns how many async waiters it answered.
+    fn publish(&self, change: impl FnOnce(&mut Durable)) -> usize {
         let mut d = self.durable();
         change(&mut d);
         let seq = d.seq;
@@ -228,9 +271,11 @@ impl Shared {
         }
         drop(d);
         self.synced.notify_all();
+        let answered = woken.len();
         for (_, tx) in woken {
             let _ = tx.send(());
         }
+        answered
     }
 }
 
@@ -481,6 +526,8 @@ impl Committer {
 }
 
 fn run(shared: &Arc<Shared>) {
+    let mut last = Group::default();
+    let mut durable = 0;
     loop {
         let (chunks, seq, closed) = {
             let mut p = shared.pending();
@@ -492,6 +539,11 @@ fn run(shared: &Arc<Shared>) {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
             p.idle = false;
+            if let Some(wait) = last.linger(p.appended - durable).filter(|_| !p.shutdown) {
+                drop(p);
+                std::thread::sleep(wait);
+                p = shared.pending();
+            }
             if p.chunks.is_empty() {
                 let (open, spare) = (p.open.take(), p.spare.take());
                 for o in p.closed.drain(..).chain(open).chain(spare) {
@@ -518,14 +570,20 @@ fn run(shared: &Arc<Shared>) {
         });
         match written {
             Ok(()) => {
-                let before = shared.durable().seq;
+                let took = started.elapsed();
                 for o in shared.observers.get().into_iter().flatten() {
-                    o.synced(seq, seq - before, started.elapsed());
+                    o.synced(seq, seq - durable, took);
                 }
                 for o in &closed {
                     trim(o, false);
                 }
-                shared.publish(|d| d.seq = seq);
+                let waiters = shared.publish(|d| d.seq = seq);
+                last = Group {
+                    records: seq - durable,
+                    waiters,
+                    took,
+                };
+                durable = seq;
             }
             Err(e) => {
                 let incident = shared.health.report_failed(
@@ -604,6 +662,29 @@ fn trim(o: &Open, sync: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sync_waits_for_more_only_after_one_that_answered_concurrent_waiters() {
+        let ms = Duration::from_millis;
+        let group = |records, waiters, took| Group {
+            records,
+            waiters,
+            took,
+        };
+        // Busy: half the last sync, capped.
+        assert_eq!(
+            group(6, 6, Duration::from_micros(300)).linger(2),
+            Some(Duration::from_micros(150))
+        );
+        assert_eq!(group(6, 6, ms(5)).linger(2), Some(MAX_LINGER));
+        // As many records pending as the last sync covered: sync now.
+        assert_eq!(group(6, 6, ms(1)).linger(6), None);
+        // A lone writer, blocking waiters (none async), the first sync.
+        assert_eq!(group(1, 1, ms(1)).linger(0), None);
+        assert_eq!(group(8, 0, ms(1)).linger(1), None);
+        assert_eq!(Group::default().linger(1), None);
+        assert_eq!(group(8, GROUP_FROM - 1, ms(1)).linger(1), None);
+    }
 
     /// Segments in a temporary directory that run out of space on demand.
     #[derive(Debug)]
