@@ -14,6 +14,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
+import { measure } from './measure.mjs';
+
 const PORT = Number(process.env.CEILING_PORT ?? 17798);
 const N = Number(process.env.N ?? 40000);
 
@@ -61,16 +63,11 @@ function serve() {
   server.listen(PORT, '127.0.0.1', () => process.send('ready'));
 }
 
-/** Runs `work` until it calls `finish`, and reports the client's CPU per operation. */
-async function measure(name, work) {
-  const before = process.cpuUsage();
-  const t0 = performance.now();
-  await work();
-  const secs = (performance.now() - t0) / 1000;
-  const cpu = process.cpuUsage(before);
-  const us = (cpu.user + cpu.system) / N;
+/** Runs `work` (N operations) and reports the client's CPU per operation. */
+async function report(name, work) {
+  const { rate, clientUs: us } = await measure(N, work);
   console.log(
-    `${name.padEnd(14)} ${Math.round(N / secs)} ops/s   client CPU ${us.toFixed(1)} µs per op   one core's worth: ${Math.round(1e6 / us)} ops/s`,
+    `${name.padEnd(14)} ${Math.round(rate)} ops/s   client CPU ${us.toFixed(1)} µs per op   one core's worth: ${Math.round(1e6 / us)} ops/s`,
   );
 }
 
@@ -85,7 +82,7 @@ async function main(harness) {
   console.log(`client ceiling of ${harness}/peers/tessera.mjs, ${N} ops per phase, node ${process.version}`);
 
   const producer = await peer.producer({}, 'single', 64);
-  await measure('enqueue x64', () => inParallel(N, 64, (i) => producer.addOne(i)));
+  await report('enqueue x64', () => inParallel(N, 64, (i) => producer.addOne(i)));
   await producer.close();
 
   let done = 0;
@@ -93,7 +90,7 @@ async function main(harness) {
   const finished = new Promise((resolve) => (finish = resolve));
   const hooks = { claimed() {}, done: () => ++done === N && finish() };
   const consumer = await peer.consumer({}, 'work', 64, hooks);
-  await measure('cycle x64', async () => {
+  await report('cycle x64', async () => {
     consumer.start();
     await finished;
   });

@@ -12,9 +12,10 @@
 // (TESSERA_URL and TESSERA_KEY; REDIS_PORT). N (default 40000) operations
 // per phase: one-by-one enqueue into "single", a batched enqueue into
 // "work" (untimed), then claim+submit cycles on "work".
-import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+
+import { measure } from './measure.mjs';
 
 const [harness, name, pid] = process.argv.slice(2);
 if (!harness || !name || !pid) {
@@ -27,26 +28,11 @@ const { config, inParallel, now, percentile } = await import(`${dir}/lib.mjs`);
 const cfg = config();
 const N = Number(process.env.N ?? 40000);
 
-/** The server's CPU so far in µs (user + system, from /proc; 100 ticks/s). */
-function serverCpu() {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
-
-/** The client's CPU so far in µs. */
-function clientCpu() {
-  const u = process.cpuUsage();
-  return u.user + u.system;
-}
-
 /** Runs `work` (N operations) and prints the rate and both CPUs per operation. */
 async function phase(label, work, extra = () => '') {
-  const [s0, c0, t0] = [serverCpu(), clientCpu(), now()];
-  await work();
-  const secs = (now() - t0) / 1000;
-  const [s, c] = [(serverCpu() - s0) / N, (clientCpu() - c0) / N];
+  const { rate, serverUs, clientUs } = await measure(N, work, pid);
   console.log(
-    `${name} ${label.padEnd(8)} ${Math.round(N / secs)} ops/s   server ${s.toFixed(1)} µs/op   client ${c.toFixed(1)} µs/op${extra()}`,
+    `${name} ${label.padEnd(8)} ${Math.round(rate)} ops/s   server ${serverUs.toFixed(1)} µs/op   client ${clientUs.toFixed(1)} µs/op${extra()}`,
   );
 }
 

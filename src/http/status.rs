@@ -35,15 +35,7 @@ pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         })
         .await?;
     let storage = if p.is_admin() {
-        let f = ctx.queue.folds();
-        let folds = FoldStatus {
-            looks: f.looks,
-            due: f.due,
-            done: f.done,
-            failed: f.failed,
-            last_tasks: f.last_tasks as u64,
-            last_ms: f.last_ms,
-        };
+        let folds = FoldStatus::from(ctx.queue.folds());
         Some(ctx.blocking(move |store| storage(store, folds)).await?)
     } else {
         None

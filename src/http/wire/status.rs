@@ -73,3 +73,16 @@ pub struct FoldStatus {
     /// How long the last fold took, in milliseconds.
     pub last_ms: u64,
 }
+
+impl From<crate::queue::Folds> for FoldStatus {
+    fn from(f: crate::queue::Folds) -> FoldStatus {
+        FoldStatus {
+            looks: f.looks,
+            due: f.due,
+            done: f.done,
+            failed: f.failed,
+            last_tasks: f.last_tasks as u64,
+            last_ms: f.last_ms,
+        }
+    }
+}
