@@ -4,7 +4,7 @@
 //! (histograms in seconds), and at each scrape the tasks per queue and
 //! state read from the queue itself, so a gauge row never vanishes.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 

@@ -6,7 +6,7 @@ use http::StatusCode;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::tasks::{check, task_id};
+use super::tasks::{check, check_then, task_id};
 use super::wire::{
     BulkBody, BulkReply, Heartbeat, LeaseRef, ParkBody, ResumeBody, Retried, SplitBody, SplitDone,
     StateReply, SubmitBody, Submitted,
@@ -76,7 +76,9 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let task = check(ctx, id, &p, access::may_submit)?;
+    let (subject, requester) = check_then(ctx, id, &p, access::may_submit, |t| {
+        (submit::Subject::of(t), t.requester.clone())
+    })?;
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body
         .claim_next
@@ -87,13 +89,13 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         })
         .transpose()?;
     let (lease, input) = body.input()?;
-    let requester = ctx.keyring.principal(&task.requester).ok();
+    let requester = ctx.keyring.principal(&requester).ok();
     let done = submit::complete(
         &ctx.store,
         &ctx.queue,
         &p,
         requester,
-        &task,
+        &subject,
         &lease,
         input,
         None,
@@ -110,7 +112,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         }
     };
     ctx.queue.synced(done.unsynced).await?;
-    Ok(submitted_then(task.id, &done, next))
+    Ok(submitted_then(id, &done, next))
 }
 
 /// `POST /v1/tasks/{id}/park {lease_id, reason, needs}`.
@@ -159,7 +161,7 @@ pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let parent = check(ctx, id, &p, access::may_work)?;
+    let parent = check_then(ctx, id, &p, access::may_work, Task::clone)?;
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
     let requester = ctx.keyring.principal(&parent.requester).map_err(|_| {
         ApiError::from(crate::auth::Error::Forbidden(

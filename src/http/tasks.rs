@@ -31,11 +31,23 @@ pub fn check(
     id: TaskId,
     p: &Principal,
     rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
-) -> Result<Task, ApiError> {
+) -> Result<(), ApiError> {
+    check_then(ctx, id, p, rule, |_| ())
+}
+
+/// [`check`], then `read` of the task under the same look (what the
+/// caller needs of it, rather than a copy of the whole task).
+pub fn check_then<T>(
+    ctx: &Ctx,
+    id: TaskId,
+    p: &Principal,
+    rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
+    read: impl FnOnce(&Task) -> T,
+) -> Result<T, ApiError> {
     ctx.queue.peek(|st| {
         let t = st.task(id)?;
         rule(p, &st.facts(t))?;
-        Ok::<_, ApiError>(t.clone())
+        Ok::<_, ApiError>(read(t))
     })
 }
 

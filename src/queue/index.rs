@@ -11,7 +11,9 @@
 //!    exists only while t is `pending`.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use hashbrown::HashMap;
 
 use jiff::Timestamp;
 

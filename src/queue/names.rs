@@ -3,7 +3,7 @@
 //! one queue hold its name once instead of a million times. Names are
 //! never dropped from the set: tasks are never removed either.
 
-use std::collections::HashSet;
+use hashbrown::HashSet;
 
 use super::spec::TaskSpec;
 use super::task::Task;

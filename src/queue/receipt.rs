@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::task::{Attempt, TaskId, TaskState};
-use crate::store::{self, Name, Pin, Sha256, Store, canonical_json};
+use crate::store::{self, Name, Pin, Sha256, Store, canonical_sorted};
 
 /// A stored body: its hash and size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,13 +33,13 @@ pub enum ProjectionStatus {
 /// Where a worker submit's result was projected.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectionRecord {
-    /// Written or skipped.
-    pub status: ProjectionStatus,
     /// The ctx-dir, relative to the root.
     pub path: String,
     /// Why it was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Written or skipped.
+    pub status: ProjectionStatus,
 }
 
 /// A worker submit's final body, parts, step and projection.
@@ -59,12 +59,12 @@ pub struct WorkerResult {
 /// keywords, never a value the receipt's readers may not see.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckOutcome {
+    /// What was checked, or why it failed.
+    pub detail: String,
     /// The check's name.
     pub name: String,
     /// Whether it passed.
     pub ok: bool,
-    /// What was checked, or why it failed.
-    pub detail: String,
 }
 
 /// What a submit brings besides the lease.
@@ -99,56 +99,58 @@ impl SubmitInput {
     }
 }
 
-/// The receipt record, as stored (canonical JSON) and read back.
+/// The receipt record, as stored (canonical JSON) and read back. Its
+/// fields, and those of the records in it, are declared in key order: it
+/// is written by `canonical_sorted`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Receipt {
-    /// The task.
-    pub task_id: TaskId,
+    /// When.
+    pub at: Timestamp,
     /// The attempt it ends.
     pub attempt: Attempt,
-    /// The attempt's outcome: `succeeded` or `failed`.
-    pub state: TaskState,
+    /// The submitting key.
+    pub by_key: Name,
+    /// Contract checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<CheckOutcome>>,
+    /// Evidence pins (namespace filled in).
+    pub evidence: Vec<Pin>,
+    /// Why the daemon failed the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// The submitter said the failure is final.
+    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
+    pub final_failure: bool,
+    /// The submitter's note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// The daemon's verdict.
     pub ok: bool,
+    /// The worker's final body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out: Option<BodyRef>,
+    /// Output pins (namespace filled in).
+    pub outputs: Vec<Pin>,
+    /// The worker's staged parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<BTreeMap<String, Sha256>>,
+    /// The task's previous receipt.
+    pub prev: Option<Sha256>,
+    /// The ctx-dir projection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<ProjectionRecord>,
     /// For a failed attempt: whether the task went back to the queue for
     /// another attempt (absent on successes and on receipts written before
     /// failed attempts could be retried, which were never retried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<bool>,
-    /// The submitter said the failure is final.
-    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
-    pub final_failure: bool,
-    /// Output pins (namespace filled in).
-    pub outputs: Vec<Pin>,
-    /// Evidence pins (namespace filled in).
-    pub evidence: Vec<Pin>,
-    /// The submitter's note.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// The submitting key.
-    pub by_key: Name,
-    /// When.
-    pub at: Timestamp,
-    /// The task's previous receipt.
-    pub prev: Option<Sha256>,
-    /// The worker's final body.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub out: Option<BodyRef>,
-    /// The worker's staged parts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parts: Option<BTreeMap<String, Sha256>>,
+    /// The attempt's outcome: `succeeded` or `failed`.
+    pub state: TaskState,
     /// The step name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// The ctx-dir projection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub projection: Option<ProjectionRecord>,
-    /// Contract checks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checks: Option<Vec<CheckOutcome>>,
-    /// Why the daemon failed the attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
+    /// The task.
+    pub task_id: TaskId,
 }
 
 impl Receipt {
@@ -192,7 +194,7 @@ impl Receipt {
 
     /// The canonical bytes (what is stored and hashed).
     pub fn bytes(&self) -> Vec<u8> {
-        canonical_json(&serde_json::to_value(self).expect("receipts serialize"))
+        canonical_sorted(self)
     }
 
     /// Reads a stored receipt by its hash.
@@ -207,5 +209,67 @@ impl Receipt {
     /// Whether the receipt's outputs or evidence hold exactly `pin`.
     pub fn cites(&self, pin: &Pin) -> bool {
         self.outputs.iter().chain(&self.evidence).any(|p| p == pin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::canonical_record;
+
+    /// Every field set, so each one's place in the key order is checked
+    /// (`canonical_sorted` compares with the `Value` route in tests too).
+    #[test]
+    fn a_receipt_with_every_field_writes_its_canonical_bytes_straight() {
+        let name = |s: &str| Name::parse("test", s).unwrap();
+        let pin = Pin {
+            namespace: Some(name("team")),
+            store: name("outputs"),
+            key: name("k"),
+            version: 3,
+            sha256: Sha256::of(b"v3"),
+        };
+        let input = SubmitInput {
+            ok: false,
+            outputs: vec![pin.clone()],
+            evidence: vec![pin],
+            note: Some("a \"quoted\" note\n".into()),
+            worker: Some(WorkerResult {
+                out: BodyRef {
+                    sha256: Sha256::of(b"out"),
+                    size: 3,
+                },
+                parts: BTreeMap::from([
+                    ("z.md".into(), Sha256::of(b"z")),
+                    ("a.md".into(), Sha256::of(b"a")),
+                ]),
+                step: "draft".into(),
+                projection: ProjectionRecord {
+                    status: ProjectionStatus::Skipped,
+                    path: "ctx/t1".into(),
+                    reason: Some("blocked".into()),
+                },
+            }),
+            checks: Some(vec![CheckOutcome {
+                name: "schema".into(),
+                ok: false,
+                detail: "/0: required".into(),
+            }]),
+            failure: Some("check schema failed".into()),
+            final_failure: true,
+            request: Sha256::of(b"request"),
+        };
+        let at: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+        let prev = Some(Sha256::of(b"prev"));
+        let receipt = Receipt::build(
+            TaskId(1),
+            Attempt(2),
+            &input,
+            &name("worker"),
+            at,
+            prev,
+            true,
+        );
+        assert_eq!(receipt.bytes(), canonical_record(&receipt));
     }
 }

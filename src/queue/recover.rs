@@ -47,7 +47,7 @@ pub struct Recovery {
     pub replay_ms: u64,
     /// In a report: the receipts journal records carry (the daemon writes
     /// their objects again on start, so they need not exist yet).
-    pub journal_receipts: std::collections::HashSet<crate::store::Sha256>,
+    pub journal_receipts: hashbrown::HashSet<crate::store::Sha256>,
 }
 
 /// Damage that would lose acknowledged records if the daemon went on.

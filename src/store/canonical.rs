@@ -23,6 +23,23 @@ pub fn canonical_record<T: Serialize>(record: &T) -> Vec<u8> {
     canonical_json(&value)
 }
 
+/// The canonical bytes of a record whose struct fields are declared in
+/// key order at every level (its maps ordered maps): written straight,
+/// without the `Value` tree [`canonical_record`] builds, for records made
+/// on a hot path (a receipt, a submit's request hash). Debug builds (every
+/// test) check the bytes against [`canonical_record`], so a field added
+/// out of order fails the first test that writes one.
+pub fn canonical_sorted<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(record).expect("records serialize to JSON");
+    out.push(b'\n');
+    debug_assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&canonical_record(record)),
+        "a struct field is declared out of key order"
+    );
+    out
+}
+
 /// Deepest nesting of arrays and objects accepted in a request body (and
 /// so in anything stored from one): deeper JSON is refused with `400
 /// too_deep` before it is parsed.
@@ -100,6 +117,33 @@ mod tests {
             text,
             "{\n  \"a\": \"x\",\n  \"b\": [\n    1,\n    {\n      \"a\": true,\n      \"z\": null\n    }\n  ]\n}\n"
         );
+    }
+
+    #[derive(serde::Serialize)]
+    struct InOrder {
+        a: u8,
+        b: Option<&'static str>,
+        c: std::collections::BTreeMap<&'static str, u8>,
+    }
+
+    #[derive(serde::Serialize)]
+    struct OutOfOrder {
+        b: u8,
+        a: u8,
+    }
+
+    #[test]
+    fn a_record_in_key_order_is_written_straight_and_one_out_of_order_is_caught() {
+        let r = InOrder {
+            a: 1,
+            b: None,
+            c: [("y", 2), ("x", 1)].into(),
+        };
+        assert_eq!(canonical_sorted(&r), canonical_record(&r));
+        if cfg!(debug_assertions) {
+            let caught = std::panic::catch_unwind(|| canonical_sorted(&OutOfOrder { b: 1, a: 2 }));
+            assert!(caught.is_err(), "debug builds check the order");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! is handed over. A write that fails (a full disk) is retried until it
 //! succeeds; the bytes stay readable meanwhile.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 

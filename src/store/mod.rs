@@ -46,7 +46,7 @@ use std::sync::Arc;
 use cap_std::fs::Dir;
 
 pub use atomic::Durability;
-pub use canonical::{canonical_json, canonical_record};
+pub use canonical::{canonical_json, canonical_record, canonical_sorted};
 pub use envelope::{EffectClass, Visibility};
 pub use health::{Condition, Health, Incident, Writer};
 pub use name::{Name, NounPath};

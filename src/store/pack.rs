@@ -26,7 +26,7 @@
 //! pack (a torn tail is never written after), and a pack is closed at
 //! 64 MiB.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;

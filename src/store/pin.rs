@@ -5,22 +5,23 @@ use serde::{Deserialize, Serialize};
 
 use super::{Error, Name, NounPath, Sha256, VersionEntry};
 
-/// A reference to one exact noun version.
+/// A reference to one exact noun version (fields in key order: receipts
+/// that cite pins are written by `canonical_sorted`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct Pin {
+    /// Key.
+    pub key: Name,
     /// Namespace; when absent, the namespace of the task that carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Name>,
-    /// Store.
-    pub store: Name,
-    /// Key.
-    pub key: Name,
-    /// Version.
-    pub version: u64,
     /// The version's sha256.
     pub sha256: Sha256,
+    /// Store.
+    pub store: Name,
+    /// Version.
+    pub version: u64,
 }
 
 impl Pin {

@@ -11,35 +11,41 @@ use super::projection::{self, Projection, Unplaced};
 use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
-use crate::queue::{CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskState, Unsynced};
-use crate::store::{Durability, Pin, Sha256, Store, canonical_json};
+use serde_json::value::RawValue;
 
-/// `POST /v1/tasks/{id}/submit`: the key route's submit request.
+use crate::queue::{
+    Brief, CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskId, TaskState, Unsynced,
+};
+use crate::store::Name;
+use crate::store::{Durability, Pin, Sha256, Store, canonical_json, canonical_sorted};
+
+/// `POST /v1/tasks/{id}/submit`: the key route's submit request (fields
+/// in key order: its request hash is `canonical_sorted`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct SubmitBody {
+    /// Claim the next task with the acknowledgement (one request per job);
+    /// not part of the submit itself, so not of its request hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_next: Option<NextClaim>,
+    /// Evidence noun pins.
+    #[serde(default)]
+    pub evidence: Vec<Pin>,
+    /// With `ok: false`: the failure is final, so the task fails now even
+    /// with attempts left (no retry).
+    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
+    pub final_failure: bool,
     /// The live lease.
     pub lease_id: String,
+    /// A short note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Success as the worker sees it.
     pub ok: bool,
     /// Output noun pins.
     #[serde(default)]
     pub outputs: Vec<Pin>,
-    /// Evidence noun pins.
-    #[serde(default)]
-    pub evidence: Vec<Pin>,
-    /// A short note.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    /// With `ok: false`: the failure is final, so the task fails now even
-    /// with attempts left (no retry).
-    #[serde(default, rename = "final", skip_serializing_if = "std::ops::Not::not")]
-    pub final_failure: bool,
-    /// Claim the next task with the acknowledgement (one request per job);
-    /// not part of the submit itself, so not of its request hash.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim_next: Option<NextClaim>,
 }
 
 /// What `claim_next` on a submit asks for: a claim as
@@ -48,11 +54,11 @@ pub struct SubmitBody {
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct NextClaim {
-    /// The queue.
-    pub queue: crate::store::Name,
     /// Only these kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kinds: Option<Vec<crate::store::Name>>,
+    /// The queue.
+    pub queue: crate::store::Name,
     /// Long-poll up to this long (at most 30000).
     #[serde(default)]
     #[schema(maximum = 30000)]
@@ -74,9 +80,7 @@ impl SubmitBody {
             });
         }
         check_final(self.ok, self.final_failure)?;
-        let request = Sha256::of(&canonical_json(
-            &serde_json::to_value(&self).expect("bodies serialize"),
-        ));
+        let request = Sha256::of(&canonical_sorted(&self));
         let input = SubmitInput {
             ok: self.ok,
             outputs: self.outputs,
@@ -133,6 +137,32 @@ pub struct FailedCheck {
     pub problem: contract::Problem,
 }
 
+/// What a submit's verdict reads of its task, taken in one look at the
+/// queue (a copy of these few fields, not of the task).
+#[derive(Clone, Debug)]
+pub struct Subject {
+    /// The task.
+    pub id: TaskId,
+    /// Its namespace (pins without one are qualified with it).
+    pub namespace: Name,
+    /// Its kind (the default step name).
+    pub kind: Name,
+    /// Its brief, as the task holds it.
+    pub brief: Box<RawValue>,
+}
+
+impl Subject {
+    /// The fields of `task` a submit's verdict reads.
+    pub fn of(task: &Task) -> Subject {
+        Subject {
+            id: task.id,
+            namespace: task.spec.namespace.clone(),
+            kind: task.spec.kind.clone(),
+            brief: task.spec.brief.clone(),
+        }
+    }
+}
+
 /// A stored body as the JSON a contract check reads (text that is not
 /// JSON becomes a string, which a schema then refuses).
 fn as_json(bytes: &[u8]) -> Value {
@@ -148,18 +178,18 @@ fn as_json(bytes: &[u8]) -> Value {
 /// without saying anything about the noun.
 async fn contract_checks(
     store: &Store,
-    task: &Task,
+    subject: &Subject,
+    brief: Brief,
     requester: Option<Principal>,
     outputs: Vec<Value>,
     staged: Option<Vec<String>>,
 ) -> Result<Option<Vec<contract::Evaluated>>, Error> {
-    let brief = task.spec.brief();
-    let Some(contract_pin) = brief.contract_ref else {
+    let Some(contract_pin) = brief.contract_ref.clone() else {
         return Ok(None);
     };
-    let ns = task.spec.namespace.clone();
+    let step = brief.step_name(&subject.kind).to_string();
+    let ns = subject.namespace.clone();
     let input_pin = brief.input_ref;
-    let step = task.spec.step_name().to_string();
     store
         .blocking(move |store| {
             let read = |pin: &Pin| {
@@ -222,7 +252,7 @@ pub async fn verdict(
     store: &Store,
     p: &Principal,
     requester: Option<Principal>,
-    task: &Task,
+    subject: &Subject,
     mut input: SubmitInput,
     fallback: Option<Value>,
     staged: Option<Vec<String>>,
@@ -233,9 +263,10 @@ pub async fn verdict(
             .map(|(i, pin)| (format!("{what}[{i}]"), pin.clone()))
             .collect()
     };
-    let ns = &task.spec.namespace;
+    let ns = &subject.namespace;
+    let brief = Brief::of(&subject.brief);
     let outputs_pinned = named("outputs", &input.outputs);
-    let mut outputs: Vec<Value> = if task.spec.brief().contract_ref.is_some() {
+    let mut outputs: Vec<Value> = if brief.contract_ref.is_some() {
         let bodies = pins::read(store, p, ns, outputs_pinned).await?;
         bodies.iter().map(|b| as_json(b)).collect()
     } else {
@@ -249,7 +280,9 @@ pub async fn verdict(
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
     let mut failed_checks = Vec::new();
-    if let Some(evaluated) = contract_checks(store, task, requester, outputs, staged).await? {
+    if let Some(evaluated) =
+        contract_checks(store, subject, brief, requester, outputs, staged).await?
+    {
         if let Some(failed) = evaluated.iter().find(|c| !c.check.ok) {
             input.ok = false;
             let c = &failed.check;
@@ -278,31 +311,32 @@ pub async fn complete(
     queue: &Queue,
     p: &Principal,
     requester: Option<Principal>,
-    task: &Task,
+    subject: &Subject,
     lease_id: &LeaseId,
     input: SubmitInput,
     fallback: Option<Value>,
     wait: bool,
 ) -> Result<Completed, Error> {
-    let (input, failed_checks) = verdict(store, p, requester, task, input, fallback, None).await?;
-    record(queue, p, task, lease_id, &input, failed_checks, wait).await
+    let (input, failed_checks) =
+        verdict(store, p, requester, subject, input, fallback, None).await?;
+    record(queue, p, subject.id, lease_id, &input, failed_checks, wait).await
 }
 
 /// Writes the receipt of a submit whose [`verdict`] is in `input`.
 async fn record(
     queue: &Queue,
     p: &Principal,
-    task: &Task,
+    id: TaskId,
     lease_id: &LeaseId,
     input: &SubmitInput,
     failed_checks: Vec<FailedCheck>,
     wait: bool,
 ) -> Result<Completed, Error> {
     let ((receipt, created, state), unsynced) =
-        queue.submit_unsynced(task.id, lease_id, input, &p.key_id)?;
+        queue.submit_unsynced(id, lease_id, input, &p.key_id)?;
     let attempts_left = (state != TaskState::Succeeded).then(|| {
         queue.peek(|st| {
-            st.tasks.get(&task.id).map_or(0, |t| {
+            st.tasks.get(&id).map_or(0, |t| {
                 if t.state.is_terminal() {
                     0
                 } else {
@@ -318,7 +352,7 @@ async fn record(
             .map_err(crate::queue::SubmitError::from)?;
     }
     if created {
-        tracing::debug!(task = %task.id, state = state.as_str(), receipt = %receipt, "task submitted");
+        tracing::debug!(task = %id, state = state.as_str(), receipt = %receipt, "task submitted");
     }
     Ok(Completed {
         receipt,
@@ -384,7 +418,7 @@ pub async fn submit_body(
         store,
         &session.claimant,
         requester,
-        task,
+        &Subject::of(task),
         input,
         fallback,
         staged_names,
@@ -449,7 +483,7 @@ pub async fn submit_body(
     let done = record(
         queue,
         &session.claimant,
-        task,
+        task_id,
         &lease.id,
         &input,
         failed_checks,
