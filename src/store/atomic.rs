@@ -83,19 +83,20 @@ impl AtomicWriter {
     /// Replaces the contents of `dir/name` in place (creating it, mode
     /// 0644), without fsync: for a ref file's hidden shadow, which no one
     /// reads while it is written and whose durable copy is the noun log.
+    /// The new bytes go over the old ones and the file is then cut to
+    /// their length: a file truncated to nothing and written again is
+    /// flushed to disk as it is closed (ext4's `auto_da_alloc`), which
+    /// would put a write out to the device on every noun put.
     pub fn overwrite(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
         self.noted(self.check().and_then(|()| {
             let mut file = dir
                 .open_with(
                     name,
-                    OpenOptions::new()
-                        .write(true)
-                        .create(true)
-                        .truncate(true)
-                        .mode(0o644),
+                    OpenOptions::new().write(true).create(true).mode(0o644),
                 )
                 .map_err(|e| io_err(format!("opening {name}"), e))?;
             file.write_all(bytes)
+                .and_then(|()| file.set_len(bytes.len() as u64))
                 .map_err(|e| io_err(format!("writing {name}"), e))
         }))
     }
@@ -276,6 +277,21 @@ pub fn sync_dir(dir: &Dir) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::store::Condition;
+
+    #[test]
+    fn an_overwrite_leaves_exactly_the_new_bytes_longer_or_shorter() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        let writer = AtomicWriter::new(root.try_clone().unwrap(), Health::new());
+        for bytes in [
+            &b"a longer first version"[..],
+            b"short",
+            b"a longer third one",
+        ] {
+            writer.overwrite(&root, ".k.swap", bytes).unwrap();
+            assert_eq!(root.read(".k.swap").unwrap(), bytes);
+        }
+    }
 
     #[test]
     fn a_failed_fsync_refuses_every_later_write_until_restart() {
