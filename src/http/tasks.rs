@@ -151,9 +151,10 @@ fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError>
 /// The spec's own rules, its brief's pins as `p` reads them, and a strict
 /// placement's reachability.
 async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), ApiError> {
-    spec.check()
+    let brief = spec
+        .check()
         .map_err(|(field, message)| crate::queue::EnqueueError::InvalidSpec { field, message })?;
-    crate::worker::pins::check(&ctx.store, p, &spec.namespace, spec.brief().pins()).await?;
+    crate::worker::pins::check(&ctx.store, p, &spec.namespace, brief.pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
         let template = ctx.queue.peek(|st| st.template_of(spec));
         if crate::queue::placement::check_template(&template).is_ok() {

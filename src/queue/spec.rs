@@ -182,10 +182,12 @@ pub const MAX_LABEL: usize = 256;
 impl TaskSpec {
     /// Checks every rule of the spec: its brief ([`super::Brief::parse`])
     /// and [`TaskSpec::check_fields`]. Run where a spec comes in, before
-    /// the queue's lock. Returns the offending field and why.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        super::brief::Brief::parse(&self.brief)?;
-        self.check_fields()
+    /// the queue's lock. Returns the parsed brief, or the offending field
+    /// and why.
+    pub fn check(&self) -> Result<super::Brief, (&'static str, String)> {
+        let brief = super::brief::Brief::parse(&self.brief)?;
+        self.check_fields()?;
+        Ok(brief)
     }
 
     /// Checks the envelope fields serde cannot, cheaply (the queue checks
