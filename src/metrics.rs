@@ -4,10 +4,10 @@
 //! (histograms in seconds), and at each scrape the tasks per queue and
 //! state read from the queue itself, so a gauge row never vanishes.
 
-use hashbrown::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use hashbrown::HashMap;
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};

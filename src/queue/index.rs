@@ -14,7 +14,6 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
 use hashbrown::HashMap;
-
 use jiff::Timestamp;
 
 use super::idempotency::Idempotency;

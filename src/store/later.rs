@@ -6,9 +6,10 @@
 //! is handed over. A write that fails (a full disk) is retried until it
 //! succeeds; the bytes stay readable meanwhile.
 
-use hashbrown::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
+
+use hashbrown::HashMap;
 
 use super::{Error, Inner, Sha256};
 

@@ -26,13 +26,13 @@
 //! pack (a torn tail is never written after), and a pack is closed at
 //! 64 MiB.
 
-use hashbrown::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::{Mutex, PoisonError};
 
 use cap_std::fs::{Dir, OpenOptions};
+use hashbrown::HashMap;
 
 use super::{Error, Sha256, io_err};
 

@@ -5,19 +5,17 @@
 //! body and parts as objects, project them into the ctx-dir, then complete.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::projection::{self, Projection, Unplaced};
 use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
-use serde_json::value::RawValue;
-
 use crate::queue::{
     Brief, CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskId, TaskState, Unsynced,
 };
-use crate::store::Name;
-use crate::store::{Durability, Pin, Sha256, Store, canonical_json, canonical_sorted};
+use crate::store::{Durability, Name, Pin, Sha256, Store, canonical_json, canonical_sorted};
 
 /// `POST /v1/tasks/{id}/submit`: the key route's submit request (fields
 /// in key order: its request hash is `canonical_sorted`).
