@@ -76,9 +76,16 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let (subject, requester) = check_then(ctx, id, &p, access::may_submit, |t| {
-        (submit::Subject::of(t), t.requester.clone())
+    let (namespace, kind, brief, requester) = check_then(ctx, id, &p, access::may_submit, |t| {
+        let s = &t.spec;
+        (
+            s.namespace.clone(),
+            s.kind.clone(),
+            s.brief.clone(),
+            t.requester.clone(),
+        )
     })?;
+    let task = submit::SubmitTask::new(id, namespace, &kind, &brief);
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body
         .claim_next
@@ -95,7 +102,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         &ctx.queue,
         &p,
         requester,
-        &subject,
+        &task,
         &lease,
         input,
         None,

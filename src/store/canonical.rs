@@ -5,7 +5,10 @@
 //! Canonical form: object keys sorted by their UTF-8 bytes, two-space
 //! indent, `": "` after keys, one trailing newline. Numbers keep
 //! serde_json's shortest round-trip form. Key order does not depend on
-//! serde_json's `preserve_order` feature: this module sorts explicitly.
+//! serde_json's `preserve_order` feature: this module sorts explicitly
+//! ([`canonical_json`], [`canonical_record`]), or writes a record whose
+//! fields are declared in key order and checks it in debug builds
+//! ([`canonical_sorted`]).
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;

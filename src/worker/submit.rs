@@ -135,29 +135,42 @@ pub struct FailedCheck {
     pub problem: contract::Problem,
 }
 
-/// What a submit's verdict reads of its task, taken in one look at the
-/// queue (a copy of these few fields, not of the task).
+/// What a submit reads of its task: a few fields copied in one look at
+/// the queue (not the whole task), its brief parsed once, after the look.
 #[derive(Clone, Debug)]
-pub struct Subject {
+pub struct SubmitTask {
     /// The task.
     pub id: TaskId,
     /// Its namespace (pins without one are qualified with it).
     pub namespace: Name,
-    /// Its kind (the default step name).
-    pub kind: Name,
-    /// Its brief, as the task holds it.
-    pub brief: Box<RawValue>,
+    /// Its brief's daemon fields.
+    pub brief: Brief,
+    /// Its step name (the projected `<step>.md`).
+    pub step: Name,
 }
 
-impl Subject {
-    /// The fields of `task` a submit's verdict reads.
-    pub fn of(task: &Task) -> Subject {
-        Subject {
-            id: task.id,
-            namespace: task.spec.namespace.clone(),
-            kind: task.spec.kind.clone(),
-            brief: task.spec.brief.clone(),
+impl SubmitTask {
+    /// From fields copied out of the queue: the task's id, namespace,
+    /// kind and brief as the task holds it.
+    pub fn new(id: TaskId, namespace: Name, kind: &Name, brief: &RawValue) -> SubmitTask {
+        let brief = Brief::of(brief);
+        let step = brief.step_name(kind);
+        SubmitTask {
+            id,
+            namespace,
+            brief,
+            step,
         }
+    }
+
+    /// From a copy of the whole task (the worker route's session holds one).
+    pub fn of(task: &Task) -> SubmitTask {
+        SubmitTask::new(
+            task.id,
+            task.spec.namespace.clone(),
+            &task.spec.kind,
+            &task.spec.brief,
+        )
     }
 }
 
@@ -176,18 +189,17 @@ fn as_json(bytes: &[u8]) -> Value {
 /// without saying anything about the noun.
 async fn contract_checks(
     store: &Store,
-    subject: &Subject,
-    brief: Brief,
+    task: &SubmitTask,
     requester: Option<Principal>,
     outputs: Vec<Value>,
     staged: Option<Vec<String>>,
 ) -> Result<Option<Vec<contract::Evaluated>>, Error> {
-    let Some(contract_pin) = brief.contract_ref.clone() else {
+    let Some(contract_pin) = task.brief.contract_ref.clone() else {
         return Ok(None);
     };
-    let step = brief.step_name(&subject.kind).to_string();
-    let ns = subject.namespace.clone();
-    let input_pin = brief.input_ref;
+    let step = task.step.to_string();
+    let ns = task.namespace.clone();
+    let input_pin = task.brief.input_ref.clone();
     store
         .blocking(move |store| {
             let read = |pin: &Pin| {
@@ -250,7 +262,7 @@ pub async fn verdict(
     store: &Store,
     p: &Principal,
     requester: Option<Principal>,
-    subject: &Subject,
+    task: &SubmitTask,
     mut input: SubmitInput,
     fallback: Option<Value>,
     staged: Option<Vec<String>>,
@@ -261,10 +273,9 @@ pub async fn verdict(
             .map(|(i, pin)| (format!("{what}[{i}]"), pin.clone()))
             .collect()
     };
-    let ns = &subject.namespace;
-    let brief = Brief::of(&subject.brief);
+    let ns = &task.namespace;
     let outputs_pinned = named("outputs", &input.outputs);
-    let mut outputs: Vec<Value> = if brief.contract_ref.is_some() {
+    let mut outputs: Vec<Value> = if task.brief.contract_ref.is_some() {
         let bodies = pins::read(store, p, ns, outputs_pinned).await?;
         bodies.iter().map(|b| as_json(b)).collect()
     } else {
@@ -278,9 +289,7 @@ pub async fn verdict(
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
     let mut failed_checks = Vec::new();
-    if let Some(evaluated) =
-        contract_checks(store, subject, brief, requester, outputs, staged).await?
-    {
+    if let Some(evaluated) = contract_checks(store, task, requester, outputs, staged).await? {
         if let Some(failed) = evaluated.iter().find(|c| !c.check.ok) {
             input.ok = false;
             let c = &failed.check;
@@ -309,15 +318,14 @@ pub async fn complete(
     queue: &Queue,
     p: &Principal,
     requester: Option<Principal>,
-    subject: &Subject,
+    task: &SubmitTask,
     lease_id: &LeaseId,
     input: SubmitInput,
     fallback: Option<Value>,
     wait: bool,
 ) -> Result<Completed, Error> {
-    let (input, failed_checks) =
-        verdict(store, p, requester, subject, input, fallback, None).await?;
-    record(queue, p, subject.id, lease_id, &input, failed_checks, wait).await
+    let (input, failed_checks) = verdict(store, p, requester, task, input, fallback, None).await?;
+    record(queue, p, task.id, lease_id, &input, failed_checks, wait).await
 }
 
 /// Writes the receipt of a submit whose [`verdict`] is in `input`.
@@ -386,7 +394,8 @@ pub async fn submit_body(
         state: task.state,
         attempt: task.attempt,
     })?;
-    let step = task.spec.step_name().to_string();
+    let submitting = SubmitTask::of(task);
+    let step = submitting.step.to_string();
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
     let namespace = task.spec.namespace.clone();
@@ -416,7 +425,7 @@ pub async fn submit_body(
         store,
         &session.claimant,
         requester,
-        &Subject::of(task),
+        &submitting,
         input,
         fallback,
         staged_names,
