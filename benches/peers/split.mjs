@@ -11,7 +11,9 @@
 // The adapter reads its server from the environment as under run.sh
 // (TESSERA_URL and TESSERA_KEY; REDIS_PORT). N (default 40000) operations
 // per phase: one-by-one enqueue into "single", a batched enqueue into
-// "work" (untimed), then claim+submit cycles on "work".
+// "work" (untimed), then claim+submit cycles on "work". The cycles' latency
+// is also printed per window of W (default 2000) jobs in completion order,
+// to tell a slow start (a client's warm-up) from stalls spread over the run.
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -27,6 +29,7 @@ const peer = await import(`${dir}/peers/${name}.mjs`);
 const { config, inParallel, now, percentile } = await import(`${dir}/lib.mjs`);
 const cfg = config();
 const N = Number(process.env.N ?? 40000);
+const WINDOW = Number(process.env.WINDOW ?? 2000);
 
 /** Runs `work` (N operations) and prints the rate and both CPUs per operation. */
 async function phase(label, work, extra = () => '') {
@@ -67,9 +70,14 @@ await phase(
     await finished;
   },
   () => {
-    latency.sort((a, b) => a - b);
-    return `   p50 ${percentile(latency, 50).toFixed(2)} ms   p99 ${percentile(latency, 99).toFixed(2)} ms`;
+    const sorted = [...latency].sort((a, b) => a - b);
+    return `   p50 ${percentile(sorted, 50).toFixed(2)} ms   p99 ${percentile(sorted, 99).toFixed(2)} ms`;
   },
 );
+for (let from = 0; from < latency.length; from += WINDOW) {
+  const w = latency.slice(from, from + WINDOW).sort((a, b) => a - b);
+  const ms = (p) => percentile(w, p).toFixed(1).padStart(6);
+  console.log(`${name} jobs ${String(from).padStart(6)}+   p50 ${ms(50)} ms   p99 ${ms(99)} ms   max ${w[w.length - 1].toFixed(1)} ms`);
+}
 await consumer.stop();
 process.exit(0);
