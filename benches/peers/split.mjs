@@ -12,7 +12,7 @@
 // (TESSERA_URL and TESSERA_KEY; REDIS_PORT). N (default 40000) operations
 // per phase: one-by-one enqueue into "single", a batched enqueue into
 // "work" (untimed), then claim+submit cycles on "work". The cycles' latency
-// is also printed per window of W (default 2000) jobs in completion order,
+// is also printed per window of WINDOW (default 2000) jobs in completion order,
 // to tell a slow start (a client's warm-up) from stalls spread over the run.
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';

