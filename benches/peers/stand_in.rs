@@ -36,7 +36,10 @@ const LEASE: &str = r#"{"id":"e518127341cf1589a6f27ecdd088ff6b","fence":1,"expir
 const ENQUEUED: &str = r#"{"task_id":"t1","state":"queued","created":true}"#;
 
 #[derive(Parser)]
-#[command(name = "stand-in", version = "(a no-work server: canned answers, no disk)")]
+#[command(
+    name = "stand-in",
+    version = "(a no-work server: canned answers, no disk)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
