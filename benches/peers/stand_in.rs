@@ -123,12 +123,19 @@ fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     resp
 }
 
+/// A refusal in the API's error shape.
+fn refused(message: &str) -> Response<Full<Bytes>> {
+    let body =
+        serde_json::json!({"error": {"code": "malformed_json", "message": message, "details": {}}});
+    json(StatusCode::BAD_REQUEST, body.to_string())
+}
+
 /// The answer to one request; a body it cannot read is a 400.
 async fn answer(queues: &Mutex<Queues>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
-        Err(_) => return json(StatusCode::BAD_REQUEST, "{}"),
+        Err(e) => return refused(&format!("reading the body: {e}")),
     };
     let mut queues = queues.lock().unwrap_or_else(PoisonError::into_inner);
     let parsed = match (method, path.as_str()) {
@@ -156,13 +163,17 @@ async fn answer(queues: &Mutex<Queues>, req: Request<Incoming>) -> Response<Full
             let queue = &p["/v1/queues/".len()..p.len() - "/claim".len()];
             Ok(match queues.take(queue) {
                 Some(c) => json(StatusCode::OK, c),
-                None => json(StatusCode::NO_CONTENT, Bytes::new()),
+                None => {
+                    let mut empty = Response::new(Full::new(Bytes::new()));
+                    *empty.status_mut() = StatusCode::NO_CONTENT;
+                    empty
+                }
             })
         }
         // Provisioning a queue, a release, /healthz.
         _ => Ok(json(StatusCode::OK, "{}")),
     };
-    parsed.unwrap_or_else(|_| json(StatusCode::BAD_REQUEST, "{}"))
+    parsed.unwrap_or_else(|e| refused(&format!("the body is not the JSON expected: {e}")))
 }
 
 fn main() -> anyhow::Result<()> {
