@@ -3,6 +3,8 @@
 //! the daemon does) and answers at once with the bytes the daemon sends,
 //! same shape and size; it writes nothing to disk and keeps only a count
 //! of tasks per queue, so claims run dry when every task enqueued is taken.
+//! The canned bodies were captured from `tessera serve`'s enqueue, claim
+//! and submit answers: capture them again when those bodies change.
 //!
 //! ```sh
 //! cargo build --release --example stand-in
