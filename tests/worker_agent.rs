@@ -302,7 +302,8 @@ async fn pins_the_claimant_may_not_read_stay_hidden_in_every_answer() {
         }
     }
 
-    // The key route: a failing check names its pointer and keyword only.
+    // The key route: a contract the claimant may not read is not run on
+    // its guess (its verdict would tell whether the guess was right).
     let out = put_noun(
         &t.worker,
         "work.outputs",
@@ -316,7 +317,7 @@ async fn pins_the_claimant_may_not_read_stay_hidden_in_every_answer() {
     assert_eq!(done["ok"], json!(false));
     assert_eq!(
         done["failed_checks"],
-        json!([{"name": "answer_matches", "output": 0, "pointer": "/answer", "keyword": "equals"}])
+        json!([{"name": "contract_is_valid", "pointer": null, "keyword": "readable"}])
     );
     assert!(done["attempts_left"].is_u64());
     answers.push(r);

@@ -24,7 +24,7 @@ pub fn sees(p: &Principal, env: Envelope<'_>) -> bool {
     }
     let holds = |s: Option<&Name>| s.is_some_and(|s| p.grants.surfaces.contains(s));
     match env.visibility {
-        Visibility::Private => env.owner == Some(p.key_id.as_str()),
+        Visibility::Private => p.owns(env.owner),
         Visibility::SurfaceOnly => holds(env.producer_surface),
         Visibility::AllowlistSurfaces => {
             holds(env.producer_surface) || env.allowed_surfaces.iter().any(|s| holds(Some(s)))
@@ -295,7 +295,9 @@ pub fn may_resume(p: &Principal, f: &TaskFacts<'_>, parked_by: Option<&Name>) ->
 /// requester's grants intersected with the splitting worker's. The
 /// children stay the requester's (its key id and `verbs:enqueue`), and no
 /// child gets a queue, kind, effect class, namespace or surface that
-/// either key lacks.
+/// either key lacks. It owns nothing (unless both are one key): what it
+/// may read, both keys may read, so a child can neither pin a noun nor
+/// depend on a task that is private to one of them.
 pub fn split_authority(requester: &Principal, splitter: &Principal) -> Result<Principal, Error> {
     require(requester, Scope::VerbsEnqueue).map_err(|_| {
         Error::Forbidden(
@@ -308,6 +310,7 @@ pub fn split_authority(requester: &Principal, splitter: &Principal) -> Result<Pr
         account_id: requester.account_id.clone(),
         kind: requester.kind,
         grants,
+        owns: requester.key_id == splitter.key_id,
     }))
 }
 
@@ -357,7 +360,7 @@ pub fn may_retry(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
 /// A task the key sees (else hidden) that it enqueued, or any for admin.
 fn requester_or_admin(p: &Principal, f: &TaskFacts<'_>, what: &str) -> Result<(), Error> {
     read_task(p, f)?;
-    if p.is_admin() || f.envelope.owner == Some(p.key_id.as_str()) {
+    if p.is_admin() || p.owns(f.envelope.owner) {
         Ok(())
     } else {
         Err(Error::Forbidden(format!(

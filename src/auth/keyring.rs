@@ -109,6 +109,7 @@ impl Entry {
             account_id: record.account_id.clone(),
             kind: record.principal_kind,
             grants: GrantSet::compile(&record.grants),
+            owns: true,
         }));
         Arc::new(Entry { record, principal })
     }

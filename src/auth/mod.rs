@@ -77,6 +77,11 @@ pub struct PrincipalInfo {
     pub kind: PrincipalKind,
     /// Its grants as sets.
     pub grants: GrantSet,
+    /// Whether the records `key_id` owns (`private` nouns and tasks) are
+    /// this principal's own: true for a key, false for an authority that
+    /// acts for another key under narrowed grants (a split's children,
+    /// `access::split_authority`), which owns nothing.
+    pub owns: bool,
 }
 
 impl Deref for Principal {
@@ -96,6 +101,12 @@ impl Principal {
     /// Whether the key holds `admin`.
     pub fn is_admin(&self) -> bool {
         self.grants.admin
+    }
+
+    /// Whether a record with this `owner` (a key id) is the principal's
+    /// own: its key made it, and the principal owns what its key owns.
+    pub fn owns(&self, owner: Option<&str>) -> bool {
+        self.owns && owner == Some(self.key_id.as_str())
     }
 }
 

@@ -76,16 +76,10 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let (namespace, kind, brief, requester) = check_then(ctx, id, &p, access::may_submit, |t| {
-        let s = &t.spec;
-        (
-            s.namespace.clone(),
-            s.kind.clone(),
-            s.brief.clone(),
-            t.requester.clone(),
-        )
+    let (read, requester) = check_then(ctx, id, &p, access::may_submit, |t| {
+        (submit::SubmitTask::read(t), t.requester.clone())
     })?;
-    let task = submit::SubmitTask::new(id, namespace, &kind, &brief);
+    let task = submit::SubmitTask::new(read);
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body
         .claim_next

@@ -1,6 +1,7 @@
 //! Contract checks (deterministic, opt-in): when a task's brief pins a
-//! contract noun (`brief.contract_ref`) that declares schemas or checks
-//! ([`Contract::declares_checks`]), submit runs the contract's checks
+//! contract noun (`brief.contract_ref`) that declares a requirement
+//! (schemas, checks or required parts: [`Contract::declares_requirements`]),
+//! submit runs the contract's checks
 //! on the referenced outputs and records each `{name, ok, detail}` in the
 //! receipt; any failing check makes the receipt `ok: false`. No other noun
 //! write is validated: generic nouns accept any JSON.
@@ -16,8 +17,9 @@
 //!   `equals` tests the value there. A check the daemon cannot run fails:
 //!   missing evidence never turns into a pass.
 //!
-//! - `parts_staged` (worker submits of a contract that declares `parts`
-//!   with `required: true`): every required part was staged.
+//! - `parts_staged` (a contract that declares `parts` with
+//!   `required: true`, whether or not it declares anything else, on both
+//!   submit routes): every required part was staged by the attempt.
 //!
 //! A check's detail names JSON pointers and schema keywords, never a value
 //! from the input, the outputs or the contract: a receipt is read by keys
@@ -91,7 +93,7 @@ pub struct PartSpec {
     /// Its media type, for the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
-    /// Whether a worker submit must have staged it (`parts_staged`).
+    /// Whether a submit must have staged it (`parts_staged`).
     #[serde(default)]
     pub required: bool,
 }
@@ -104,6 +106,9 @@ pub struct Contract {
     /// The document as stored.
     #[serde(skip)]
     pub doc: Value,
+    /// Whether the document's fields had the types this struct reads.
+    #[serde(skip)]
+    typed: bool,
     /// The instruction for the worker.
     #[serde(default)]
     pub directive: Option<String>,
@@ -160,18 +165,32 @@ impl Contract {
     pub fn parse(bytes: &[u8]) -> Contract {
         let doc: Value = serde_json::from_slice(bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()));
-        let mut c = Contract::deserialize(&doc).unwrap_or_default();
+        let mut c = Contract::deserialize(&doc)
+            .map(|c| Contract { typed: true, ..c })
+            .unwrap_or_default();
         c.doc = doc;
         c
     }
 
-    /// Whether it opts into checks: it declares an input or output schema
-    /// or acceptance checks. Other contracts (say, only a directive and a
-    /// system prompt) are left alone.
-    pub fn declares_checks(&self) -> bool {
+    /// Whether it opts into checks: it declares an input or output schema,
+    /// acceptance checks, or a required part. Other contracts (say, only a
+    /// directive and a system prompt) are left alone.
+    pub fn declares_requirements(&self) -> bool {
+        let unreadable_parts = !self.typed && self.doc.get("parts").is_some();
+        self.declares_checks() || unreadable_parts || !self.required_parts().is_empty()
+    }
+
+    /// Whether it declares an input or output schema or acceptance checks
+    /// (the checks over the input and the outputs).
+    fn declares_checks(&self) -> bool {
         ["input_schema", "output_schema", "checks"]
             .iter()
             .any(|k| self.doc.get(k).is_some())
+    }
+
+    /// The parts a submit must have staged.
+    fn required_parts(&self) -> Vec<&PartSpec> {
+        self.parts.iter().flatten().filter(|p| p.required).collect()
     }
 
     /// The contract's instruction for `step`: `directives.<step>`, else
@@ -201,6 +220,28 @@ impl Contract {
             }
         }
         out
+    }
+
+    /// `contract_is_valid`: the skill-pack schema (only its `parts` for a
+    /// contract that declares no schema or check), and what it cannot say
+    /// about `parts`.
+    fn validity(&self, step: &str) -> Result<String, Vec<Problem>> {
+        let mut schema: Value =
+            serde_json::from_str(SKILL_PACK_SCHEMA).expect("the skill-pack schema is JSON");
+        if !self.declares_checks() {
+            let parts = schema["properties"]["parts"].take();
+            schema = json!({"type": "object", "properties": {"parts": parts}});
+        }
+        schema_problems(&schema, &self.doc)
+            .and_then(|()| {
+                let problems = self.part_problems(step);
+                if problems.is_empty() {
+                    Ok(())
+                } else {
+                    Err(problems)
+                }
+            })
+            .map(|()| "the contract satisfies the skill-pack schema".to_string())
     }
 }
 
@@ -275,7 +316,7 @@ fn schema_problems(schema: &Value, instance: &Value) -> Result<(), Vec<Problem>>
 }
 
 /// What a submit hands the checks besides the contract: the task's step,
-/// its input, its outputs, and (for a worker submit) the staged part names.
+/// its input, its outputs, and the part names the attempt staged.
 #[derive(Clone, Copy, Debug)]
 pub struct Subject<'a> {
     /// The task's step name.
@@ -284,34 +325,34 @@ pub struct Subject<'a> {
     pub input: Option<&'a Value>,
     /// The outputs to check.
     pub outputs: &'a [Value],
-    /// The staged part names, for a worker submit.
-    pub staged: Option<&'a [String]>,
+    /// The part names the attempt staged.
+    pub staged: &'a [String],
 }
 
-/// Runs a contract's checks on the task's input and outputs.
+/// Runs a contract's checks on the task's input, outputs and staged
+/// parts: every requirement it declares, each time.
 pub fn evaluate(contract: &Contract, subject: Subject<'_>) -> Vec<Evaluated> {
-    let Subject {
-        step,
-        input,
-        outputs,
-        staged,
-    } = subject;
-    let schema: Value =
-        serde_json::from_str(SKILL_PACK_SCHEMA).expect("the skill-pack schema is JSON");
-    let valid = schema_problems(&schema, &contract.doc)
-        .and_then(|()| {
-            let problems = contract.part_problems(step);
-            if problems.is_empty() {
-                Ok(())
-            } else {
-                Err(problems)
-            }
-        })
-        .map(|()| "the contract satisfies the skill-pack schema".to_string());
-    let mut out = vec![check("contract_is_valid", valid.clone())];
-    if valid.is_err() {
+    let mut out = vec![check("contract_is_valid", contract.validity(subject.step))];
+    if !out[0].check.ok {
         return out;
     }
+    if contract.declares_checks() {
+        out.extend(evaluate_checks(contract, subject));
+    }
+    let required = contract.required_parts();
+    if !required.is_empty() {
+        out.push(check(
+            "parts_staged",
+            parts_staged(&required, subject.staged),
+        ));
+    }
+    out
+}
+
+/// The checks over the input and the outputs: the schemas and `checks`.
+fn evaluate_checks(contract: &Contract, subject: Subject<'_>) -> Vec<Evaluated> {
+    let Subject { input, outputs, .. } = subject;
+    let mut out = Vec::new();
     if let Some(input) = input {
         out.push(check(
             "input_matches_schema",
@@ -374,17 +415,6 @@ pub fn evaluate(contract: &Contract, subject: Subject<'_>) -> Vec<Evaluated> {
             ))
         };
         out.push(check(name, result));
-    }
-    if let Some(staged) = staged {
-        let required: Vec<&PartSpec> = contract
-            .parts
-            .iter()
-            .flatten()
-            .filter(|p| p.required)
-            .collect();
-        if !required.is_empty() {
-            out.push(check("parts_staged", parts_staged(&required, staged)));
-        }
     }
     out
 }
@@ -504,7 +534,7 @@ mod tests {
             step: "solve_draft",
             input,
             outputs,
-            staged: None,
+            staged: &[],
         }
     }
 
@@ -649,7 +679,7 @@ mod tests {
             let out = evaluate(
                 &c,
                 Subject {
-                    staged: Some(&names),
+                    staged: &names,
                     ..subject(Some(&input), &outputs)
                 },
             );
@@ -659,5 +689,45 @@ mod tests {
         };
         assert!(staged(&["plan.md"]));
         assert!(!staged(&["notes.md"]));
+    }
+
+    #[test]
+    fn required_parts_alone_are_a_requirement_and_checked() {
+        let only_parts = |parts: Value| {
+            let doc = json!({"contract": "design.v1", "directive": "Plan.", "parts": parts});
+            Contract::parse(&serde_json::to_vec(&doc).unwrap())
+        };
+        let run = |c: &Contract, staged: &[&str]| {
+            let names: Vec<String> = staged.iter().map(|n| n.to_string()).collect();
+            let out = evaluate(
+                c,
+                Subject {
+                    staged: &names,
+                    ..subject(None, &[])
+                },
+            );
+            names_and_oks(&out)
+        };
+        let optional = only_parts(json!([{"name": "notes.md"}]));
+        assert!(!optional.declares_requirements());
+        let c = only_parts(json!([{"name": "plan.md", "required": true}]));
+        assert!(c.declares_requirements());
+        let checked = |ok: bool| {
+            vec![
+                ("contract_is_valid".to_string(), true),
+                ("parts_staged".to_string(), ok),
+            ]
+        };
+        assert_eq!(run(&c, &[]), checked(false));
+        assert_eq!(run(&c, &["plan.md"]), checked(true));
+        let malformed = only_parts(json!([{"name": "plan.md", "required": "yes"}]));
+        assert!(
+            malformed.declares_requirements(),
+            "unreadable parts never pass"
+        );
+        assert_eq!(
+            run(&malformed, &["plan.md"]),
+            [("contract_is_valid".to_string(), false)]
+        );
     }
 }

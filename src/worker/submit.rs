@@ -147,30 +147,51 @@ pub struct SubmitTask {
     pub brief: Brief,
     /// Its step name (the projected `<step>.md`).
     pub step: Name,
+    /// The part names the attempt staged, for the contract's required parts.
+    pub staged: Vec<String>,
+}
+
+/// What a submit copies of its task under its one look at the queue,
+/// before the brief is parsed ([`SubmitTask::new`]).
+#[derive(Clone, Debug)]
+pub struct Copied {
+    id: TaskId,
+    namespace: Name,
+    kind: Name,
+    brief: Box<RawValue>,
+    staged: Vec<String>,
 }
 
 impl SubmitTask {
-    /// From fields copied out of the queue: the task's id, namespace,
-    /// kind and brief as the task holds it.
-    pub fn new(id: TaskId, namespace: Name, kind: &Name, brief: &RawValue) -> SubmitTask {
-        let brief = Brief::of(brief);
-        let step = brief.step_name(kind);
+    /// What a submit copies of `task`: its id, namespace, kind, brief and
+    /// the part names its attempt staged.
+    pub fn read(task: &Task) -> Copied {
+        let s = &task.spec;
+        Copied {
+            id: task.id,
+            namespace: s.namespace.clone(),
+            kind: s.kind.clone(),
+            brief: s.brief.clone(),
+            staged: task.staged.keys().cloned().collect(),
+        }
+    }
+
+    /// From the fields [`SubmitTask::read`] copied, its brief parsed once.
+    pub fn new(c: Copied) -> SubmitTask {
+        let brief = Brief::of(&c.brief);
+        let step = brief.step_name(&c.kind);
         SubmitTask {
-            id,
-            namespace,
+            id: c.id,
+            namespace: c.namespace,
             brief,
             step,
+            staged: c.staged,
         }
     }
 
     /// From a copy of the whole task (the worker route's session holds one).
     pub fn of(task: &Task) -> SubmitTask {
-        SubmitTask::new(
-            task.id,
-            task.spec.namespace.clone(),
-            &task.spec.kind,
-            &task.spec.brief,
-        )
+        SubmitTask::new(SubmitTask::read(task))
     }
 }
 
@@ -182,17 +203,19 @@ fn as_json(bytes: &[u8]) -> Value {
 }
 
 /// Runs the pinned contract's checks (if the brief pins one that declares
-/// them) on `outputs`, the submit's output bodies (or the worker's final
-/// body when it names no output pins). The contract and input are read as
-/// the task's requester, who pinned them (`None` when the requester's key
-/// is no longer usable): a pin the requester may not read fails its check
-/// without saying anything about the noun.
+/// a requirement) on `outputs`, the submit's output bodies (or the
+/// worker's final body when it names no output pins) and the part names
+/// the attempt staged. A pin is read for a check only when
+/// both the task's requester (who pinned it; `None` when its key is no
+/// longer usable) and `claimant`, who is answered with the verdict, may
+/// read it: any other pin fails its check without saying anything about
+/// the noun, so a verdict never tells the claimant what it may not read.
 async fn contract_checks(
     store: &Store,
     task: &SubmitTask,
     requester: Option<Principal>,
+    claimant: &Principal,
     outputs: Vec<Value>,
-    staged: Option<Vec<String>>,
 ) -> Result<Option<Vec<contract::Evaluated>>, Error> {
     let Some(contract_pin) = task.brief.contract_ref.clone() else {
         return Ok(None);
@@ -200,16 +223,19 @@ async fn contract_checks(
     let step = task.step.to_string();
     let ns = task.namespace.clone();
     let input_pin = task.brief.input_ref.clone();
+    let staged = task.staged.clone();
+    let claimant = claimant.clone();
     store
         .blocking(move |store| {
             let read = |pin: &Pin| {
+                pins::entry_as(store, &claimant, pin, &ns).ok()?;
                 requester
                     .as_ref()
                     .and_then(|p| pins::read_as(store, p, pin, &ns).ok())
             };
             let failed = |name: &str, what: &str| {
                 let detail = format!(
-                    "the pinned {what} is not readable by the task's requester (missing, hidden, or a pin that does not match)"
+                    "the pinned {what} is not readable by the task's requester or by the submitting key (missing, hidden, or a pin that does not match)"
                 );
                 contract::Evaluated {
                     check: contract::Check {
@@ -229,7 +255,7 @@ async fn contract_checks(
                 return Ok(Some(vec![failed("contract_is_valid", "contract")]));
             };
             let contract = contract::Contract::parse(&bytes);
-            if !contract.declares_checks() {
+            if !contract.declares_requirements() {
                 return Ok(None);
             }
             let (input, unreadable) = match &input_pin {
@@ -243,7 +269,7 @@ async fn contract_checks(
                 step: &step,
                 input: input.as_ref(),
                 outputs: &outputs,
-                staged: staged.as_deref(),
+                staged: &staged,
             };
             let mut checks = contract::evaluate(&contract, subject);
             checks.extend(unreadable);
@@ -256,8 +282,7 @@ async fn contract_checks(
 /// contract's checks run (a failed check fails the attempt for good:
 /// `failure`), with each failed check's problems. `fallback` is the
 /// worker's final body as JSON, checked against the contract when the
-/// submit names no output pins; `staged` the worker's staged part names
-/// (`None` on the key route), checked against the contract's parts.
+/// submit names no output pins.
 pub async fn verdict(
     store: &Store,
     p: &Principal,
@@ -265,7 +290,6 @@ pub async fn verdict(
     task: &SubmitTask,
     mut input: SubmitInput,
     fallback: Option<Value>,
-    staged: Option<Vec<String>>,
 ) -> Result<(SubmitInput, Vec<FailedCheck>), Error> {
     let named = |what: &str, list: &[Pin]| -> Vec<(String, Pin)> {
         list.iter()
@@ -289,7 +313,7 @@ pub async fn verdict(
     input.outputs = input.outputs.iter().map(|pin| pin.qualified(ns)).collect();
     input.evidence = input.evidence.iter().map(|pin| pin.qualified(ns)).collect();
     let mut failed_checks = Vec::new();
-    if let Some(evaluated) = contract_checks(store, task, requester, outputs, staged).await? {
+    if let Some(evaluated) = contract_checks(store, task, requester, p, outputs).await? {
         if let Some(failed) = evaluated.iter().find(|c| !c.check.ok) {
             input.ok = false;
             let c = &failed.check;
@@ -324,7 +348,7 @@ pub async fn complete(
     fallback: Option<Value>,
     wait: bool,
 ) -> Result<Completed, Error> {
-    let (input, failed_checks) = verdict(store, p, requester, task, input, fallback, None).await?;
+    let (input, failed_checks) = verdict(store, p, requester, task, input, fallback).await?;
     record(queue, p, task.id, lease_id, &input, failed_checks, wait).await
 }
 
@@ -420,7 +444,6 @@ pub async fn submit_body(
         final_failure,
         request: Sha256::of(&canonical_json(&asked)),
     };
-    let staged_names = Some(task.staged.keys().cloned().collect());
     let (mut input, failed_checks) = verdict(
         store,
         &session.claimant,
@@ -428,7 +451,6 @@ pub async fn submit_body(
         &submitting,
         input,
         fallback,
-        staged_names,
     )
     .await?;
     let verdict_ok = input.ok;
