@@ -281,3 +281,197 @@ async fn required_parts_are_checked_even_when_the_contract_declares_nothing_else
         }
     }
 }
+
+/// Issues a key like the team's worker (same surface, claim and submit,
+/// and enqueue so that it may also resume) and returns its client.
+async fn second_worker(t: &Team) -> Client {
+    let scopes = json!([
+        format!("namespace:{NS}"),
+        "surface:team_example",
+        "nouns:read",
+        "cas:write",
+        "verbs:claim",
+        "verbs:submit",
+        "verbs:enqueue"
+    ]);
+    let grants = json!({"queues": ["work.external"], "kinds": ["verb.compute"], "effect_classes": ["read", "write-internal"], "scopes": scopes});
+    let r =
+        t.d.admin
+            .post_json("/v1/keys", &json!({"label": "second", "grants": grants}))
+            .await
+            .unwrap();
+    assert_status!(r, 201);
+    t.d.client(body(&r)["secret"].as_str().unwrap())
+}
+
+/// Calls on a claim are its claimant's: another key of the same surface
+/// that knows the lease id (a leaked log line, say) is refused on every
+/// lease route, before and after a restart, and the claim is untouched;
+/// an admin may still end it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_id_alone_does_not_make_a_caller_the_claimant() {
+    let mut t = Team::start().await;
+    let other = second_worker(&t).await;
+    let id = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    let c = claim_id(&t.worker, &id).await;
+    let l = lease(&c);
+    for round in ["before a restart", "after a restart"] {
+        let out = put_noun(
+            &other,
+            "work.outputs",
+            &format!("o{}", round.len()),
+            json!({}),
+        )
+        .await;
+        let calls = [
+            ("heartbeat", json!({"lease_id": l})),
+            ("release", json!({"lease_id": l})),
+            (
+                "park",
+                json!({"lease_id": l, "reason": "mine now", "needs": {}}),
+            ),
+            (
+                "split",
+                json!({"lease_id": l, "children": [child(json!({}), json!({}))]}),
+            ),
+            (
+                "submit",
+                json!({"lease_id": l, "ok": true, "outputs": [out]}),
+            ),
+        ];
+        for (route, b) in calls {
+            let r = other
+                .post_json(&format!("/v1/tasks/{id}/{route}"), &b)
+                .await
+                .unwrap();
+            assert_status!(r, 403, "forbidden");
+            let seen = task(&t.requester, &id).await;
+            assert_eq!(
+                (
+                    seen["state"].clone(),
+                    seen["attempt"].clone(),
+                    seen["receipts"].clone()
+                ),
+                (json!("claimed"), json!(1), json!([])),
+                "{round}: {route} by another key changed the claim"
+            );
+        }
+        t.d.restart().await;
+    }
+    let r = t
+        .worker
+        .post_json(
+            &format!("/v1/tasks/{id}/heartbeat"),
+            &json!({"lease_id": l}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let r =
+        t.d.admin
+            .post_json(&format!("/v1/tasks/{id}/release"), &json!({"lease_id": l}))
+            .await
+            .unwrap();
+    assert_status!(r, 200);
+    assert_eq!(task(&t.requester, &id).await["state"], json!("queued"));
+}
+
+/// Sends a request's head now and its body later, on its own connection.
+struct Held {
+    stream: tokio::net::TcpStream,
+    body: Vec<u8>,
+}
+
+impl Held {
+    async fn start(base: &str, bearer: &str, path: &str, body: &Value) -> Held {
+        use tokio::io::AsyncWriteExt;
+        let addr = base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let body = serde_json::to_vec(body).unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {bearer}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        Held { stream, body }
+    }
+
+    /// Sends the body and returns the answer's status.
+    async fn finish(mut self) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(&self.body).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = self.stream.read(&mut buf).await.unwrap();
+        let text = String::from_utf8_lossy(&buf[..n]);
+        text.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+/// A rule is decided with the state it applies to: a resume whose head
+/// was sent while its key could resume, and whose body arrives after that
+/// key parked the task itself, does not resume its own park; a lease call
+/// whose body arrives after the claim moved to another key is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_request_is_decided_with_the_state_its_body_meets() {
+    let t = Team::start().await;
+    let both = second_worker(&t).await;
+    let secret = both.bearer().unwrap().to_string();
+    let base = t.d.admin.base().to_string();
+    let input = put_noun(&t.requester, "work.inputs", "fresh", json!({"v": 1})).await;
+
+    let id = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    let held = Held::start(
+        &base,
+        &secret,
+        &format!("/v1/tasks/{id}/resume"),
+        &json!({"input_ref": input}),
+    )
+    .await;
+    let c = claim_id(&both, &id).await;
+    let park = json!({"lease_id": lease(&c), "reason": "needs input", "needs": {}});
+    assert_status!(
+        both.post_json(&format!("/v1/tasks/{id}/park"), &park)
+            .await
+            .unwrap(),
+        200
+    );
+    assert_eq!(held.finish().await, 403, "its own park");
+    assert_eq!(task(&t.requester, &id).await["state"], json!("parked"));
+    let r = t
+        .resumer
+        .post_json(
+            &format!("/v1/tasks/{id}/resume"),
+            &json!({"input_ref": input}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+
+    let id = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    let c = claim_id(&both, &id).await;
+    let l = lease(&c);
+    let held = Held::start(
+        &base,
+        &secret,
+        &format!("/v1/tasks/{id}/heartbeat"),
+        &json!({"lease_id": l}),
+    )
+    .await;
+    let r =
+        t.d.admin
+            .post_json(&format!("/v1/tasks/{id}/release"), &json!({"lease_id": l}))
+            .await
+            .unwrap();
+    assert_status!(r, 200);
+    let c = claim_id(&t.worker, &id).await;
+    assert_eq!(
+        held.finish().await,
+        409,
+        "the lease no longer holds the task"
+    );
+    assert_eq!(
+        task(&t.requester, &id).await["lease"]["holder"],
+        c["lease"]["holder"]
+    );
+}

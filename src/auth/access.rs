@@ -274,21 +274,15 @@ pub fn reachable(env: &Envelope<'_>) -> Result<(), String> {
 }
 
 /// Whether the principal may resume a parked task: resuming is an
-/// enqueue-level act by another principal, so it sees the task, holds
-/// `verbs:enqueue` and the task's queue, kind and effect class, and is not
-/// the key that parked it (`parked_by`).
-pub fn may_resume(p: &Principal, f: &TaskFacts<'_>, parked_by: Option<&Name>) -> Result<(), Error> {
+/// enqueue-level act, so it sees the task and holds `verbs:enqueue` and
+/// the task's queue, kind and effect class. That it is not the key that
+/// parked the task is the queue's to decide, with the park it applies to
+/// (`State::decide_resume`).
+pub fn may_resume(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
     read_task(p, f)?;
     require(p, Scope::VerbsEnqueue)?;
     queue_granted(p, f.queue, f.server_queue)?;
-    may_do_kind_and_effect(p, f.kind, f.effect_class)?;
-    if parked_by == Some(&p.key_id) {
-        return Err(Error::Forbidden(
-            "the key that parked a task cannot resume it: another principal supplies the new input"
-                .into(),
-        ));
-    }
-    Ok(())
+    may_do_kind_and_effect(p, f.kind, f.effect_class)
 }
 
 /// The authority a split's children are enqueued under: the task's

@@ -374,6 +374,7 @@ impl From<queue::TaskCallError> for ApiError {
             E::StaleLease { state, attempt } => {
                 ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
             }
+            E::NotClaimant | E::ResumedByParker => ApiError::new(C::Forbidden, msg),
             E::Journal(j) => j.into(),
         }
     }

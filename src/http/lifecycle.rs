@@ -57,7 +57,10 @@ pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiErr
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_work)?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
-    let expires_at = ctx.queue.heartbeat(id, &LeaseId(body.lease_id)).await?;
+    let expires_at = ctx
+        .queue
+        .heartbeat(id, &LeaseId(body.lease_id), &p.key_id)
+        .await?;
     Ok(json_response(StatusCode::OK, &Heartbeat { expires_at }))
 }
 
@@ -67,7 +70,8 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_work)?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
-    let state = ctx.queue.release(id, &LeaseId(body.lease_id)).await?;
+    let by = (!p.is_admin()).then_some(&p.key_id);
+    let state = ctx.queue.release(id, &LeaseId(body.lease_id), by).await?;
     tracing::info!(task = %id, by = %p.key_id, "task released");
     Ok(state_reply(id, state))
 }
@@ -127,7 +131,8 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
         needs: body.needs,
         by: None,
     };
-    let state = ctx.queue.park(id, &LeaseId(body.lease_id), park).await?;
+    let lease = LeaseId(body.lease_id);
+    let state = ctx.queue.park(id, &lease, &p.key_id, park).await?;
     tracing::info!(task = %id, by = %p.key_id, "task parked");
     Ok(state_reply(id, state))
 }
@@ -138,14 +143,10 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
 pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let task = ctx.queue.peek(|st| {
-        let t = st.task(id)?;
-        let parked_by = t.park.as_ref().and_then(|park| park.by.as_ref());
-        access::may_resume(&p, &st.facts(t), parked_by)?;
-        Ok::<_, ApiError>(t.clone())
+    let ns = check_then(ctx, id, &p, access::may_resume, |t| {
+        t.spec.namespace.clone()
     })?;
     let body: ResumeBody = req.json(ctx.limits.max_body_bytes).await?;
-    let ns = task.spec.namespace.clone();
     let pin = vec![("input_ref".into(), body.input_ref.clone())];
     pins::check(&ctx.store, &p, &ns, pin).await?;
     let state = ctx
@@ -184,7 +185,7 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
     let sees = |t: &Task| access::sees_task(&within, &t.facts(false));
     let children = ctx
         .queue
-        .split(id, &LeaseId(body.lease_id), children, &sees)
+        .split(id, &LeaseId(body.lease_id), &p.key_id, children, &sees)
         .await?;
     tracing::info!(task = %id, children = children.len(), "task split");
     Ok(json_response(

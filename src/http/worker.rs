@@ -153,7 +153,10 @@ pub async fn heartbeat(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         state: s.task.state,
         attempt: s.task.attempt,
     })?;
-    let expires_at = ctx.queue.heartbeat(s.task.id, &lease.id).await?;
+    let expires_at = ctx
+        .queue
+        .heartbeat(s.task.id, &lease.id, &s.claimant.key_id)
+        .await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"task_id": s.task.id, "attempt": s.attempt.0, "expires_at": expires_at}),

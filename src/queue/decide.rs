@@ -160,16 +160,25 @@ impl State {
         Ok(Event::Claimed { id, lease, at })
     }
 
-    /// The task, if `lease_id` is its live lease at `now`; else `StaleLease`.
+    /// The task, if `lease_id` is its live lease at `now` (else
+    /// `StaleLease`) and `by` holds it (else `NotClaimant`): a call on a
+    /// claim is its claimant's. `by` is `None` only for an admin ending a
+    /// claim (release).
     pub fn held(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: Option<&Name>,
         now: Timestamp,
     ) -> Result<&Task, TaskCallError> {
         let t = self.task(id)?;
         match &t.lease {
-            Some(l) if l.id == *lease_id && l.expires_at > now => Ok(t),
+            Some(l) if l.id == *lease_id && l.expires_at > now => {
+                if by.is_some_and(|by| *by != l.holder) {
+                    return Err(TaskCallError::NotClaimant);
+                }
+                Ok(t)
+            }
             _ => Err(TaskCallError::StaleLease {
                 state: t.state,
                 attempt: t.attempt,
@@ -182,23 +191,26 @@ impl State {
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: &Name,
         now: Timestamp,
     ) -> Result<Event, TaskCallError> {
-        let t = self.held(id, lease_id, now)?;
+        let t = self.held(id, lease_id, Some(by), now)?;
         Ok(Event::Heartbeat {
             id,
             expires_at: now + self.lease_ttl(t),
         })
     }
 
-    /// Give the task back (the attempt counts).
+    /// Give the task back (the attempt counts); `by` is `None` for an
+    /// admin, who may end any claim.
     pub fn decide_release(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: Option<&Name>,
         now: Timestamp,
     ) -> Result<Event, TaskCallError> {
-        let t = self.held(id, lease_id, now)?;
+        let t = self.held(id, lease_id, by, now)?;
         Ok(Event::Released {
             id,
             attempt: t.attempt,
@@ -242,7 +254,7 @@ impl State {
                 Err(SubmitError::Conflict)
             };
         }
-        let t = self.held(id, lease_id, now)?;
+        let t = self.held(id, lease_id, Some(by), now)?;
         let retry_at = self.retry_at(t, input, now);
         let prev = t.receipts.last().copied();
         let receipt = Receipt::build(id, t.attempt, input, by, now, prev, retry_at.is_some());
@@ -297,10 +309,11 @@ impl State {
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: &Name,
         park: Park,
         now: Timestamp,
     ) -> Result<Event, TaskCallError> {
-        let t = self.held(id, lease_id, now)?;
+        let t = self.held(id, lease_id, Some(by), now)?;
         let park = Park {
             by: t.lease.as_ref().map(|l| l.holder.clone()),
             ..park
@@ -308,7 +321,8 @@ impl State {
         Ok(Event::Parked { id, park, at: now })
     }
 
-    /// Resume a parked task with a new input pin.
+    /// Resume a parked task with a new input pin, by a key other than
+    /// the one that parked it (decided here, with the park it applies to).
     pub fn decide_resume(
         &self,
         id: TaskId,
@@ -322,6 +336,9 @@ impl State {
                 state: t.state,
                 action: "resume",
             });
+        }
+        if t.park.as_ref().and_then(|p| p.by.as_ref()) == Some(by) {
+            return Err(TaskCallError::ResumedByParker);
         }
         Ok(Event::Resumed {
             id,
@@ -337,11 +354,12 @@ impl State {
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: &Name,
         children: Vec<TaskSpec>,
         sees: &dyn Fn(&Task) -> bool,
         now: Timestamp,
     ) -> Result<Event, SplitError> {
-        let t = self.held(id, lease_id, now)?;
+        let t = self.held(id, lease_id, Some(by), now)?;
         if t.depth + 1 > self.limits.max_depth {
             return Err(SplitError::Limit(format!(
                 "children would be at depth {}; the limit is {}",

@@ -73,6 +73,17 @@ pub enum TaskCallError {
         /// Its current attempt.
         attempt: Attempt,
     },
+    /// A call on a claim by a key that does not hold it: the lease id
+    /// alone proves nothing.
+    #[error(
+        "this claim is held by another key: calls on a claim are its claimant's (its key, worker token or handle); the lease id alone is not enough"
+    )]
+    NotClaimant,
+    /// A resume by the key that parked the task.
+    #[error(
+        "the key that parked a task cannot resume it: another principal supplies the new input"
+    )]
+    ResumedByParker,
     /// The journal refused.
     #[error(transparent)]
     Journal(#[from] JournalError),

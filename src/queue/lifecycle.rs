@@ -113,14 +113,15 @@ impl Queue {
         Ok(out)
     }
 
-    /// Extends a live lease; returns the new expiry.
+    /// Extends a live lease held by `by`; returns the new expiry.
     pub async fn heartbeat(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: &Name,
     ) -> Result<Timestamp, TaskCallError> {
         self.run(|st| {
-            let ev = st.decide_heartbeat(id, lease_id, Timestamp::now())?;
+            let ev = st.decide_heartbeat(id, lease_id, by, Timestamp::now())?;
             let Event::Heartbeat { expires_at, .. } = &ev else {
                 unreachable!("heartbeat")
             };
@@ -130,14 +131,16 @@ impl Queue {
         .await
     }
 
-    /// Returns a claimed task to the queue.
+    /// Returns a claimed task to the queue: a claim held by `by`, or any
+    /// claim for `None` (an admin).
     pub async fn release(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: Option<&Name>,
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
-            |st| Ok((st.decide_release(id, lease_id, Timestamp::now())?, ())),
+            |st| Ok((st.decide_release(id, lease_id, by, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
         )
         .await
@@ -204,15 +207,21 @@ impl Queue {
         self.durable(unsynced.0).await
     }
 
-    /// Parks a claimed task.
+    /// Parks a claimed task held by `by`.
     pub async fn park(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: &Name,
         park: Park,
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
-            |st| Ok((st.decide_park(id, lease_id, park, Timestamp::now())?, ())),
+            |st| {
+                Ok((
+                    st.decide_park(id, lease_id, by, park, Timestamp::now())?,
+                    (),
+                ))
+            },
             |st, ()| st.tasks[&id].state,
         )
         .await
@@ -232,16 +241,17 @@ impl Queue {
         .await
     }
 
-    /// Splits a claimed task into children; returns their ids.
+    /// Splits a claimed task held by `by` into children; returns their ids.
     pub async fn split(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
+        by: &Name,
         children: Vec<TaskSpec>,
         sees: &(dyn Fn(&Task) -> bool + Sync),
     ) -> Result<Vec<TaskId>, SplitError> {
         self.run(|st| {
-            let ev = st.decide_split(id, lease_id, children, sees, Timestamp::now())?;
+            let ev = st.decide_split(id, lease_id, by, children, sees, Timestamp::now())?;
             let Event::Split { children, .. } = &ev else {
                 unreachable!("split")
             };

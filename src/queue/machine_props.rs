@@ -164,6 +164,7 @@ proptest! {
         let mut now = Timestamp::from_second(1_900_000_000).unwrap();
         let mut terminal: BTreeMap<TaskId, String> = BTreeMap::new();
         let me = name("key");
+        let resumer = name("resumer");
         let config: QueueConfig = serde_json::from_value(json!({"name": "q", "lease_ttl_s": 10, "max_attempts": 3, "backoff": {"base_ms": 100, "cap_ms": 1000}})).unwrap();
         let ev = st.decide_queue(config).unwrap();
         st.apply(&ev);
@@ -203,7 +204,7 @@ proptest! {
                         }
                     }
                 }
-                Op::Release { pick } => pick_in(&st, TaskState::Claimed, pick).map(|id| st.decide_release(id, &lease_of(&st, id), now).unwrap()),
+                Op::Release { pick } => pick_in(&st, TaskState::Claimed, pick).map(|id| st.decide_release(id, &lease_of(&st, id), Some(&me), now).unwrap()),
                 Op::Expire => {
                     now += SignedDuration::from_secs(11);
                     let evs = st.decide_expiries(now);
@@ -215,13 +216,13 @@ proptest! {
                     None
                 }
                 Op::Park { pick } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
-                    st.decide_park(id, &lease_of(&st, id), Park { reason: "input".into(), needs: json!({}), by: None }, now).unwrap()
+                    st.decide_park(id, &lease_of(&st, id), &me, Park { reason: "input".into(), needs: json!({}), by: None }, now).unwrap()
                 }),
-                Op::Resume { pick } => pick_in(&st, TaskState::Parked, pick).map(|id| st.decide_resume(id, serde_json::from_value(json!({"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)})).unwrap(), &me, now).unwrap()),
+                Op::Resume { pick } => pick_in(&st, TaskState::Parked, pick).map(|id| st.decide_resume(id, serde_json::from_value(json!({"store": "s", "key": "k", "version": 1, "sha256": "0".repeat(64)})).unwrap(), &resumer, now).unwrap()),
                 Op::Split { pick, n } => pick_in(&st, TaskState::Claimed, pick).and_then(|id| {
                     let parent = st.tasks[&id].spec.clone();
                     let kids: Vec<TaskSpec> = (0..n).map(|i| serde_json::from_str::<ChildSpec>(&json!({"queue": "q", "kind": "k", "effect_class": "read", "brief": {"i": i}}).to_string()).unwrap().under(&parent).unwrap()).collect();
-                    st.decide_split(id, &lease_of(&st, id), kids, &|_| true, now).ok()
+                    st.decide_split(id, &lease_of(&st, id), &me, kids, &|_| true, now).ok()
                 }),
                 Op::Cancel { pick } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
