@@ -244,7 +244,7 @@ fn guess(i: usize) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn guessing_from_one_address_is_refused_with_retry_after_then_a_live_worker_works_again() {
+async fn guessing_from_one_address_is_refused_with_retry_after_and_a_live_worker_is_still_served() {
     bounded(async {
         let t = Team::start_with(|c| {
             c.limits.worker_failures_per_peer = Budget {
@@ -271,15 +271,22 @@ async fn guessing_from_one_address_is_refused_with_retry_after_then_a_live_worke
             .and_then(|v| v.parse().ok())
             .expect("a Retry-After in seconds");
         assert!((1..=2).contains(&wait), "Retry-After {wait}");
-        assert_status!(
-            live.handle.get("/v1/worker/prompt").await.unwrap(),
-            429,
-            "too_many_failures"
-        );
+        // A valid credential on the same address is served all the same,
+        // and spends nothing the guesser could use.
+        assert_status!(live.handle.get("/v1/worker/prompt").await.unwrap(), 200);
+        let r = anon.with_bearer(&guess(4)).get("/v1/worker/prompt").await;
+        assert_status!(r.unwrap(), 429, "too_many_failures");
         // Keys are not throttled: the claimant still reads its task.
         assert_eq!(task(&t.worker, &live.id).await["state"], json!("claimed"));
         tokio::time::sleep(Duration::from_secs(wait)).await;
-        assert_status!(live.handle.get("/v1/worker/prompt").await.unwrap(), 200);
+        assert_status!(
+            anon.with_bearer(&guess(5))
+                .get("/v1/worker/prompt")
+                .await
+                .unwrap(),
+            401,
+            "unauthenticated"
+        );
         assert_status!(submit_body(&live.handle, b"done").await, 201);
     })
     .await;
@@ -303,6 +310,143 @@ async fn the_overall_budget_refuses_once_everyone_together_has_spent_it() {
         let r = anon.get("/v1/worker/prompt").await.unwrap();
         assert_status!(r, 429, "too_many_failures");
         assert!(r.header("retry-after").is_some());
+    })
+    .await;
+}
+
+/// A request with `bearer` from the loopback source address `from` (any
+/// of 127.0.0.0/8 reaches the daemon on 127.0.0.1); its status, and for
+/// `/mcp` the status its tool call met (a tool error carries it).
+async fn status_from(
+    from: std::net::Ipv4Addr,
+    base: &str,
+    method: &str,
+    path: &str,
+    bearer: &str,
+    body: &str,
+) -> u16 {
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind((from, 0).into()).unwrap();
+    let mut s = socket.connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {bearer}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    if path != "/mcp" {
+        return status;
+    }
+    let (_, b) = text.split_once("\r\n\r\n").expect("a body");
+    // One chunk of a chunked body: the JSON between its size lines.
+    let json = &b[b.find('{').expect("JSON")..=b.rfind('}').expect("JSON")];
+    let answer: Value = serde_json::from_str(json).expect("a JSON-RPC answer");
+    let result = &answer["result"];
+    assert!(result.is_object(), "not a tool result: {answer}");
+    if result["isError"] == json!(true) {
+        return result["structuredContent"]["status"].as_u64().unwrap_or(0) as u16;
+    }
+    status
+}
+
+/// Guessers on 100 addresses keep the overall failure budget spent, and
+/// a genuine worker on an address of its own, or on a guesser's, is
+/// served on every call, over the worker route and over `/mcp`; the
+/// guesses themselves are refused with 429.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_genuine_worker_is_served_while_a_hundred_addresses_guess() {
+    bounded(async {
+        let t = Team::start().await;
+        enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+        let live = claim_as(&t, &t.worker, "work.external").await;
+        let handle = live.claim["handle"].as_str().unwrap().to_string();
+        let base = t.d.admin.base().to_string();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let guessers: Vec<_> = (0..100u8)
+            .map(|i| {
+                let (base, stop, refused) = (base.clone(), stop.clone(), refused.clone());
+                tokio::spawn(async move {
+                    let from = std::net::Ipv4Addr::new(127, 0, 1, i + 1);
+                    let mut n = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let got = status_from(from, &base, "GET", "/v1/worker/prompt", &guess(n % 20), "").await;
+                        assert!(got == 401 || got == 429, "a guess answered {got}");
+                        if got == 429 {
+                            refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        n += 1;
+                    }
+                })
+            })
+            .collect();
+        let mcp = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_prompt", "arguments": {}}}).to_string();
+        let mut answers = Vec::new();
+        for i in 0..60u8 {
+            let from = std::net::Ipv4Addr::new(127, 0, if i % 2 == 0 { 2 } else { 1 }, if i % 2 == 0 { 1 } else { i / 2 + 1 });
+            let (method, path, b) = match i % 3 {
+                0 => ("GET", "/v1/worker/prompt", ""),
+                1 => ("POST", "/v1/worker/heartbeat", "{}"),
+                _ => ("POST", "/mcp", mcp.as_str()),
+            };
+            answers.push((from, path, status_from(from, &base, method, path, &handle, b).await));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for g in guessers {
+            g.await.unwrap();
+        }
+        assert!(refused.load(std::sync::atomic::Ordering::Relaxed) > 0, "the guessers spent the budget");
+        let failed: Vec<_> = answers.iter().filter(|a| a.2 != 200).collect();
+        assert!(failed.is_empty(), "the live worker was refused: {failed:?}");
+    })
+    .await;
+}
+
+/// An agent that keeps retrying its own finished handle spends only its
+/// own failures: another worker behind the same address is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finished_handle_retried_does_not_lock_out_its_neighbours() {
+    bounded(async {
+        let t = Team::start_with(|c| {
+            c.limits.worker_failures_per_peer = Budget {
+                burst: 3,
+                per_second: 1,
+            };
+        })
+        .await;
+        enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+        enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+        let done = claim_as(&t, &t.worker, "work.external").await;
+        let neighbour = claim_as(&t, &t.worker, "work.external").await;
+        assert_status!(submit_body(&done.handle, b"done").await, 201);
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            seen.push(
+                done.handle
+                    .get("/v1/worker/prompt")
+                    .await
+                    .unwrap()
+                    .status
+                    .as_u16(),
+            );
+        }
+        assert_eq!(&seen[..3], [401, 401, 401]);
+        assert!(seen[3..].iter().all(|s| *s == 429), "{seen:?}");
+        for _ in 0..10 {
+            assert_status!(
+                neighbour.handle.get("/v1/worker/prompt").await.unwrap(),
+                200
+            );
+        }
+        assert_status!(submit_body(&neighbour.handle, b"done").await, 201);
     })
     .await;
 }

@@ -3,12 +3,15 @@
 //!
 //! Each failed worker credential spends one unit from two token buckets:
 //! its peer's (an IPv4 address, or an IPv6 /64, which one host usually
-//! holds whole) and the overall one. A request from a peer whose bucket is
-//! empty, or while the overall bucket is empty, is refused with the
-//! seconds to wait ([`TooManyFailures`], `429`) before its credential is
-//! looked at, so a guesser gets `per_second` tries a second instead of
-//! 100,000. A live worker behind a guessing address waits out the refill
-//! too: that is the price of stopping the guesser.
+//! holds whole) and the overall one. A failed credential from a peer whose
+//! bucket is empty, or while the overall bucket is empty, is answered
+//! with the seconds to wait ([`TooManyFailures`], `429`) instead of `401`,
+//! so a guesser is told to slow down and learns nothing more. A valid
+//! credential is always served, whatever its address or anyone else has
+//! spent: guessers only ever spend their own failures, never a live
+//! worker's calls (handles carry 130 random bits and tokens an HMAC, so
+//! the budget is for noticing and slowing guessers, not for making a
+//! guess unlikely).
 //!
 //! [`Failures`] counts failures (for `/metrics`) and decides which to log:
 //! at most one line a second, carrying how many were not logged. A log
@@ -151,16 +154,14 @@ impl Throttle {
         }
     }
 
-    /// Whether a request from `peer` may present a worker credential now.
-    pub fn admit(&self, peer: IpAddr) -> Result<(), TooManyFailures> {
-        self.admit_at(peer, Instant::now())
-    }
-
-    /// Spends one unit of `peer`'s and the overall budget for a failed
-    /// worker credential, counts it and logs it (sampled). `reason` is a
-    /// fixed phrase, never the credential.
-    pub fn failed(&self, peer: IpAddr, reason: &'static str) {
-        self.spend_at(peer, Instant::now());
+    /// Counts a failed worker credential from `peer`, logs it (sampled)
+    /// and spends one unit of `peer`'s and the overall budget; `Err` when
+    /// either was already spent, so the failure is answered `429` rather
+    /// than `401`. `reason` is a fixed phrase, never the credential.
+    pub fn failed(&self, peer: IpAddr, reason: &'static str) -> Result<(), TooManyFailures> {
+        let now = Instant::now();
+        let admitted = self.admit_at(peer, now);
+        self.spend_at(peer, now);
         if let Some(suppressed) = self.inner.failures.record() {
             tracing::info!(
                 peer = %peer,
@@ -170,6 +171,7 @@ impl Throttle {
                 "worker credential refused"
             );
         }
+        admitted
     }
 
     /// Failed worker credentials since start.
@@ -307,11 +309,19 @@ mod tests {
     }
 
     #[test]
-    fn each_failure_is_counted() {
+    fn each_failure_is_counted_and_refused_once_the_budget_is_spent() {
         let t = Throttle::new(PEER, OVERALL);
-        t.failed(ip("10.0.0.1"), "unknown handle");
-        t.failed(ip("10.0.0.2"), "unknown handle");
-        assert_eq!(t.failures(), 2);
+        let a = ip("10.0.0.1");
+        let answers: Vec<bool> = (0..4)
+            .map(|_| t.failed(a, "unknown handle").is_ok())
+            .collect();
+        assert_eq!(
+            answers,
+            [true, true, true, false],
+            "401 three times, then 429"
+        );
+        assert!(t.failed(ip("10.0.0.2"), "unknown handle").is_ok());
+        assert_eq!(t.failures(), 5);
     }
 
     #[test]

@@ -19,12 +19,11 @@ use crate::worker::{
     self, Route, Session, artifact, consumes, file_ref, output, prompt, shim, submit,
 };
 
-/// Resolves the worker credential, unless this peer's failure budget is
-/// spent (`429`, before the credential is looked at). A credential that
-/// fails spends budget.
+/// Resolves the worker credential. A valid one is always served; one that
+/// fails spends its peer's failure budget, and is answered `429` instead
+/// of `401` once that (or the overall) budget is spent.
 fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
     let peer = req.peer().ip();
-    ctx.throttle.admit(peer)?;
     let wanted = req.query("task_id").map(task_id).transpose()?;
     let resolved = match req.bearer() {
         Ok(bearer) => worker::resolve(&ctx.queue, &ctx.tokens, &ctx.keyring, bearer, wanted, route),
@@ -33,7 +32,7 @@ fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
         )),
     };
     if let Err(worker::Error::Unauthenticated(reason)) = &resolved {
-        ctx.throttle.failed(peer, reason);
+        ctx.throttle.failed(peer, reason)?;
     }
     Ok(resolved?)
 }
