@@ -290,3 +290,61 @@ async fn every_noun_change_is_an_event_whoever_makes_it() {
         "{seen:?}"
     );
 }
+
+/// A stream ends the moment its key can no longer be used: revoked (and
+/// nothing is delivered after the revocation), or past its expiry, not at
+/// the next keep-alive.
+#[tokio::test]
+async fn a_stream_ends_the_moment_its_key_is_revoked_or_expires() {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let issue = |expires_at: Option<String>| {
+        let admin = team.d.admin.clone();
+        async move {
+            let mut spec = json!({"label": "watcher", "grants": {"queues": [], "kinds": [], "effect_classes": [],
+                "scopes": [format!("namespace:{NS}"), "surface:team_example", "nouns:read"]}});
+            if let Some(at) = expires_at {
+                spec["expires_at"] = json!(at);
+            }
+            let r = admin.post_json("/v1/keys", &spec).await.unwrap();
+            assert_status!(r, 201);
+            let b = body(&r);
+            (
+                b["key_id"].as_str().unwrap().to_string(),
+                b["secret"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let (id, secret) = issue(None).await;
+    let mut revoked = Stream::open(&base, &secret, None).await;
+    put_noun(&team.requester, "work.inputs", "before", json!({"n": 1})).await;
+    assert!(revoked.until(|e| e.event == "noun").await.len() == 1);
+    let r = team
+        .d
+        .admin
+        .delete(&format!("/v1/keys/{id}"))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    put_noun(&team.requester, "work.inputs", "after", json!({"n": 2})).await;
+    let started = std::time::Instant::now();
+    assert!(
+        revoked.next(10).await.is_none(),
+        "nothing after the revocation"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "ended at once, not at a keep-alive"
+    );
+
+    let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1500);
+    let (_, secret) = issue(Some(soon.to_string())).await;
+    let mut expiring = Stream::open(&base, &secret, None).await;
+    let started = std::time::Instant::now();
+    assert!(expiring.next(10).await.is_none());
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "ended at its expiry: {took:?}"
+    );
+}

@@ -94,6 +94,9 @@ pub struct Keyring {
     /// A `std` mutex is enough: revocation runs on the blocking pool and
     /// never awaits.
     revoking: Arc<Mutex<()>>,
+    /// Bumped by every revocation, so what a key holds open (an event
+    /// stream) ends at once ([`Keyring::unusable`]).
+    revoked: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 #[derive(Debug)]
@@ -133,6 +136,7 @@ impl Keyring {
             keys: Arc::new(RwLock::new(keys)),
             failures: Arc::default(),
             revoking: Arc::default(),
+            revoked: Arc::new(tokio::sync::watch::Sender::new(0)),
         };
         if !ring
             .keys
@@ -179,8 +183,11 @@ impl Keyring {
         Ok((record, secret))
     }
 
-    /// Revokes a key, durably; later requests with it are refused. The
-    /// last usable admin key cannot be revoked, or no one could issue keys.
+    /// Revokes a key, durably; later requests with it are refused, and
+    /// what it holds open ends ([`Keyring::unusable`]). An admin key can
+    /// be revoked only while another admin key stays usable at least as
+    /// long as it would have (one that expires sooner does not count), or
+    /// no one could issue keys.
     pub fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
         let _one_at_a_time = self
             .revoking
@@ -202,6 +209,7 @@ impl Keyring {
                     e.record.key_id != record.key_id
                         && e.principal.is_admin()
                         && usable(&e.record, now)
+                        && outlasts(&e.record, &record)
                 });
             if !other_admin {
                 return Err(Error::LastAdminKey);
@@ -209,7 +217,36 @@ impl Keyring {
         }
         record.revoked_at = Some(now);
         self.save(&record)?;
+        self.revoked.send_modify(|n| *n += 1);
         Ok(record)
+    }
+
+    /// Resolves once `key_id` can no longer be used: at once when it is
+    /// unknown, revoked or expired, else at its revocation or expiry.
+    pub async fn unusable(&self, key_id: &Name) {
+        let mut revocations = self.revoked.subscribe();
+        loop {
+            let Some(entry) = self.get(key_id.as_str()) else {
+                return;
+            };
+            let now = Timestamp::now();
+            if !usable(&entry.record, now) {
+                return;
+            }
+            let left = entry
+                .record
+                .expires_at
+                .map(|t| now.duration_until(t).unsigned_abs());
+            tokio::select! {
+                changed = revocations.changed() => if changed.is_err() { return },
+                () = async {
+                    match left {
+                        Some(left) => tokio::time::sleep(left).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
+        }
     }
 
     /// Every key record, sorted by id.
@@ -331,6 +368,15 @@ fn usable(record: &KeyRecord, now: Timestamp) -> bool {
     record.revoked_at.is_none() && record.expires_at.is_none_or(|t| t > now)
 }
 
+/// Whether `other` stays usable at least as long as `key` would.
+fn outlasts(other: &KeyRecord, key: &KeyRecord) -> bool {
+    match (other.expires_at, key.expires_at) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(o), Some(k)) => o >= k,
+    }
+}
+
 fn load_records(dir: &Dir) -> Result<Vec<KeyRecord>, store::Error> {
     let mut out = Vec::new();
     for entry in dir
@@ -404,6 +450,47 @@ mod tests {
         );
         assert!(matches!(
             ring.revoke(second.key_id.as_str()),
+            Err(Error::LastAdminKey)
+        ));
+    }
+
+    #[test]
+    fn an_admin_key_that_expires_sooner_does_not_count_as_another_admin() {
+        let (_dir, ring) = open();
+        let permanent = ring.list()[0].key_id.clone();
+        let at = |s: i64| Some(Timestamp::now() + jiff::SignedDuration::from_secs(s));
+        let issue = |expires_at| {
+            ring.issue(IssueRequest {
+                expires_at,
+                ..IssueRequest::admin()
+            })
+            .unwrap()
+            .0
+            .key_id
+        };
+        let soon = issue(at(2));
+        assert!(
+            matches!(ring.revoke(permanent.as_str()), Err(Error::LastAdminKey)),
+            "an admin key that expires in 2 s would leave no admin"
+        );
+        let later = issue(at(3600));
+        assert!(matches!(
+            ring.revoke(permanent.as_str()),
+            Err(Error::LastAdminKey)
+        ));
+        assert!(
+            ring.revoke(soon.as_str()).is_ok(),
+            "the permanent key outlasts it"
+        );
+        assert!(ring.revoke(later.as_str()).is_ok());
+        let second = issue(None);
+        assert!(
+            ring.revoke(permanent.as_str()).is_ok(),
+            "another permanent one"
+        );
+        issue(at(3600));
+        assert!(matches!(
+            ring.revoke(second.as_str()),
             Err(Error::LastAdminKey)
         ));
     }

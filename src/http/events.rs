@@ -1,8 +1,8 @@
 //! `GET /v1/events`: Server-Sent Events of task transitions and noun
 //! writes (see `crate::events`), filtered by what the key may see at the
 //! moment each is sent. `Last-Event-ID` resumes within the hub's window;
-//! a comment every [`KEEP_ALIVE`] keeps proxies from closing the stream
-//! (and ends it once the key is revoked); a reader more than
+//! a comment every [`KEEP_ALIVE`] keeps proxies from closing the stream;
+//! the stream ends the moment its key is revoked or expires; a reader more than
 //! `events::BACKLOG` events behind gets a `lagged` event naming the id to
 //! resume from, and the stream ends.
 
@@ -81,6 +81,8 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
         mut rx,
     } = sub;
     let mut closed = ctx.events.closed();
+    let unusable = ctx.keyring.unusable(&p.key_id);
+    let mut unusable = std::pin::pin!(unusable);
     let mut last_sent = head;
     let first = match start {
         Start::Resume(missed) => missed,
@@ -113,12 +115,8 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
     loop {
         let chunk = tokio::select! {
             _ = closed.wait_for(|c| *c) => return,
-            _ = keep_alive.tick() => {
-                if ctx.keyring.principal(&p.key_id).is_err() {
-                    return;
-                }
-                Bytes::from_static(b": keep-alive\n\n")
-            }
+            () = &mut unusable => return,
+            _ = keep_alive.tick() => Bytes::from_static(b": keep-alive\n\n"),
             got = rx.recv() => match got {
                 Ok(ev) => {
                     let seen = ev.n <= last_sent;
@@ -142,6 +140,7 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
         };
         tokio::select! {
             _ = closed.wait_for(|c| *c) => return,
+            () = &mut unusable => return,
             sent = tx.send(chunk) => if sent.is_err() { return },
         }
     }
