@@ -137,6 +137,11 @@ impl Client {
         &self.base
     }
 
+    /// The credential sent as `Authorization: Bearer`, if any.
+    pub fn bearer(&self) -> Option<&str> {
+        self.bearer.as_deref()
+    }
+
     /// Sends a request with an optional body and extra headers.
     pub async fn send(
         &self,

@@ -6,29 +6,43 @@
 //! this module asks it for the pack's records in the pack's namespace
 //! (`GET /v1/tasks?source_pack=`, `GET /v1/nouns?source_pack=`) and keeps
 //! those the pack no longer names: tasks by idempotency key, nouns by
-//! store and key. With `--prune`, an apply cancels each orphan task still
+//! store and key.
+//!
+//! The label is only a label: any key that may enqueue in the namespace
+//! can put `?source_pack=` on its own tasks. So an orphan task is one the
+//! importing key requested (the task view's `requester`); a task another
+//! key labelled with the pack is never this import's orphan, whoever
+//! imports (an admin too): it gets one note per requesting key, is never
+//! cancelled, and leaves the exit code alone, so no other key can make a
+//! plan or a prune of this pack fail. With `--prune`, an apply cancels
+//! each orphan task still
 //! pending, queued or parked (`cancel?if_state=...`, decided under the
 //! queue's lock, so a task a worker claimed meanwhile is left running);
 //! running and finished tasks are never touched, and nouns are reported,
 //! never deleted. A noun of this pack that another pack also wrote gets a
 //! warning (the two imports would keep replacing each other's version).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use tessera_importer::Plan;
 
 use super::Mode;
+use crate::auth::keyring::key_id_of;
 use crate::client::Client;
 use crate::http::wire::{NounList, NounSummary, TaskList, TaskView};
-use crate::queue::TaskState;
+use crate::queue::{TaskId, TaskState};
+use crate::store::Name;
 
 /// The states a prune cancels: the task has not started, or waits for input.
 const PRUNABLE: [TaskState; 3] = [TaskState::Pending, TaskState::Queued, TaskState::Parked];
 
 /// A page size for the listings.
 const PAGE: usize = 1000;
+
+/// A note about another key's labelled tasks names at most this many.
+const NOTE_IDS: usize = 5;
 
 /// What was found besides the pack's own items.
 #[derive(Debug, Default)]
@@ -43,6 +57,9 @@ struct Found {
     shared: Vec<NounSummary>,
     /// The key may not list nouns, so none were checked.
     nouns_unchecked: bool,
+    /// Tasks other keys labelled with this pack that have not ended, by
+    /// requesting key, in id order: noted, never orphans.
+    others: BTreeMap<Name, Vec<TaskId>>,
 }
 
 /// What a prune did to one orphan task.
@@ -72,9 +89,11 @@ pub(super) struct Report {
 /// One finding: what `-o json` lists beside the pack's own entries.
 #[derive(Debug, serde::Serialize)]
 pub(super) struct Entry {
-    /// `orphan_task`, `orphan_noun`, `shared_noun` or `note`.
+    /// `orphan_task`, `orphan_noun`, `shared_noun`, `other_key_tasks`
+    /// or `note`.
     pub kind: &'static str,
-    /// The pack's id of the task, or `store/key` of the noun.
+    /// The pack's id of the task, `store/key` of the noun, or the key id
+    /// that enqueued other labelled tasks.
     pub id: String,
     /// `orphan`, `cancelled`, `error`, `warning` or `note`.
     pub outcome: &'static str,
@@ -105,7 +124,11 @@ pub(super) async fn run(
     prune: bool,
     items: ExitCode,
 ) -> anyhow::Result<Report> {
-    let found = find(client, plan).await?;
+    let me = client
+        .bearer()
+        .and_then(key_id_of)
+        .context("the key given is not a Tessera key (tsk_...)")?;
+    let found = find(client, plan, me).await?;
     let pruning = prune && mode == Mode::Apply && items == ExitCode::SUCCESS;
     let mut pruned = Vec::new();
     if pruning {
@@ -129,9 +152,9 @@ pub(super) async fn run(
     })
 }
 
-/// Lists the pack's records in its namespace and keeps the orphans and
-/// the shared nouns.
-async fn find(client: &Client, plan: &Plan) -> anyhow::Result<Found> {
+/// Lists the pack's records in its namespace and keeps the orphans (tasks
+/// only of key `me`), the shared nouns, and the other keys' labelled tasks.
+async fn find(client: &Client, plan: &Plan, me: &str) -> anyhow::Result<Found> {
     let (ns, pack) = (&plan.pack.namespace, &plan.pack.name);
     let keys: HashSet<&str> = plan
         .tasks
@@ -145,6 +168,12 @@ async fn find(client: &Client, plan: &Plan) -> anyhow::Result<Found> {
         .collect();
     let mut found = Found::default();
     for t in tasks(client, &format!("namespace={ns}&source_pack={pack}")).await? {
+        if t.requester.as_str() != me {
+            if !t.state.is_terminal() {
+                found.others.entry(t.requester).or_default().push(t.task_id);
+            }
+            continue;
+        }
         if t.idempotency_key
             .as_deref()
             .is_some_and(|k| keys.contains(k))
@@ -258,14 +287,13 @@ fn local_id(plan: &Plan, t: &TaskView) -> String {
     }
 }
 
-/// Prints one line per orphan and shared noun, then a summary, when there
-/// is anything to say.
-/// The orphan section: a line per finding, and the count line.
+/// The orphan section: a line per finding, and the count line when there
+/// are orphans.
 fn report(
     plan: &Plan,
     found: &Found,
     prune: bool,
-    pruned: &[(crate::queue::TaskId, Pruned)],
+    pruned: &[(TaskId, Pruned)],
 ) -> (Vec<Entry>, Option<String>) {
     let mut entries = Vec::new();
     let mut line = |kind: &'static str, id: String, outcome: &'static str, text: String| {
@@ -332,6 +360,19 @@ fn report(
             ),
         );
     }
+    for (key, ids) in &found.others {
+        line(
+            "other_key_tasks",
+            key.to_string(),
+            "note",
+            format!(
+                "{:<11}  {}: labelled with pack {} by key {key}, not by this key; not orphans of this import, so --prune leaves them",
+                "note",
+                task_ids(ids),
+                plan.pack.name
+            ),
+        );
+    }
     if found.nouns_unchecked {
         line(
             "note",
@@ -365,4 +406,17 @@ fn report(
         }
     );
     (entries, Some(summary))
+}
+
+/// `task t7` or `tasks t7, t9, ... and 3 more`.
+fn task_ids(ids: &[TaskId]) -> String {
+    let shown: Vec<String> = ids.iter().take(NOTE_IDS).map(|id| id.to_string()).collect();
+    let more = match ids.len().saturating_sub(NOTE_IDS) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    match ids.len() {
+        1 => format!("task {}", shown[0]),
+        _ => format!("tasks {}{more}", shown.join(", ")),
+    }
 }
