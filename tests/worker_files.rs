@@ -254,19 +254,24 @@ async fn task_id_must_be_a_whole_segment_of_every_template() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn nesting_placements_never_replace_or_delete_another_tasks_directory() {
+async fn nesting_placements_are_refused_and_never_touch_another_tasks_directory() {
     let t = Team::start().await;
     // The team's queue now places ctx-dirs at runs/{task_id}.
     let q = json!({"name": "work.external", "lease_ttl_s": 30, "max_attempts": 3, "placement": "runs/{task_id}"});
     assert_status!(t.d.admin.post_json("/v1/queues", &q).await.unwrap(), 200);
     let runs = area(t.d.root(), NS).join("runs");
-    let nested = |under: &str| {
+    let nested = |under: &str, policy: &str| {
         let mut s = spec("verb.solve_draft", json!({}));
         s["placement"] = json!(format!("runs/{under}/{{task_id}}"));
+        s["check_policy"] = json!(policy);
         s
     };
+    let refused = |r: &Reply| {
+        assert_status!(r, 400, "invalid_field");
+        assert_eq!(body(r)["error"]["details"]["field"], json!("placement"));
+    };
 
-    // The outer task projects first; the nested one may not go inside it.
+    // The outer task projects first; one nested inside it is refused.
     let outer = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
     let w = start_work(&t.worker, &outer).await;
     assert_status!(stage(&w.handle, "keep.md", b"outer part").await, 200);
@@ -276,81 +281,58 @@ async fn nesting_placements_never_replace_or_delete_another_tasks_directory() {
         before.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
         [".tessera-owner", "keep.md", "solve_draft.md"]
     );
-    let inner = enqueue(&t.requester, &nested(&outer)).await;
-    let w = start_work(&t.worker, &inner).await;
-    assert_status!(submit_body(&w.handle, b"inner").await, 201);
-    let p = projection(&t.requester, &inner).await;
-    assert_eq!(p["status"], json!("skipped"), "{p}");
-    assert!(
-        p["reason"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("task {outer}'s ctx-dir")),
-        "{p}"
-    );
+    for policy in ["warn", "strict"] {
+        refused(
+            &t.requester
+                .post_json("/v1/tasks", &nested(&outer, policy))
+                .await
+                .unwrap(),
+        );
+    }
     assert_eq!(
         snapshot(&runs.join(&outer)),
         before,
         "the outer ctx-dir is untouched"
     );
 
-    // A strict nested task is refused at enqueue.
-    let mut strict = nested(&outer);
-    strict["check_policy"] = json!("strict");
-    let r = t.requester.post_json("/v1/tasks", &strict).await.unwrap();
-    assert_status!(r, 422, "placement_unresolvable");
-
-    // The nested task projects first; the outer one may not swap it out.
+    // Aimed at a task not made yet, it is refused too: that task projects.
+    let next = format!("t{}", outer[1..].parse::<u64>().unwrap() + 1);
+    for policy in ["warn", "strict"] {
+        refused(
+            &t.requester
+                .post_json("/v1/tasks", &nested(&next, policy))
+                .await
+                .unwrap(),
+        );
+    }
     let late_outer = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
-    let early_inner = enqueue(&t.requester, &nested(&late_outer)).await;
-    let w = start_work(&t.worker, &early_inner).await;
-    assert_status!(stage(&w.handle, "keep.md", b"inner part").await, 200);
-    assert_status!(submit_body(&w.handle, b"inner").await, 201);
-    assert_eq!(
-        projection(&t.requester, &early_inner).await["status"],
-        json!("written")
-    );
-    let before = snapshot(&runs.join(&late_outer));
-    assert_eq!(before.len(), 3, "{before:?}");
+    assert_eq!(late_outer, next);
     let w = start_work(&t.worker, &late_outer).await;
     assert_status!(submit_body(&w.handle, b"outer").await, 201);
-    let p = projection(&t.requester, &late_outer).await;
-    assert_eq!(p["status"], json!("skipped"), "{p}");
-    assert!(
-        p["reason"].as_str().unwrap().contains("no task owns"),
-        "{p}"
-    );
     assert_eq!(
-        snapshot(&runs.join(&late_outer)),
-        before,
-        "the nested ctx-dir is untouched"
+        projection(&t.requester, &late_outer).await["status"],
+        json!("written")
     );
 
-    // Two templates that resolve to one directory: same/t<y>/t<x>. The
-    // first keeps it; the second (strict) is refused and its attempt stays open.
+    // Two templates that would resolve to one directory, same/t<y>/t<x>,
+    // for tasks x and y: x's, whose fixed segment is shaped like a task
+    // id, is refused; y's t<x> lies inside y's own directory.
     let probe = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
     let next: u64 = probe[1..].parse().unwrap();
-    let (x, y) = (format!("t{}", next + 1), format!("t{}", next + 2));
+    let (y, x) = (format!("t{}", next + 1), format!("t{}", next + 2));
     let mut xs = spec("verb.solve_draft", json!({}));
     xs["placement"] = json!(format!("same/{y}/{{task_id}}"));
+    refused(&t.requester.post_json("/v1/tasks", &xs).await.unwrap());
     let mut ys = spec("verb.solve_draft", json!({}));
     ys["placement"] = json!(format!("same/{{task_id}}/{x}"));
     ys["check_policy"] = json!("strict");
-    assert_eq!(enqueue(&t.requester, &xs).await, x);
     assert_eq!(enqueue(&t.requester, &ys).await, y);
-    let wx = start_work(&t.worker, &x).await;
-    assert_status!(submit_body(&wx.handle, b"x").await, 201);
-    let shared = area(t.d.root(), NS).join("same").join(&y).join(&x);
-    let before = snapshot(&shared);
-    assert_eq!(before.len(), 2, "{before:?}");
     let wy = start_work(&t.worker, &y).await;
-    assert_status!(
-        submit_body(&wy.handle, b"y").await,
-        500,
-        "projection_failed"
+    assert_status!(submit_body(&wy.handle, b"y").await, 201);
+    assert_eq!(
+        projection(&t.requester, &y).await["path"],
+        json!(format!("workspace/{NS}/same/{y}/{x}"))
     );
-    assert_eq!(task(&t.requester, &y).await["state"], json!("claimed"));
-    assert_eq!(snapshot(&shared), before, "x's ctx-dir is untouched");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -25,6 +25,15 @@ use crate::store::{self, Name, Sha256, Store};
 /// File the first start writes the admin secret to, under `auth/`.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
 
+/// The key id a secret names (`tsk_<key_id>_<64 hex>`), when it has that
+/// shape; it proves nothing until the keyring checks the whole secret.
+pub fn key_id_of(secret: &str) -> Option<&str> {
+    secret
+        .strip_prefix("tsk_")
+        .and_then(|rest| rest.split_once('_'))
+        .map(|(id, _)| id)
+}
+
 /// A stored key: everything but the secret itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -286,11 +295,7 @@ impl Keyring {
 
     fn check(&self, secret: Option<&str>) -> Result<Principal, Error> {
         let secret = secret.ok_or(Error::Unauthenticated("missing bearer credential"))?;
-        let key_id = secret
-            .strip_prefix("tsk_")
-            .and_then(|rest| rest.split_once('_'))
-            .map(|(id, _)| id)
-            .ok_or(Error::Unauthenticated("malformed key"))?;
+        let key_id = key_id_of(secret).ok_or(Error::Unauthenticated("malformed key"))?;
         let entry = self
             .get(key_id)
             .ok_or(Error::Unauthenticated("unknown key"))?;

@@ -8,6 +8,16 @@
 //! work dir is `tasks/<task_id>/work` and the default ctx-dir
 //! `tasks/<task_id>/ctx`. A template may reach into `tasks/` only through
 //! its own `{task_id}`, and never onto or into the work dir.
+//!
+//! Likewise a template's `{task_id}` directory (the path up to and with
+//! that segment) is its task's alone: no fixed segment before `{task_id}`
+//! may have the shape of a task id (`t` and digits, in any case), so no
+//! template's fixed prefix can run through another task's `{task_id}`
+//! directory, and no task can create, or block, a directory another
+//! task's placement needs (such as `flows/t8/{task_id}` making
+//! `flows/t8/`, where task t8 placed at `flows/{task_id}` projects).
+//! Fixed segments after `{task_id}` lie inside the task's own directory
+//! and may be anything else the rules allow.
 
 use super::task::TaskId;
 
@@ -46,10 +56,19 @@ fn check_relative(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a fixed segment could name some task's `{task_id}` directory:
+/// `t` and digits, of any length, with leading zeros or an upper-case `T`
+/// too (a case-folding filesystem takes `T8` for `t8`).
+fn task_id_shaped(seg: &str) -> bool {
+    seg.strip_prefix(['t', 'T'])
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Checks a ctx-dir template: a relative path with exactly one segment
 /// equal to `{task_id}` (so tasks never share or nest ctx-dirs by
-/// accident), no other braces, not the owner mark, and inside `tasks/`
-/// only as `tasks/{task_id}/<name>`, with `<name>` not `work`.
+/// accident), no other braces, not the owner mark, no segment before
+/// `{task_id}` shaped like a task id, and inside `tasks/` only as
+/// `tasks/{task_id}/<name>`, with `<name>` not `work`.
 pub fn check_template(template: &str) -> Result<(), String> {
     check_relative(template)?;
     let segs: Vec<&str> = template.split('/').collect();
@@ -67,6 +86,12 @@ pub fn check_template(template: &str) -> Result<(), String> {
             "tasks/<task_id>/ belongs to that task: use tasks/{task_id}/<name> (not work), or another top directory"
                 .into(),
         );
+    }
+    let mut fixed = segs.iter().take_while(|s| **s != TASK_ID);
+    if let Some(seg) = fixed.find(|s| task_id_shaped(s)) {
+        return Err(format!(
+            "segment {seg:?} has the shape of a task id: before {TASK_ID} it could be another task's {TASK_ID} directory, which only that task may create; use a name that is not t<digits>"
+        ));
     }
     Ok(())
 }
@@ -91,7 +116,18 @@ mod tests {
             ("tasks/{task_id}/ctx", true),
             ("tasks/{task_id}/out/ctx", true),
             ("runs/{task_id}", true),
-            ("runs/t5/{task_id}", true),
+            ("runs/t5/{task_id}", false),
+            ("t5/{task_id}", false),
+            ("T5/{task_id}", false),
+            ("runs/t05/{task_id}/ctx", false),
+            ("a/t0/b/{task_id}", false),
+            ("t18446744073709551615/{task_id}", false),
+            ("{task_id}/t5", true),
+            ("runs/{task_id}/t5/ctx", true),
+            ("run-t5/{task_id}", true),
+            ("t/{task_id}", true),
+            ("tx5/{task_id}", true),
+            ("t5x/{task_id}", true),
             ("{task_id}", true),
             ("{task_id}/ctx", true),
             ("tasks/ctx", false),
@@ -127,5 +163,84 @@ mod tests {
         }
         assert_eq!(resolve(DEFAULT_PLACEMENT, TaskId(7)), "tasks/t7/ctx");
         assert_eq!(work_dir(TaskId(7)), "tasks/t7/work");
+    }
+
+    /// Every accepted template over a small alphabet, each of up to four
+    /// segments.
+    fn accepted() -> Vec<String> {
+        const ALPHABET: [&str; 9] = [
+            "flows", "t8", "t9", "T8", "t08", "tasks", "work", "ctx", TASK_ID,
+        ];
+        let mut all: Vec<Vec<&str>> = vec![vec![]];
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            all = all
+                .iter()
+                .flat_map(|p| {
+                    ALPHABET.iter().map(move |s| {
+                        let mut next = p.clone();
+                        next.push(*s);
+                        next
+                    })
+                })
+                .collect();
+            out.extend(
+                all.iter()
+                    .map(|segs| segs.join("/"))
+                    .filter(|t| check_template(t).is_ok()),
+            );
+        }
+        out
+    }
+
+    /// Segments, case folded (what a case-folding filesystem compares).
+    fn folded(path: &str) -> Vec<String> {
+        path.split('/').map(|s| s.to_ascii_lowercase()).collect()
+    }
+
+    /// The directory a task owns through a template: the path up to and
+    /// with its `{task_id}` segment.
+    fn owned(template: &str, id: TaskId) -> Vec<String> {
+        let at = template.split('/').position(|s| s == TASK_ID).unwrap();
+        folded(&resolve(template, id))[..=at].to_vec()
+    }
+
+    #[test]
+    fn no_accepted_template_runs_through_another_tasks_directory() {
+        let ids = [TaskId(8), TaskId(9)];
+        // Per template: its paths and the directories it owns, per id.
+        type Resolved = (String, Vec<Vec<String>>, Vec<Vec<String>>);
+        let templates: Vec<Resolved> = accepted()
+            .into_iter()
+            .map(|t| {
+                let paths = ids.iter().map(|id| folded(&resolve(&t, *id))).collect();
+                let owns = ids.iter().map(|id| owned(&t, *id)).collect();
+                (t, paths, owns)
+            })
+            .collect();
+        assert!(templates.len() > 100, "{}", templates.len());
+        let work: Vec<Vec<String>> = ids
+            .iter()
+            .map(|id| folded(&format!("tasks/{id}")))
+            .collect();
+        for (a, paths, _) in &templates {
+            for (x, y) in [(0, 1), (1, 0)] {
+                let path = &paths[x];
+                assert!(
+                    !path.starts_with(&work[y]),
+                    "{a} runs through tasks/{}",
+                    ids[y]
+                );
+                for (b, _, owns) in &templates {
+                    assert!(
+                        !path.starts_with(&owns[y]),
+                        "{a} for {} runs through {}, which {b} gives {}",
+                        ids[x],
+                        owns[y].join("/"),
+                        ids[y]
+                    );
+                }
+            }
+        }
     }
 }

@@ -17,6 +17,12 @@
 //! submit that fails after projecting swaps it back ([`Swap::undo`]).
 //! A full disk or a failed fsync is not a placement problem: it is
 //! [`Unplaced::Storage`], which no check policy skips.
+//!
+//! The template is checked again before anything is created: one recorded
+//! before a rule was added (a journal written by an older daemon, such as
+//! `flows/t8/{task_id}`, whose fixed segment could be another task's
+//! `{task_id}` directory) blocks its own projection and makes no
+//! directory on another task's path.
 
 use cap_std::fs::Dir;
 use rustix::fs::RenameFlags;
@@ -109,6 +115,12 @@ fn io_failed(what: &str, e: std::io::Error) -> Unplaced {
 
 /// Writes the ctx-dir; `Err` says why it was not written.
 pub fn project(store: &Store, p: &Projection<'_>) -> Result<Swap, Unplaced> {
+    placement::check_template(p.template).map_err(|why| {
+        format!(
+            "the placement {:?} is no longer accepted ({why}); nothing was created",
+            p.template
+        )
+    })?;
     let rel = placement::resolve(p.template, p.task_id);
     let (parent_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
     let segs: Vec<&str> = parent_rel.split('/').filter(|s| !s.is_empty()).collect();
@@ -257,4 +269,40 @@ pub fn check_placement(store: &Store, ns: &Name, template: &str) -> Result<(), S
         .take_while(|seg| !seg.contains("{task_id}"))
         .collect();
     area::walk(store, ns, &fixed, false).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::TaskId;
+    use crate::store::Access;
+
+    #[test]
+    fn a_recorded_template_the_rules_refuse_blocks_only_itself_and_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Access::Exclusive).unwrap();
+        let ns = Name::parse("namespace", "team").unwrap();
+        let at = |template| Projection {
+            template,
+            namespace: &ns,
+            task_id: TaskId(5),
+            step: "solve",
+            attempt: 1,
+            ok: true,
+            body: b"out",
+            parts: &[],
+        };
+        match project(&store, &at("flows/t8/{task_id}")) {
+            Err(Unplaced::Blocked(why)) => assert!(why.contains("shape of a task id"), "{why}"),
+            Err(Unplaced::Storage(e)) => panic!("{e}"),
+            Ok(_) => panic!("projected"),
+        }
+        let area = dir.path().join("workspace").join("team");
+        assert!(!area.join("flows").exists(), "nothing on t8's path");
+        project(&store, &at("flows/{task_id}"))
+            .map_err(|_| ())
+            .unwrap()
+            .finish();
+        assert!(area.join("flows/t5/solve.md").is_file());
+    }
 }

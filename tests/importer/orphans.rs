@@ -265,3 +265,211 @@ async fn a_key_without_nouns_read_still_imports_and_is_told_nouns_were_not_check
         "note         nouns were not checked for orphans or other packs: listing them needs nouns:read"
     );
 }
+
+/// A second key with the importer's grants: any key that may enqueue in
+/// the namespace may label its own tasks with any pack.
+struct Squatter {
+    client: tessera::client::Client,
+    key_id: String,
+    /// Its tasks labelled `tidy`: one enqueued alone, two in a batch (one
+    /// of them under the idempotency key of the owner's genuine orphan).
+    tasks: Vec<String>,
+}
+
+/// Issues the squatter's key and has it enqueue its labelled tasks, as a
+/// single enqueue and as a batch.
+async fn squat(env: &Env) -> Squatter {
+    let secret = Env::issue(&env.d, crate::importer_grants(&[])).await;
+    let client = env.d.client(&secret);
+    let alone = crate::support::spec("verb.solve_draft", json!({"squat": 1}));
+    let r = client
+        .post_json("/v1/tasks?source_pack=tidy", &alone)
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let mut tasks = vec![body(&r)["task_id"].as_str().unwrap().to_string()];
+    let mut same_key = crate::support::spec("verb.solve_draft", json!({"squat": 2}));
+    same_key["idempotency_key"] = json!("seed:tidy:queued-old");
+    let plain = crate::support::spec("verb.verify_gate", json!({"squat": 3}));
+    let r = client
+        .post_json(
+            "/v1/batch/tasks?source_pack=tidy",
+            &json!({"items": [same_key, plain]}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    for item in body(&r)["items"].as_array().unwrap() {
+        assert_eq!(item["status"], 201, "{item}");
+        tasks.push(item["result"]["task_id"].as_str().unwrap().to_string());
+    }
+    let key_id = task(&env.d.admin, &tasks[0]).await["requester"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    Squatter {
+        client,
+        key_id,
+        tasks,
+    }
+}
+
+/// Asserts each of the squatter's tasks is still queued.
+async fn untouched(env: &Env, s: &Squatter) {
+    for id in &s.tasks {
+        assert_eq!(
+            task(&env.d.admin, id).await["state"],
+            "queued",
+            "another key's task {id}"
+        );
+    }
+}
+
+/// Other keys' labelled tasks (the squatter's) are one note, never
+/// orphans: a plan and an apply with `--prune` exit as if they were not
+/// there, they stay queued, and the owner's genuine orphans are still
+/// found and pruned. `admin` imports with the admin key, which may cancel
+/// anyone's task, and still must not cancel these.
+async fn labelled_by_another_key(admin: bool) {
+    let env = Env::start().await;
+    if admin {
+        std::fs::copy(env.d.root().join("auth/admin.key"), &env.key_file).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("tidy");
+    let with_old =
+        format!("{KEEP_TASK}  - {{id: queued-old, kind: verb.solve_draft, brief: {{a: 2}}}}\n");
+    write_pack(&pack, "tidy", KEEP_NOUN, &with_old);
+    let first = env.import(&pack, &[]).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    let s = squat(&env).await;
+    let note = format!(
+        "note         tasks {}: labelled with pack tidy by key {}, not by this key; not orphans of this import, so --prune leaves them",
+        s.tasks.join(", "),
+        s.key_id
+    );
+
+    // The pack as imported: nothing of this key is an orphan.
+    let plan = env.import(&pack, &["--plan", "--prune"]).await;
+    assert_eq!(plan.code, 0, "nothing of this key to prune {plan:?}");
+    assert_eq!(plan.summary(), note, "{plan:?}");
+    let json = env
+        .import(&pack, &["--plan", "--prune", "-o", "json"])
+        .await;
+    assert_eq!(json.code, 0, "{json:?}");
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect("one JSON document");
+    assert_eq!(
+        doc["orphans"],
+        json!({"entries": [{"kind": "other_key_tasks", "id": s.key_id, "outcome": "note"}], "summary": null}),
+        "{doc:#}"
+    );
+    let apply = env.import(&pack, &["--prune"]).await;
+    assert_eq!(apply.code, 0, "{apply:?}");
+    assert_eq!(apply.summary(), note, "{apply:?}");
+    untouched(&env, &s).await;
+
+    // A genuine orphan of this key is still found and pruned, beside them.
+    let old = id_of(&env, "queued-old").await;
+    write_pack(&pack, "tidy", KEEP_NOUN, KEEP_TASK);
+    let plan = env.import(&pack, &["--plan", "--prune"]).await;
+    assert_eq!(plan.code, 2, "{plan:?}");
+    assert!(plan.stdout.contains(&note), "{plan:?}");
+    assert_eq!(
+        plan.summary(),
+        "orphans: 1 tasks, 0 nouns no longer in the pack",
+        "{plan:?}"
+    );
+    let apply = env.import(&pack, &["--prune"]).await;
+    assert_eq!(apply.code, 0, "{apply:?}");
+    assert!(
+        apply.stdout.contains(&format!(
+            "cancelled    task  queued-old  ({old}, queued): no longer in the pack"
+        )) && apply.stdout.contains(&note),
+        "{apply:?}"
+    );
+    assert_eq!(
+        apply.summary(),
+        "orphans: 1 tasks, 0 nouns no longer in the pack; 1 tasks cancelled"
+    );
+    assert_eq!(task(&env.d.admin, &old).await["state"], "cancelled");
+    untouched(&env, &s).await;
+    let again = env.import(&pack, &["--plan", "--prune"]).await;
+    assert_eq!(again.code, 0, "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_keys_tasks_labelled_with_the_pack_are_a_note_not_orphans() {
+    labelled_by_another_key(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_import_does_not_prune_another_keys_labelled_tasks() {
+    labelled_by_another_key(true).await;
+}
+
+/// The states of `ids`, as admin sees them.
+async fn states(env: &Env, ids: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(
+            task(&env.d.admin, id).await["state"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    out
+}
+
+/// `POST /v1/tasks/{action}` by `source_pack=tidy` as `c`: the ids it
+/// acted on, sorted.
+async fn bulk(c: &tessera::client::Client, action: &str) -> Vec<String> {
+    let r = c
+        .post_json(
+            &format!("/v1/tasks/{action}"),
+            &json!({"namespace": NS, "source_pack": "tidy"}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let mut ids: Vec<String> = body(&r)["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The bulk routes select by `source_pack` too; they act only on tasks
+/// the caller may cancel or retry (its own, or any for admin), so neither
+/// key's bulk call touches the other's labelled tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_cancel_and_retry_by_source_pack_act_only_on_the_callers_own_tasks() {
+    let env = Env::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("tidy");
+    write_pack(
+        &pack,
+        "tidy",
+        KEEP_NOUN,
+        &format!("{KEEP_TASK}{RENAMED_TASK}"),
+    );
+    let first = env.import(&pack, &[]).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    let mut owner = vec![id_of(&env, "keep").await, id_of(&env, "queued-new").await];
+    owner.sort();
+    let s = squat(&env).await;
+    let mut theirs = s.tasks.clone();
+    theirs.sort();
+
+    assert_eq!(bulk(&s.client, "cancel").await, theirs);
+    assert_eq!(states(&env, &owner).await, ["queued", "queued"]);
+    assert_eq!(bulk(&env.importer, "cancel").await, owner);
+    assert_eq!(bulk(&s.client, "retry").await, theirs);
+    assert_eq!(states(&env, &owner).await, ["cancelled", "cancelled"]);
+    untouched(&env, &s).await;
+    assert_eq!(bulk(&env.importer, "retry").await, owner);
+    assert_eq!(states(&env, &owner).await, ["queued", "queued"]);
+}

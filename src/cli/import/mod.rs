@@ -14,8 +14,9 @@
 //! one JSON document); in a `--plan`, `diff` names what differs in each
 //! noun that would get a new version and each task that conflicts;
 //! `orphans` then lists what earlier imports of the pack created that it
-//! no longer has (and with `--prune` cancels such tasks that have not
-//! started); `watch` imports again on every settled change.
+//! no longer has (and with `--prune` cancels such tasks of this key that
+//! have not started; other keys' tasks with the pack's label are only
+//! noted); `watch` imports again on every settled change.
 //!
 //! Exit codes: 0 when nothing would change or the import went through; 2
 //! when `--plan` finds something to change; 1 for an invalid pack, a
@@ -54,9 +55,10 @@ pub struct ImportArgs {
     /// until Ctrl-C.
     #[arg(long)]
     pub watch: bool,
-    /// Cancel the tasks an earlier import of this pack created that the
-    /// pack no longer has, while they are pending, queued or parked (with
-    /// --plan: show which it would cancel).
+    /// Cancel the tasks an earlier import of this pack under this key
+    /// created that the pack no longer has, while they are pending, queued
+    /// or parked (with --plan: show which it would cancel). Tasks other
+    /// keys labelled with the pack are noted, never cancelled.
     #[arg(long, conflicts_with = "watch")]
     pub prune: bool,
     /// How to print the outcome: text lines, or one JSON document (for CI).

@@ -6,23 +6,39 @@
 //! this module asks it for the pack's records in the pack's namespace
 //! (`GET /v1/tasks?source_pack=`, `GET /v1/nouns?source_pack=`) and keeps
 //! those the pack no longer names: tasks by idempotency key, nouns by
-//! store and key. With `--prune`, an apply cancels each orphan task still
-//! pending, queued or parked (`cancel?if_state=...`, decided under the
-//! queue's lock, so a task a worker claimed meanwhile is left running);
-//! running and finished tasks are never touched, and nouns are reported,
-//! never deleted. A noun of this pack that another pack also wrote gets a
+//! store and key.
+//!
+//! The label is only a label: any key that may enqueue in the namespace
+//! can put `?source_pack=` on its own tasks. So an orphan task is one the
+//! importing key requested (the task view's `requester`); a task another
+//! key labelled with the pack is never this import's orphan, whoever
+//! imports (an admin too): it gets one note per requesting key, is never
+//! cancelled, and leaves the exit code alone, so no other key can make a
+//! plan or a prune of this pack fail.
+//!
+//! With `--prune`, an apply cancels each orphan task still pending,
+//! queued or parked (`cancel?if_state=...`, decided under the queue's
+//! lock, so a task a worker claimed meanwhile is left running); running
+//! and finished tasks are never touched, and nouns are reported, never
+//! deleted. A noun of this pack that another pack also wrote gets a
 //! warning (the two imports would keep replacing each other's version).
+//! `report` writes the findings as lines and JSON entries.
 
-use std::collections::{BTreeSet, HashSet};
+mod report;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use tessera_importer::Plan;
 
 use super::Mode;
+use crate::auth::keyring::key_id_of;
 use crate::client::Client;
 use crate::http::wire::{NounList, NounSummary, TaskList, TaskView};
-use crate::queue::TaskState;
+use crate::queue::{TaskId, TaskState};
+use crate::store::Name;
+pub(super) use report::Report;
 
 /// The states a prune cancels: the task has not started, or waits for input.
 const PRUNABLE: [TaskState; 3] = [TaskState::Pending, TaskState::Queued, TaskState::Parked];
@@ -43,6 +59,9 @@ struct Found {
     shared: Vec<NounSummary>,
     /// The key may not list nouns, so none were checked.
     nouns_unchecked: bool,
+    /// Tasks other keys labelled with this pack that have not ended, by
+    /// requesting key, in id order: noted, never orphans.
+    others: BTreeMap<Name, Vec<TaskId>>,
 }
 
 /// What a prune did to one orphan task.
@@ -56,47 +75,6 @@ enum Pruned {
     Failed(String),
 }
 
-/// The findings besides the pack's own items, each as a text line and as
-/// a JSON entry, and the exit code.
-#[derive(Debug)]
-pub(super) struct Report {
-    /// `items` (the import's), or 2 for a plan in which `--prune` would
-    /// cancel something, or 1 when a cancel was refused.
-    pub code: ExitCode,
-    /// One per orphan, shared noun or note, in print order.
-    pub entries: Vec<Entry>,
-    /// The closing count line, when there are orphans.
-    pub summary: Option<String>,
-}
-
-/// One finding: what `-o json` lists beside the pack's own entries.
-#[derive(Debug, serde::Serialize)]
-pub(super) struct Entry {
-    /// `orphan_task`, `orphan_noun`, `shared_noun` or `note`.
-    pub kind: &'static str,
-    /// The pack's id of the task, or `store/key` of the noun.
-    pub id: String,
-    /// `orphan`, `cancelled`, `error`, `warning` or `note`.
-    pub outcome: &'static str,
-    /// The line as text prints it.
-    #[serde(skip)]
-    pub text: String,
-}
-
-impl Report {
-    /// Prints the findings after the import's own lines.
-    pub fn print(&self) {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        for e in &self.entries {
-            let _ = writeln!(out, "{}", e.text);
-        }
-        if let Some(summary) = &self.summary {
-            let _ = writeln!(out, "{summary}");
-        }
-    }
-}
-
 /// Finds, and with `prune` in an apply that went through, prunes.
 pub(super) async fn run(
     client: &Client,
@@ -105,7 +83,11 @@ pub(super) async fn run(
     prune: bool,
     items: ExitCode,
 ) -> anyhow::Result<Report> {
-    let found = find(client, plan).await?;
+    let me = client
+        .bearer()
+        .and_then(key_id_of)
+        .context("the key given is not a Tessera key (tsk_...)")?;
+    let found = find(client, plan, me).await?;
     let pruning = prune && mode == Mode::Apply && items == ExitCode::SUCCESS;
     let mut pruned = Vec::new();
     if pruning {
@@ -113,7 +95,7 @@ pub(super) async fn run(
             pruned.push((t.task_id, cancel(client, t).await?));
         }
     }
-    let (entries, summary) = report(plan, &found, prune, &pruned);
+    let (entries, summary) = report::lines(plan, &found, prune, &pruned);
     let would_cancel = found.tasks.iter().any(|t| PRUNABLE.contains(&t.state));
     let code = if pruned.iter().any(|(_, p)| matches!(p, Pruned::Failed(_))) {
         ExitCode::FAILURE
@@ -129,9 +111,9 @@ pub(super) async fn run(
     })
 }
 
-/// Lists the pack's records in its namespace and keeps the orphans and
-/// the shared nouns.
-async fn find(client: &Client, plan: &Plan) -> anyhow::Result<Found> {
+/// Lists the pack's records in its namespace and keeps the orphans (tasks
+/// only of key `me`), the shared nouns, and the other keys' labelled tasks.
+async fn find(client: &Client, plan: &Plan, me: &str) -> anyhow::Result<Found> {
     let (ns, pack) = (&plan.pack.namespace, &plan.pack.name);
     let keys: HashSet<&str> = plan
         .tasks
@@ -145,6 +127,12 @@ async fn find(client: &Client, plan: &Plan) -> anyhow::Result<Found> {
         .collect();
     let mut found = Found::default();
     for t in tasks(client, &format!("namespace={ns}&source_pack={pack}")).await? {
+        if t.requester.as_str() != me {
+            if !t.state.is_terminal() {
+                found.others.entry(t.requester).or_default().push(t.task_id);
+            }
+            continue;
+        }
         if t.idempotency_key
             .as_deref()
             .is_some_and(|k| keys.contains(k))
@@ -247,122 +235,4 @@ async fn cancel(client: &Client, t: &TaskView) -> anyhow::Result<Pruned> {
             Err(e) => format!("cancel refused: {e}"),
         }),
     })
-}
-
-/// The task's local id in the pack (`seed:<pack>:<id>`), else its key or id.
-fn local_id(plan: &Plan, t: &TaskView) -> String {
-    let prefix = format!("seed:{}:", plan.pack.name);
-    match t.idempotency_key.as_deref() {
-        Some(k) => k.strip_prefix(&prefix).unwrap_or(k).to_string(),
-        None => t.task_id.to_string(),
-    }
-}
-
-/// Prints one line per orphan and shared noun, then a summary, when there
-/// is anything to say.
-/// The orphan section: a line per finding, and the count line.
-fn report(
-    plan: &Plan,
-    found: &Found,
-    prune: bool,
-    pruned: &[(crate::queue::TaskId, Pruned)],
-) -> (Vec<Entry>, Option<String>) {
-    let mut entries = Vec::new();
-    let mut line = |kind: &'static str, id: String, outcome: &'static str, text: String| {
-        entries.push(Entry {
-            kind,
-            id,
-            outcome,
-            text,
-        });
-    };
-    for t in &found.tasks {
-        let id = local_id(plan, t);
-        let head = format!("task  {id}  ({}, {})", t.task_id, t.state.as_str());
-        let done = pruned.iter().find(|(i, _)| *i == t.task_id).map(|(_, p)| p);
-        let (outcome, tail) = match (done, PRUNABLE.contains(&t.state)) {
-            (Some(Pruned::Cancelled), _) => ("cancelled", String::new()),
-            (Some(Pruned::Left(why)), _) => ("orphan", format!("; {why}")),
-            (Some(Pruned::Failed(why)), _) => ("error", format!("; {why}")),
-            (None, true) if prune => ("orphan", "; an import with --prune cancels it".to_string()),
-            (None, true) => ("orphan", "; --prune would cancel it".to_string()),
-            (None, false) => ("orphan", "; running, so --prune leaves it".to_string()),
-        };
-        line(
-            "orphan_task",
-            id.to_string(),
-            outcome,
-            format!("{outcome:<11}  {head}: no longer in the pack{tail}"),
-        );
-    }
-    for n in &found.nouns {
-        line(
-            "orphan_noun",
-            format!("{}/{}", n.store, n.key),
-            "orphan",
-            format!(
-                "{:<11}  noun  {}/{}  (version {}): no longer in the pack; nouns are never deleted",
-                "orphan", n.store, n.key, n.latest.version
-            ),
-        );
-    }
-    for n in &found.shared {
-        let others: Vec<&str> = n
-            .source_packs
-            .iter()
-            .map(|p| p.as_str())
-            .filter(|p| *p != plan.pack.name)
-            .collect();
-        let latest = match &n.latest.source_pack {
-            Some(p) if p.as_str() != plan.pack.name => {
-                format!("; pack {p} wrote the latest version ({})", n.latest.version)
-            }
-            _ => String::new(),
-        };
-        line(
-            "shared_noun",
-            format!("{}/{}", n.store, n.key),
-            "warning",
-            format!(
-                "{:<11}  noun  {}/{}: also written by pack {}{latest}; two packs writing one noun replace each other's versions",
-                "warning",
-                n.store,
-                n.key,
-                others.join(", ")
-            ),
-        );
-    }
-    if found.nouns_unchecked {
-        line(
-            "note",
-            String::new(),
-            "note",
-            format!(
-                "{:<11}  nouns were not checked for orphans or other packs: listing them needs nouns:read",
-                "note"
-            ),
-        );
-    }
-    if found.tasks.is_empty() && found.nouns.is_empty() {
-        return (entries, None);
-    }
-    let cancelled = pruned
-        .iter()
-        .filter(|(_, p)| matches!(p, Pruned::Cancelled))
-        .count();
-    let finished = match found.finished {
-        0 => String::new(),
-        n => format!(" ({n} more ended and are left as they are)"),
-    };
-    let summary = format!(
-        "orphans: {} tasks{finished}, {} nouns no longer in the pack{}",
-        found.tasks.len(),
-        found.nouns.len(),
-        if pruned.is_empty() {
-            String::new()
-        } else {
-            format!("; {cancelled} tasks cancelled")
-        }
-    );
-    (entries, Some(summary))
 }
