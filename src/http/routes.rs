@@ -35,7 +35,7 @@ pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: Socket
 pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     let started = Instant::now();
     let method = req.method().clone();
-    let route_of = template(req.parts.uri.path());
+    let route_of = route_label(&req);
     let resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),
@@ -50,43 +50,9 @@ pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     };
     let status = resp.status().as_u16();
     ctx.metrics
-        .request(method.as_str(), &route_of, status, started.elapsed());
+        .request(&method, route_of, status, started.elapsed());
     resp
 }
-
-/// The literal path segments of the routes below; any other segment is a
-/// value (an id, a name, a key) and stands as `{}` in a route's template.
-const LITERALS: &[&str] = &[
-    "healthz",
-    "metrics",
-    "v1",
-    "nouns",
-    "versions",
-    "quarantine",
-    "unquarantine",
-    "batch",
-    "tasks",
-    "keys",
-    "queues",
-    "claim",
-    "receipts",
-    "heartbeat",
-    "release",
-    "submit",
-    "park",
-    "resume",
-    "split",
-    "cancel",
-    "output",
-    "promotions",
-    "worker",
-    "prompt",
-    "artifact",
-    "parts",
-    "mcp",
-    "openapi.json",
-    "consumes",
-];
 
 /// One route the router serves: its method and its path template, whose
 /// `{name}` segments stand for any one segment.
@@ -104,35 +70,50 @@ impl RouteSpec {
     }
 }
 
-/// Route templates as segments, by method and segment count.
-type Templates = HashMap<(Method, usize), Vec<Vec<&'static str>>>;
+/// Route templates as segments, by method and segment count, each with
+/// its template as [`ROUTES`] spells it.
+type Templates = HashMap<(Method, usize), Vec<(&'static str, Vec<&'static str>)>>;
 
 /// [`ROUTES`]' templates split into segments once, filed by method and
 /// segment count, so a request is checked against the few that could fit.
 static LISTED: LazyLock<Templates> = LazyLock::new(|| {
     let mut by = Templates::new();
     for r in ROUTES {
-        let template: Vec<&str> = r.path.trim_matches('/').split('/').collect();
-        by.entry((r.method.clone(), template.len()))
+        let segs: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        by.entry((r.method.clone(), segs.len()))
             .or_default()
-            .push(template);
+            .push((r.path, segs));
     }
     by
 });
 
-/// Whether [`ROUTES`] lists `method` on the path split into `segs`: a
-/// `{name}` segment of a template stands for any one segment.
-fn listed(method: &Method, segs: &[&str]) -> bool {
+/// The template of the first route [`ROUTES`] lists for `method` on the
+/// path split into `segs` (a `{name}` segment of a template stands for any
+/// one segment), or `None` when no route is listed there.
+fn matched(method: &Method, segs: &[&str]) -> Option<&'static str> {
     LISTED
-        .get(&(method.clone(), segs.len()))
-        .is_some_and(|templates| {
-            templates.iter().any(|t| {
-                t.iter()
-                    .zip(segs)
-                    .all(|(t, s)| t.starts_with('{') || t == s)
-            })
+        .get(&(method.clone(), segs.len()))?
+        .iter()
+        .find_map(|(path, t)| {
+            let fits = t
+                .iter()
+                .zip(segs)
+                .all(|(t, s)| t.starts_with('{') || t == s);
+            fits.then_some(*path)
         })
 }
+
+/// The route a request is counted under in `/metrics`: the template of
+/// the route that serves it, or [`NO_ROUTE`]. Never the path itself, so
+/// the label takes one value per entry of [`ROUTES`] whatever clients send.
+fn route_label(req: &Req) -> &'static str {
+    let segments = req.segments().unwrap_or_default();
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    matched(req.method(), &segs).unwrap_or(NO_ROUTE)
+}
+
+/// The route label of a request no route serves.
+pub const NO_ROUTE: &str = "(no route)";
 
 /// Every route of the API. The router answers `no_route` to anything not
 /// listed here, and the OpenAPI document must list exactly these.
@@ -191,31 +172,11 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec::new(Method::POST, "/mcp"),
 ];
 
-/// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
-/// `/v1/tasks/{}/submit`; a path longer than any route, or whose first
-/// segment is no route's, is `(no route)`.
-pub fn template(path: &str) -> String {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    if segs == [""] {
-        return "/".into();
-    }
-    let known = segs.len() <= 6 && segs.first().is_some_and(|s| LITERALS.contains(s));
-    if !known {
-        return "(no route)".into();
-    }
-    let mut out = String::with_capacity(path.len());
-    for s in segs {
-        out.push('/');
-        out.push_str(if LITERALS.contains(&s) { s } else { "{}" });
-    }
-    out
-}
-
 async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
     let segments = req.segments()?;
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
-    if !listed(&method, &segs) {
+    if matched(&method, &segs).is_none() {
         return Err(no_route());
     }
     match (method, segs.as_slice()) {
