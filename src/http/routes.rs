@@ -17,8 +17,8 @@ use crate::queue::BulkAction;
 
 use super::mcp;
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues,
-    site, status, tasks, worker,
+    Ctx, Resp, batch, events, headers, keys, lifecycle, noun_list, nouns, openapi, ops, promotions,
+    queues, site, status, tasks, worker,
 };
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
@@ -31,12 +31,13 @@ pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: Socket
 }
 
 /// Routes one request already split into a [`Req`] (a connection's, or an
-/// `/mcp` tool call's) and turns any error into its JSON answer.
+/// `/mcp` tool call's), turns any error into its JSON answer, and gives
+/// every answer the headers of `headers.rs`.
 pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     let started = Instant::now();
     let method = req.method().clone();
     let route_of = route_label(&req);
-    let resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
+    let mut resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),
         Err(panic) => {
@@ -48,6 +49,7 @@ pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
             ApiError::internal(&format!("a request handler panicked: {what}")).into_response()
         }
     };
+    headers::protect(&mut resp);
     let status = resp.status().as_u16();
     ctx.metrics
         .request(&method, route_of, status, started.elapsed());
