@@ -189,7 +189,7 @@ async fn odd_traffic(team: &Team, from: usize, n: usize) {
     let worker = &team.worker;
     let requester = &team.requester;
     // Enqueues and tool calls cost more: one in ten rounds sends them.
-    let kinds = |i: usize| if i % 10 == 0 { 0..5 } else { 0..3 };
+    let kinds = |i: usize| if i.is_multiple_of(10) { 0..5 } else { 0..3 };
     let calls = (from..from + n).flat_map(move |i| kinds(i).map(move |kind| (i, kind)));
     futures_util::stream::iter(calls)
         .for_each_concurrent(32, |(i, kind)| {
