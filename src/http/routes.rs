@@ -36,8 +36,10 @@ pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: Socket
 pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     let started = Instant::now();
     let method = req.method().clone();
-    let route_of = route_label(&req);
-    let mut resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
+    let segments = req.segments();
+    let template = segments.as_deref().ok().and_then(|s| matched(&method, s));
+    let served = route(&ctx, req, segments, template);
+    let mut resp = match AssertUnwindSafe(served).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),
         Err(panic) => {
@@ -51,8 +53,12 @@ pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     };
     headers::protect(&mut resp);
     let status = resp.status().as_u16();
-    ctx.metrics
-        .request(&method, route_of, status, started.elapsed());
+    ctx.metrics.request(
+        &method,
+        template.unwrap_or(NO_ROUTE),
+        status,
+        started.elapsed(),
+    );
     resp
 }
 
@@ -92,7 +98,7 @@ static LISTED: LazyLock<Templates> = LazyLock::new(|| {
 /// The template of the first route [`ROUTES`] lists for `method` on the
 /// path split into `segs` (a `{name}` segment of a template stands for any
 /// one segment), or `None` when no route is listed there.
-fn matched(method: &Method, segs: &[&str]) -> Option<&'static str> {
+fn matched(method: &Method, segs: &[impl AsRef<str>]) -> Option<&'static str> {
     LISTED
         .get(&(method.clone(), segs.len()))?
         .iter()
@@ -100,21 +106,13 @@ fn matched(method: &Method, segs: &[&str]) -> Option<&'static str> {
             let fits = t
                 .iter()
                 .zip(segs)
-                .all(|(t, s)| t.starts_with('{') || t == s);
+                .all(|(t, s)| t.starts_with('{') || *t == s.as_ref());
             fits.then_some(*path)
         })
 }
 
-/// The route a request is counted under in `/metrics`: the template of
-/// the route that serves it, or [`NO_ROUTE`]. Never the path itself, so
-/// the label takes one value per entry of [`ROUTES`] whatever clients send.
-fn route_label(req: &Req) -> &'static str {
-    let segments = req.segments().unwrap_or_default();
-    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
-    matched(req.method(), &segs).unwrap_or(NO_ROUTE)
-}
-
-/// The route label of a request no route serves.
+/// The route a request no route serves is counted under in `/metrics`
+/// (any other is counted under its route's template, never its path).
 pub const NO_ROUTE: &str = "(no route)";
 
 /// Every route of the API. The router answers `no_route` to anything not
@@ -174,13 +172,20 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec::new(Method::POST, "/mcp"),
 ];
 
-async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
-    let segments = req.segments()?;
-    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let method = req.method().clone();
-    if matched(&method, &segs).is_none() {
+/// Serves `req`, whose path is `segments`, by the route whose `template`
+/// [`matched`] found.
+async fn route(
+    ctx: &Arc<Ctx>,
+    req: Req,
+    segments: Result<Vec<String>, ApiError>,
+    template: Option<&'static str>,
+) -> Result<Resp, ApiError> {
+    let segments = segments?;
+    if template.is_none() {
         return Err(no_route());
     }
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let method = req.method().clone();
     match (method, segs.as_slice()) {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
         (Method::GET, ["v1", "openapi.json"]) => openapi::serve(),
