@@ -3,11 +3,19 @@
 //! committed changes, one general hook), how long things took
 //! (histograms in seconds), and at each scrape the tasks per queue and
 //! state read from the queue itself, so a gauge row never vanishes.
+//!
+//! Every label value comes from a closed set, never from what a client
+//! sends: a `&'static str` of this crate (a route template of
+//! `http::routes::ROUTES`, a standard method or `other`, a state, an
+//! outcome), a status code the daemon answered, or the name of a queue an
+//! admin provisioned. So the scrape's size follows the configuration,
+//! not the traffic.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use hashbrown::HashMap;
+use http::Method;
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
@@ -32,20 +40,42 @@ struct QueueLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubmitLabels {
     queue: String,
-    outcome: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TaskLabels {
     queue: String,
-    state: String,
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HttpLabels {
-    method: String,
-    route: String,
-    status: String,
+    method: &'static str,
+    route: &'static str,
+    status: u16,
+}
+
+/// The methods HTTP defines (RFC 9110 and PATCH); any other token a
+/// client invents is counted as `other`.
+const METHODS: [Method; 9] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::DELETE,
+    Method::CONNECT,
+    Method::OPTIONS,
+    Method::TRACE,
+    Method::PATCH,
+];
+
+/// A request's method as a label: one of [`METHODS`], or `other`.
+fn method_label(method: &Method) -> &'static str {
+    METHODS
+        .iter()
+        .find(|m| *m == method)
+        .map_or("other", |m| m.as_str())
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -180,13 +210,13 @@ impl Metrics {
         Metrics { registry: r, ..m }
     }
 
-    /// One HTTP request answered: `route` is its template (see
-    /// `http::routes::template`), never the raw path.
-    pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
+    /// One HTTP request answered: `route` is the template of the route
+    /// that served it (or the one value for none), never the raw path.
+    pub fn request(&self, method: &Method, route: &'static str, status: u16, took: Duration) {
         let labels = HttpLabels {
-            method: method.to_string(),
-            route: route.to_string(),
-            status: status.to_string(),
+            method: method_label(method),
+            route,
+            status,
         };
         self.http.get_or_create(&labels).observe(took.as_secs_f64());
     }
@@ -215,7 +245,7 @@ impl Metrics {
             for (state, n) in st.index.counts_of(queue) {
                 let labels = TaskLabels {
                     queue: queue.to_string(),
-                    state: state.as_str().to_string(),
+                    state: state.as_str(),
                 };
                 tasks.get_or_create(&labels).set(level(n));
             }
@@ -281,7 +311,14 @@ fn label(queue: impl ToString) -> QueueLabel {
 
 impl Observer for Metrics {
     fn committed(&self, _seq: u64, ev: &Event, moved: &[Transition], st: &State) {
-        let queue_of = |id: &TaskId| st.tasks.get(id).map(|t| label(&t.spec.queue));
+        // Only a provisioned queue's name becomes a label (enqueue and
+        // split refuse any other, and this keeps it so).
+        let queue_of = |id: &TaskId| {
+            let t = st.tasks.get(id)?;
+            st.queues
+                .contains_key(&t.spec.queue)
+                .then(|| label(&t.spec.queue))
+        };
         match ev {
             Event::Claimed { id, at, .. } => {
                 if let Some(q) = queue_of(id) {
@@ -294,7 +331,7 @@ impl Observer for Metrics {
                     let outcome = if *ok { "ok" } else { "failed" };
                     let labels = SubmitLabels {
                         queue: q.queue.clone(),
-                        outcome: outcome.into(),
+                        outcome,
                     };
                     self.submits.get_or_create(&labels).inc();
                     if let Some(t0) = self.claimed().remove(id) {

@@ -87,7 +87,7 @@ async fn metrics_follow_the_queue_and_need_the_scope() {
         "{text}"
     );
     assert!(
-        text.contains("tessera_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/tasks/{}/submit\",status=\"201\"}"),
+        text.contains("tessera_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/tasks/{id}/submit\",status=\"201\"}"),
         "routes are templates, never raw ids:\n{text}"
     );
     assert!(
@@ -126,5 +126,155 @@ async fn metrics_follow_the_queue_and_need_the_scope() {
         "tessera_connections_evicted_total",
     ] {
         assert_eq!(sample(&text, counter), Some(0.0), "{text}");
+    }
+}
+
+/// Literal segments of the API's paths: any sequence of them is a path a
+/// client may send, and a route label built from such a path (rather than
+/// from the route that served it) takes one value per sequence.
+const LITERALS: [&str; 16] = [
+    "claim",
+    "submit",
+    "versions",
+    "output",
+    "metrics",
+    "healthz",
+    "mcp",
+    "receipts",
+    "parts",
+    "heartbeat",
+    "release",
+    "park",
+    "resume",
+    "split",
+    "cancel",
+    "quarantine",
+];
+
+/// The `n`th path of `/v1` and then one to five [`LITERALS`] (the base-16
+/// digits of `n`): no route has any of them right after `/v1`, so every
+/// such path is answered `404 no_route`, each a new path.
+fn literal_path(mut n: usize) -> String {
+    let mut path = String::from("/v1");
+    for _ in 0..5 {
+        path.push('/');
+        path.push_str(LITERALS[n % LITERALS.len()]);
+        n /= LITERALS.len();
+        if n == 0 {
+            break;
+        }
+    }
+    path
+}
+
+/// The series in a scrape: its sample lines' names and labels.
+fn series(text: &str) -> std::collections::BTreeSet<&str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' ').map(|(name, _)| name))
+        .collect()
+}
+
+/// One round of traffic whose every label a client would choose if it
+/// could, numbered from `from`: `n` requests each with an invented
+/// method, with a path of literal segments and claiming from an
+/// unprovisioned queue (named like a literal half the time), and `n / 10`
+/// each enqueueing onto such a queue and calling an `/mcp` tool with
+/// literals for names. Each kind gets the same
+/// answer every time, so only labels taken from the request could add
+/// series.
+async fn odd_traffic(team: &Team, from: usize, n: usize) {
+    use futures_util::StreamExt;
+    let anon = team.d.admin.anonymous();
+    let worker = &team.worker;
+    let requester = &team.requester;
+    // Enqueues and tool calls cost more: one in ten rounds sends them.
+    let kinds = |i: usize| if i.is_multiple_of(10) { 0..5 } else { 0..3 };
+    let calls = (from..from + n).flat_map(move |i| kinds(i).map(move |kind| (i, kind)));
+    futures_util::stream::iter(calls)
+        .for_each_concurrent(32, |(i, kind)| {
+            let anon = anon.clone();
+            async move {
+                let queue = if i % 2 == 0 {
+                    LITERALS[i / 2 % LITERALS.len()].to_string()
+                } else {
+                    format!("q{i}")
+                };
+                let r = match kind {
+                    0 => {
+                        let method = http::Method::from_bytes(format!("X{i}").as_bytes()).unwrap();
+                        anon.send(method, "/v1/tasks", None, &[]).await
+                    }
+                    1 => anon.get(&literal_path(i)).await,
+                    2 => {
+                        let path = format!("/v1/queues/{queue}/claim");
+                        worker.post_json(&path, &json!({})).await
+                    }
+                    3 => {
+                        let mut s = spec("verb.compute", json!({}));
+                        s["queue"] = json!(queue);
+                        requester.post_json("/v1/tasks", &s).await
+                    }
+                    _ => {
+                        let [ns, st, key] =
+                            [i, i / 7, i / 49].map(|j| LITERALS[j % LITERALS.len()]);
+                        let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                            "params": {"name": "put_noun", "arguments": {
+                                "namespace": ns, "store": st, "key": key,
+                                "expected_version": 0, "body": {}}}});
+                        let body = serde_json::to_vec(&call).unwrap().into();
+                        let headers = [
+                            ("accept", "application/json, text/event-stream"),
+                            ("mcp-protocol-version", "2025-11-25"),
+                        ];
+                        worker
+                            .send(http::Method::POST, "/mcp", Some(body), &headers)
+                            .await
+                    }
+                };
+                let r = r.unwrap();
+                assert!(
+                    r.status.is_client_error() || r.status.is_success(),
+                    "{kind}: {}",
+                    r.status
+                );
+            }
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_chosen_methods_paths_and_names_add_no_series() {
+    let team = Team::start().await;
+    let admin = &team.d.admin;
+    odd_traffic(&team, 0, 500).await;
+    // The first scrape's own request is counted once it has answered.
+    scrape(admin).await;
+    let first = scrape(admin).await;
+    odd_traffic(&team, 500, 19_500).await;
+    let last = scrape(admin).await;
+    let added: Vec<_> = series(&last).difference(&series(&first)).copied().collect();
+    assert!(
+        added.is_empty(),
+        "20,000 rounds of odd methods, paths and names added {} series: {:?}",
+        added.len(),
+        &added[..added.len().min(40)]
+    );
+    assert!(
+        last.len() < 64 * 1024,
+        "the scrape grew to {} bytes",
+        last.len()
+    );
+    for label in ["route=\"/v1/queues/{queue}/claim\"", "method=\"other\""] {
+        assert!(last.contains(label), "{label}");
+    }
+    for raw in [
+        "q1\"",
+        "X1",
+        "/v1/queues/claim/",
+        "/v1/claim",
+        "/v1/nouns/claim",
+    ] {
+        assert!(!last.contains(raw), "{raw} in a label:\n{last}");
     }
 }

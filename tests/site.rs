@@ -3,9 +3,15 @@
 //! the admin key. The rendered DOM must show what each key may see and
 //! nothing more, and untrusted text (a brief with markup) must stay text.
 //!
+//! A link carrying `#key=` must not silently replace the key a tab already
+//! holds: the page asks, and keeps the current key unless told otherwise
+//! (driven through the DevTools protocol, `cdp.rs`, to press its buttons).
+//!
 //! Needs Debian's `chromium` at /usr/bin/chromium (CI installs it). With
 //! `TESSERA_UPDATE_SCREENSHOT=1` the test also refreshes `docs/overview.png`.
 
+#[path = "site/cdp.rs"]
+mod cdp;
 mod support;
 
 use std::path::Path;
@@ -27,36 +33,44 @@ const HIDDEN_BRIEF: &str = "hidden-brief-7f3a";
 /// How long one Chromium run may take before it is killed.
 const CHROMIUM_LIMIT: Duration = Duration::from_secs(90);
 
-/// Runs headless Chromium on `url` with `extra` arguments (`--dump-dom` or
-/// `--screenshot=...`) and a fresh profile; returns what it printed. The
-/// browser runs in its own process group, killed whole if it overruns.
-async fn chromium(url: &str, extra: &[String]) -> String {
+/// The flags every Chromium run of these tests starts with.
+const CHROMIUM_FLAGS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+/// Fails with how to install Chromium when it is missing.
+fn require_chromium() {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: the site test drives a real browser. Install it with \
          `apt-get update && apt-get install -y chromium` (Debian; as root)"
     );
+}
+
+/// Runs headless Chromium on `url` with `extra` arguments (`--dump-dom` or
+/// `--screenshot=...`) and a fresh profile; returns what it printed. The
+/// browser runs in its own process group, killed whole if it overruns.
+async fn chromium(url: &str, extra: &[String]) -> String {
+    require_chromium();
     let profile = tempfile::tempdir().expect("profile dir");
     let mut cmd = tokio::process::Command::new(CHROMIUM);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--virtual-time-budget=10000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()))
-    .args(extra)
-    .arg(url)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0)
-    .kill_on_drop(true);
+    cmd.args(CHROMIUM_FLAGS)
+        .arg("--virtual-time-budget=10000")
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
     let child = cmd.spawn().expect("start chromium");
     let group = rustix::process::Pid::from_raw(child.id().expect("pid") as i32).expect("pid");
     match tokio::time::timeout(CHROMIUM_LIMIT, child.wait_with_output()).await {
@@ -380,4 +394,123 @@ async fn the_site_files_carry_a_strict_policy_and_revalidate() {
     assert_status!(r, 404, "no_route");
     let r = anon.get("/v1/tasks").await.unwrap();
     assert_status!(r, 401, "unauthenticated");
+}
+
+/// What the page shows of its key: the tab's stored key, the header's key
+/// id, whether it is asking, and its whole markup (to look for secrets).
+const STATE: &str = "({stored: sessionStorage.getItem('tessera.key'), \
+    who: document.getElementById('who').textContent, \
+    asking: document.querySelector('[data-ask=\"replace-key\"]')?.textContent ?? null, \
+    hash: location.hash, html: document.documentElement.outerHTML})";
+
+/// The page has settled on its view (not asking).
+const SETTLED: &str = "document.body && document.body.dataset.loaded === 'true' \
+    && !document.querySelector('[data-ask]')";
+
+/// The page has settled on its question.
+const ASKING: &str = "document.body && document.body.dataset.loaded === 'true' \
+    && document.querySelector('[data-ask=\"replace-key\"]')";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_link_asks_before_replacing_the_tabs_key() {
+    let d = support::TestDaemon::start().await;
+    let base = d.admin.base().to_string();
+    let r = d
+        .admin
+        .post_json(
+            "/v1/keys",
+            &json!({"label": "other", "grants": {"scopes": ["nouns:read"]}}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let (other, other_id) = {
+        let b = body(&r);
+        (
+            b["secret"].as_str().unwrap().to_string(),
+            b["key_id"].as_str().unwrap().to_string(),
+        )
+    };
+    let (admin, admin_id) = (d.admin_key.clone(), key_id(&d.admin_key));
+    let mut b = cdp::Browser::launch().await;
+    let no_secret = |state: &serde_json::Value| {
+        let html = state["html"].as_str().unwrap();
+        assert!(
+            !html.contains(&admin) && !html.contains(&other),
+            "a secret in the page"
+        );
+        assert!(!state["hash"].as_str().unwrap().contains("key="), "{state}");
+    };
+
+    // No key yet: the link's key is taken.
+    b.open(&format!("{base}/#key={admin}")).await;
+    b.wait_for(SETTLED).await;
+    let s = b.eval(STATE).await;
+    assert_eq!(s["stored"], json!(admin));
+    assert!(
+        s["who"].as_str().unwrap().contains(&admin_id),
+        "{}",
+        s["who"]
+    );
+    no_secret(&s);
+
+    // A key set, a link with another opened in the tab: asked, with both
+    // ids; declining keeps the current key.
+    b.open(&format!("{base}/#/tasks?key={other}")).await;
+    b.wait_for(ASKING).await;
+    let s = b.eval(STATE).await;
+    let asking = s["asking"].as_str().unwrap();
+    assert!(
+        asking.contains(&admin_id) && asking.contains(&other_id),
+        "{asking}"
+    );
+    assert_eq!(s["stored"], json!(admin), "nothing replaced while asking");
+    no_secret(&s);
+    b.eval("document.querySelector('[data-answer=\"keep\"]').click()")
+        .await;
+    b.wait_for(SETTLED).await;
+    let s = b.eval(STATE).await;
+    assert_eq!(s["stored"], json!(admin), "declined: the current key stays");
+    assert!(
+        s["who"].as_str().unwrap().contains(&admin_id),
+        "{}",
+        s["who"]
+    );
+    assert_eq!(
+        s["hash"],
+        json!("#/tasks"),
+        "the link's page, without its key"
+    );
+    no_secret(&s);
+
+    // The same link followed within the page (a hash change): asked
+    // again; accepting replaces the key.
+    b.eval(&format!("location.hash = '#key={other}'")).await;
+    b.wait_for(ASKING).await;
+    assert_eq!(b.eval(STATE).await["stored"], json!(admin));
+    b.eval("document.querySelector('[data-answer=\"replace\"]').click()")
+        .await;
+    b.wait_for(SETTLED).await;
+    let s = b.eval(STATE).await;
+    assert_eq!(s["stored"], json!(other), "accepted: the link's key");
+    assert!(
+        s["who"].as_str().unwrap().contains(&other_id),
+        "{}",
+        s["who"]
+    );
+    no_secret(&s);
+
+    // A link with the key the tab already holds asks nothing.
+    b.open(&format!("{base}/#key={other}")).await;
+    b.wait_for(SETTLED).await;
+    assert_eq!(b.eval(STATE).await["stored"], json!(other));
+}
+
+/// The id of a `tsk_<id>_<hex>` secret.
+fn key_id(secret: &str) -> String {
+    secret
+        .split('_')
+        .nth(1)
+        .expect("tsk_<id>_<hex>")
+        .to_string()
 }

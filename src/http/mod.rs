@@ -2,6 +2,9 @@
 //! graceful shutdown. This layer only parses, authenticates and maps
 //! errors; the rules live in `auth`, `store` and the other domain modules.
 //!
+//! Every answer carries `nosniff` and, unless it is one of the overview
+//! site's files, a sandboxing Content-Security-Policy (`headers.rs`).
+//!
 //! Bounds on what clients can hold: a request head must arrive, and a
 //! kept-alive connection must send its next one, within
 //! `[limits] header_timeout_ms` (hyper's header read timeout, which also
@@ -21,6 +24,7 @@ pub mod budget;
 pub mod conns;
 pub mod error;
 mod events;
+pub mod headers;
 mod keys;
 mod lifecycle;
 mod mcp;

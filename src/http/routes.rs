@@ -17,8 +17,8 @@ use crate::queue::BulkAction;
 
 use super::mcp;
 use super::{
-    Ctx, Resp, batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues,
-    site, status, tasks, worker,
+    Ctx, Resp, batch, events, headers, keys, lifecycle, noun_list, nouns, openapi, ops, promotions,
+    queues, site, status, tasks, worker,
 };
 
 /// Routes one request from `peer` and turns any error into its JSON answer.
@@ -31,12 +31,15 @@ pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: Socket
 }
 
 /// Routes one request already split into a [`Req`] (a connection's, or an
-/// `/mcp` tool call's) and turns any error into its JSON answer.
+/// `/mcp` tool call's), turns any error into its JSON answer, and gives
+/// every answer the headers of `headers.rs`.
 pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     let started = Instant::now();
     let method = req.method().clone();
-    let route_of = template(req.parts.uri.path());
-    let resp = match AssertUnwindSafe(route(&ctx, req)).catch_unwind().await {
+    let segments = req.segments();
+    let template = segments.as_deref().ok().and_then(|s| matched(&method, s));
+    let served = route(&ctx, req, segments, template);
+    let mut resp = match AssertUnwindSafe(served).catch_unwind().await {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => e.into_response(),
         Err(panic) => {
@@ -48,45 +51,16 @@ pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
             ApiError::internal(&format!("a request handler panicked: {what}")).into_response()
         }
     };
+    headers::protect(&mut resp);
     let status = resp.status().as_u16();
-    ctx.metrics
-        .request(method.as_str(), &route_of, status, started.elapsed());
+    ctx.metrics.request(
+        &method,
+        template.unwrap_or(NO_ROUTE),
+        status,
+        started.elapsed(),
+    );
     resp
 }
-
-/// The literal path segments of the routes below; any other segment is a
-/// value (an id, a name, a key) and stands as `{}` in a route's template.
-const LITERALS: &[&str] = &[
-    "healthz",
-    "metrics",
-    "v1",
-    "nouns",
-    "versions",
-    "quarantine",
-    "unquarantine",
-    "batch",
-    "tasks",
-    "keys",
-    "queues",
-    "claim",
-    "receipts",
-    "heartbeat",
-    "release",
-    "submit",
-    "park",
-    "resume",
-    "split",
-    "cancel",
-    "output",
-    "promotions",
-    "worker",
-    "prompt",
-    "artifact",
-    "parts",
-    "mcp",
-    "openapi.json",
-    "consumes",
-];
 
 /// One route the router serves: its method and its path template, whose
 /// `{name}` segments stand for any one segment.
@@ -104,35 +78,42 @@ impl RouteSpec {
     }
 }
 
-/// Route templates as segments, by method and segment count.
-type Templates = HashMap<(Method, usize), Vec<Vec<&'static str>>>;
+/// Route templates as segments, by method and segment count, each with
+/// its template as [`ROUTES`] spells it.
+type Templates = HashMap<(Method, usize), Vec<(&'static str, Vec<&'static str>)>>;
 
 /// [`ROUTES`]' templates split into segments once, filed by method and
 /// segment count, so a request is checked against the few that could fit.
 static LISTED: LazyLock<Templates> = LazyLock::new(|| {
     let mut by = Templates::new();
     for r in ROUTES {
-        let template: Vec<&str> = r.path.trim_matches('/').split('/').collect();
-        by.entry((r.method.clone(), template.len()))
+        let segs: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        by.entry((r.method.clone(), segs.len()))
             .or_default()
-            .push(template);
+            .push((r.path, segs));
     }
     by
 });
 
-/// Whether [`ROUTES`] lists `method` on the path split into `segs`: a
-/// `{name}` segment of a template stands for any one segment.
-fn listed(method: &Method, segs: &[&str]) -> bool {
+/// The template of the first route [`ROUTES`] lists for `method` on the
+/// path split into `segs` (a `{name}` segment of a template stands for any
+/// one segment), or `None` when no route is listed there.
+fn matched(method: &Method, segs: &[impl AsRef<str>]) -> Option<&'static str> {
     LISTED
-        .get(&(method.clone(), segs.len()))
-        .is_some_and(|templates| {
-            templates.iter().any(|t| {
-                t.iter()
-                    .zip(segs)
-                    .all(|(t, s)| t.starts_with('{') || t == s)
-            })
+        .get(&(method.clone(), segs.len()))?
+        .iter()
+        .find_map(|(path, t)| {
+            let fits = t
+                .iter()
+                .zip(segs)
+                .all(|(t, s)| t.starts_with('{') || *t == s.as_ref());
+            fits.then_some(*path)
         })
 }
+
+/// The route a request no route serves is counted under in `/metrics`
+/// (any other is counted under its route's template, never its path).
+pub const NO_ROUTE: &str = "(no route)";
 
 /// Every route of the API. The router answers `no_route` to anything not
 /// listed here, and the OpenAPI document must list exactly these.
@@ -191,33 +172,20 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec::new(Method::POST, "/mcp"),
 ];
 
-/// A path as a bounded label for metrics: `/v1/tasks/t12/submit` becomes
-/// `/v1/tasks/{}/submit`; a path longer than any route, or whose first
-/// segment is no route's, is `(no route)`.
-pub fn template(path: &str) -> String {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    if segs == [""] {
-        return "/".into();
-    }
-    let known = segs.len() <= 6 && segs.first().is_some_and(|s| LITERALS.contains(s));
-    if !known {
-        return "(no route)".into();
-    }
-    let mut out = String::with_capacity(path.len());
-    for s in segs {
-        out.push('/');
-        out.push_str(if LITERALS.contains(&s) { s } else { "{}" });
-    }
-    out
-}
-
-async fn route(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
-    let segments = req.segments()?;
-    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let method = req.method().clone();
-    if !listed(&method, &segs) {
+/// Serves `req`, whose path is `segments`, by the route whose `template`
+/// [`matched`] found.
+async fn route(
+    ctx: &Arc<Ctx>,
+    req: Req,
+    segments: Result<Vec<String>, ApiError>,
+    template: Option<&'static str>,
+) -> Result<Resp, ApiError> {
+    let segments = segments?;
+    if template.is_none() {
         return Err(no_route());
     }
+    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let method = req.method().clone();
     match (method, segs.as_slice()) {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
         (Method::GET, ["v1", "openapi.json"]) => openapi::serve(),

@@ -5,11 +5,12 @@
 //! JSON API with the key the operator gives the page, so it shows exactly
 //! what that key may see.
 //!
-//! Every file is sent with a strict Content-Security-Policy (scripts,
-//! styles and connections from this origin only, no inline script),
-//! `nosniff`, and an ETag with `Cache-Control: no-cache`: browsers keep
-//! the files but ask again each time, so a new daemon's page is used at
-//! once and an unchanged one costs a `304`.
+//! Every file is sent with a strict Content-Security-Policy of its own
+//! (scripts, styles and connections from this origin only, no inline
+//! script) in place of the sandbox every other answer gets (`headers.rs`,
+//! which also adds `nosniff`), and an ETag with `Cache-Control: no-cache`:
+//! browsers keep the files but ask again each time, so a new daemon's page
+//! is used at once and an unchanged one costs a `304`.
 
 use std::sync::LazyLock;
 
@@ -107,10 +108,6 @@ pub fn file(req: &Req, name: &str) -> Result<Resp, ApiError> {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
     );
     headers.insert(
         header::REFERRER_POLICY,

@@ -4,8 +4,9 @@
 // header; the key is kept in sessionStorage (this tab only). Routes live in
 // the address's hash: #/ (queues and tasks), #/tasks?queue=&kind=&state=&namespace=,
 // #/task/<id>, #/nouns, #/noun/<ns>/<store>/<key>[?version=N]. A "key"
-// parameter in the hash (#key=<key>, or #/task/t1?key=<key>) is moved into
-// sessionStorage and removed from the address at once.
+// parameter in the hash (#key=<key>, or #/task/t1?key=<key>) is removed
+// from the address at once and taken as the tab's key; when the tab already
+// has another key, the page asks first (showing key ids, never secrets).
 //
 // All data is untrusted: the DOM is built with createElement and text
 // nodes only, never from HTML strings.
@@ -34,8 +35,15 @@ function hashOf(path, params) {
   return "#" + path + (rest ? "?" + rest : "");
 }
 
-// Moves a key given in the address into sessionStorage, and out of the
-// address (and so out of the history) before anything else runs.
+// A key a link offered while the tab had another: held here (never in
+// storage, the address or the DOM) until the user takes or declines it.
+let offered = null;
+
+// Moves a key given in the address out of the address (and so out of the
+// history) before anything else runs. It becomes the tab's key when the
+// tab has none (or has this one); otherwise it waits in `offered` for the
+// user to say whether it replaces the current one: a link must not
+// silently switch whose view this tab shows.
 function takeKeyFromAddress() {
   const { path, params } = parseHash(location.hash);
   if (!params.has("key")) {
@@ -43,10 +51,17 @@ function takeKeyFromAddress() {
   }
   const key = params.get("key").trim();
   params.delete("key");
-  if (key) {
-    sessionStorage.setItem(KEY_ITEM, key);
-  }
   history.replaceState(null, "", location.pathname + location.search + hashOf(path, params));
+  if (!key) {
+    return;
+  }
+  const current = currentKey();
+  if (!current || current === key) {
+    sessionStorage.setItem(KEY_ITEM, key);
+    offered = null;
+  } else {
+    offered = key;
+  }
 }
 
 function currentKey() {
@@ -57,6 +72,12 @@ function currentKey() {
 function keyId(key) {
   const m = /^tsk_([A-Za-z0-9]+)_[0-9a-f]+$/.exec(key);
   return m ? m[1] : null;
+}
+
+// How the page names a key: its id, never its secret.
+function keyName(key) {
+  const id = keyId(key);
+  return id ? ["key ", mono(id)] : ["a key of ", h("em", {}, "unrecognised format")];
 }
 
 // ---------------------------------------------------------------- DOM
@@ -703,6 +724,10 @@ async function fill(gen) {
 function route() {
   const key = currentKey();
   showKey(key);
+  if (offered !== null) {
+    askToReplace(key);
+    return;
+  }
   if (!key) {
     keyBox();
     return;
@@ -748,6 +773,33 @@ function showKey(key) {
     const id = keyId(key);
     add(who, ["key ", id ? mono(id) : h("em", {}, "unrecognised format")]);
   }
+}
+
+// Asks whether the key a link offered replaces the tab's `current` one.
+// Keeping the current key is the default (it has the focus).
+function askToReplace(current) {
+  page = null;
+  holder = null;
+  const answer = (replace) => {
+    if (replace) {
+      sessionStorage.setItem(KEY_ITEM, offered);
+    }
+    offered = null;
+    route();
+  };
+  const keep = h("button", { type: "button", "data-answer": "keep", onclick: () => answer(false) }, "Keep ", keyName(current));
+  const replace = h("button", { type: "button", "data-answer": "replace", onclick: () => answer(true) }, "Use ", keyName(offered));
+  const box = h(
+    "section",
+    { class: "keybox", "data-ask": "replace-key" },
+    h("h1", {}, "Replace this tab's key?"),
+    h("p", {}, "The link you opened carries ", keyName(offered), ". This tab uses ", keyName(current), "."),
+    h("p", {}, "Replacing it makes this tab show what the other key may see. Keep the current key unless you meant to switch."),
+    h("div", { class: "row" }, keep, replace),
+  );
+  main.replaceChildren(box);
+  document.body.dataset.loaded = "true";
+  keep.focus();
 }
 
 function keyBox() {
@@ -843,6 +895,7 @@ function stopLive() {
 
 function forgetKey() {
   sessionStorage.removeItem(KEY_ITEM);
+  offered = null;
   stopLive();
   page = null;
   holder = null;
