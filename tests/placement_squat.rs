@@ -306,7 +306,6 @@ async fn a_strict_victim_placed_by_its_queue_projects_whatever_the_squatter_trie
 async fn a_split_child_projects_whatever_the_squatter_tried() {
     let t = Team::start().await;
     let parent = enqueue(&t.requester, &placed("flows/{task_id}", "strict")).await;
-    let child = format!("t{}", parent[1..].parse::<u64>().unwrap() + 1);
     let r = t
         .worker
         .post_json(&format!("/v1/tasks/{parent}/claim"), &json!({}))
@@ -324,6 +323,7 @@ async fn a_split_child_projects_whatever_the_squatter_tried() {
         .await
         .unwrap();
     assert_status!(r, 200);
+    let child = body(&r)["children"][0].as_str().unwrap().to_string();
     assert_eq!(task(&t.requester, &child).await["parent"], json!(parent));
     let got = try_squat(&t, &format!("flows/{child}/{{task_id}}")).await;
     for id in &got {

@@ -475,3 +475,52 @@ async fn a_held_request_is_decided_with_the_state_its_body_meets() {
         c["lease"]["holder"]
     );
 }
+
+/// Task ids are not a sequence: the ids a key gets say nothing of how
+/// many tasks another key created between them (random, 16 digits), while
+/// claims still go oldest first, also across a restart (snapshot and
+/// journal replay alike).
+#[tokio::test(flavor = "multi_thread")]
+async fn task_ids_count_nothing_and_claims_still_go_oldest_first() {
+    let mut t = Team::start().await;
+    let mut mine = vec![enqueue(&t.requester, &spec("verb.compute", json!({"n": 0}))).await];
+    for round in 1..4 {
+        let mut theirs = spec("verb.compute", json!({}));
+        theirs["producer_surface"] = json!("surface:elsewhere");
+        for i in 0..25 {
+            theirs["brief"] = json!({"round": round, "i": i});
+            enqueue(&t.outsider, &theirs).await;
+        }
+        mine.push(enqueue(&t.requester, &spec("verb.compute", json!({"n": round}))).await);
+    }
+    let numbers: Vec<u64> = mine.iter().map(|id| id[1..].parse().unwrap()).collect();
+    assert!(
+        mine.iter().all(|id| id.len() == 17),
+        "t and 16 digits: {mine:?}"
+    );
+    let steps: Vec<i128> = numbers
+        .windows(2)
+        .map(|w| w[1] as i128 - w[0] as i128)
+        .collect();
+    assert!(
+        !steps.contains(&26),
+        "an id tells how many tasks came between: {mine:?}"
+    );
+    let listed = body(&t.requester.get("/v1/tasks").await.unwrap());
+    let order: Vec<String> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(order, mine, "a list goes oldest first");
+    t.d.restart().await;
+    let first = claim(&t.worker, "work.external").await.unwrap();
+    assert_eq!(
+        support::claimed_id(&first),
+        mine[0],
+        "oldest first after a restart"
+    );
+    let next = claim(&t.worker, "work.external").await.unwrap();
+    assert_eq!(support::claimed_id(&next), mine[1]);
+}

@@ -640,16 +640,24 @@ async fn dependents_wait_for_upstreams_and_go_on_after_failure_or_cancellation()
     let c = claim(&t.worker, "work.external").await.unwrap();
     assert_eq!(claimed_id(&c), downstream);
     let up = c["task"]["upstream"].as_array().unwrap();
+    let failed = up
+        .iter()
+        .find(|u| u["task_id"] == failing.as_str())
+        .unwrap();
     assert_eq!(
-        (up[0]["state"].clone(), up[0]["ok"].clone()),
+        (failed["state"].clone(), failed["ok"].clone()),
         (json!("failed"), json!(false))
     );
     assert!(
-        up[0]["receipt"].is_string(),
+        failed["receipt"].is_string(),
         "the failed upstream's receipt is visible"
     );
+    let gone = up
+        .iter()
+        .find(|u| u["task_id"] == cancelled.as_str())
+        .unwrap();
     assert_eq!(
-        (up[1]["state"].clone(), up[1]["ok"].clone()),
+        (gone["state"].clone(), gone["ok"].clone()),
         (json!("cancelled"), json!(false))
     );
 }
@@ -836,9 +844,12 @@ async fn the_team_private_work_scenario_holds_step_by_step_and_repeats_exactly()
         .await
         .expect("the scenario runs");
     assert_eq!(rep.steps.len(), 6, "{:#?}", rep.steps);
-    assert_eq!(
-        (rep.parent.as_str(), rep.children.as_slice()),
-        ("t1", &["t2".to_string(), "t3".to_string()][..])
+    assert_eq!(rep.children.len(), 2, "{:?}", rep.children);
+    assert!(
+        !rep.children.contains(&rep.parent) && rep.children[0] != rep.children[1],
+        "three tasks: {} and {:?}",
+        rep.parent,
+        rep.children
     );
     assert_eq!(
         rep.park_needs["input_ref"],

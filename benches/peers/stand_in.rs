@@ -35,7 +35,7 @@ use serde::Deserialize;
 const LEASE: &str = r#"{"id":"e518127341cf1589a6f27ecdd088ff6b","fence":1,"expires_at":"2026-12-01T04:44:44.323076291Z","holder":"k21386fd9f073171e"}"#;
 
 /// The daemon's answer to an enqueue.
-const ENQUEUED: &str = r#"{"task_id":"t1","state":"queued","created":true}"#;
+const ENQUEUED: &str = r#"{"task_id":"t4823957102938471","state":"queued","created":true}"#;
 
 #[derive(Parser)]
 #[command(
@@ -94,9 +94,12 @@ impl Queues {
         let left = self.queued.get_mut(queue).filter(|n| **n > 0)?;
         *left -= 1;
         self.last += 1;
-        Some(claim(self.last))
+        Some(claim(FIRST_ID + self.last))
     }
 }
+
+/// The first claimed task's id: the daemon's ids have 16 digits.
+const FIRST_ID: u64 = 1_000_000_000_000_000;
 
 /// The daemon's claim answer for task `t<id>`.
 fn claim(id: u64) -> String {
@@ -111,7 +114,7 @@ fn claim(id: u64) -> String {
 /// The daemon's submit answer, carrying `next` (a claim or `null`).
 fn submitted(next: &str) -> String {
     format!(
-        r#"{{"task_id":"t1","state":"succeeded","ok":true,"receipt_sha256":"e7d8ebd79ec1cc487edb33e419cb5209b97f518b7ab78888b4027ceade3cbe00","created":true,"next":{next}}}"#
+        r#"{{"task_id":"t4823957102938471","state":"succeeded","ok":true,"receipt_sha256":"e7d8ebd79ec1cc487edb33e419cb5209b97f518b7ab78888b4027ceade3cbe00","created":true,"next":{next}}}"#
     )
 }
 

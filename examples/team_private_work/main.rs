@@ -53,7 +53,7 @@ fn print(rep: &scenario::Report) {
     );
     println!("content fingerprint: {}", rep.content_fingerprint());
     println!(
-        "  (sha256 over the receipts without `at` and `by_key`; the same on every run of this input)"
+        "  (sha256 over the receipts without `task_id`, `at` and `by_key`; the same on every run of this input)"
     );
 }
 

@@ -90,6 +90,7 @@ impl Report {
         for r in &self.receipt_records {
             let mut r = r.clone();
             if let Some(m) = r.as_object_mut() {
+                m.remove("task_id");
                 m.remove("at");
                 m.remove("by_key");
             }

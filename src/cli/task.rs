@@ -22,7 +22,7 @@ use crate::queue::TaskState;
 pub enum TaskCommand {
     /// Enqueue a task from a TaskSpec file (JSON or YAML) and/or flags.
     Enqueue(Box<EnqueueArgs>),
-    /// Tasks the key may see, in id order, filtered.
+    /// Tasks the key may see, oldest first, filtered.
     List(ListArgs),
     /// One task: state, attempt, envelope, lease, relations.
     Show(TaskArgs),

@@ -1,5 +1,5 @@
 //! Whether an event can be applied to a state: the preconditions
-//! `State::apply` relies on (the tasks it names exist, new ids come next,
+//! `State::apply` relies on (the tasks it names exist, new ids are unused,
 //! a heartbeat has a lease to extend). Replay checks every journal record
 //! with it, so no record, however damaged, makes the daemon panic; the
 //! live path checks each event it commits, so no request can either.
@@ -17,14 +17,16 @@ impl State {
                 .map(|_| ())
                 .ok_or_else(|| format!("it names task {id}, which does not exist"))
         };
-        let next = self.tasks.len() as u64 + 1;
+        let new = |id: &TaskId| {
+            if self.tasks.contains(id) {
+                Err(format!("it creates task {id}, which already exists"))
+            } else {
+                Ok(())
+            }
+        };
         match ev {
             Event::QueueSet { .. } => Ok(()),
-            Event::Enqueued { task, .. } if task.id.0 == next => Ok(()),
-            Event::Enqueued { task, .. } => Err(format!(
-                "it enqueues {} where the next task id is t{next}",
-                task.id
-            )),
+            Event::Enqueued { task, .. } => new(&task.id),
             Event::Heartbeat { id, .. } => match self.tasks.get(id) {
                 Some(t) if t.lease.is_some() => Ok(()),
                 Some(_) => Err(format!("it extends a lease {id} does not have")),
@@ -33,12 +35,9 @@ impl State {
             Event::Split { id, children, .. } => {
                 exists(id)?;
                 for (i, c) in children.iter().enumerate() {
-                    if c.id.0 != next + i as u64 {
-                        return Err(format!(
-                            "child {} of {id} is not the next task id t{}",
-                            c.id,
-                            next + i as u64
-                        ));
+                    new(&c.id)?;
+                    if children[..i].iter().any(|o| o.id == c.id) {
+                        return Err(format!("it creates task {} twice", c.id));
                     }
                 }
                 Ok(())

@@ -73,9 +73,18 @@ impl State {
         Ok(())
     }
 
+    /// An id no task has, nor any of `taken`, from ids `draw` offers.
+    fn unused_id(&self, draw: &mut dyn FnMut() -> TaskId, taken: &[NewTask]) -> TaskId {
+        std::iter::repeat_with(draw)
+            .find(|id| !self.tasks.contains(id) && taken.iter().all(|t| t.id != *id))
+            .expect("an unused id turns up")
+    }
+
     /// Enqueue a spec, from the seed pack `source_pack` when an import
-    /// sends it. `sees` says whether the requester may see a task (for
+    /// sends it, with an id from `draw` ([`TaskId::random`] on the live
+    /// path). `sees` says whether the requester may see a task (for
     /// `depends_on`, which may only name visible tasks).
+    #[allow(clippy::too_many_arguments)]
     pub fn decide_enqueue(
         &self,
         spec: TaskSpec,
@@ -83,6 +92,7 @@ impl State {
         source_pack: Option<&Name>,
         at: Timestamp,
         sees: &dyn Fn(&Task) -> bool,
+        draw: &mut dyn FnMut() -> TaskId,
     ) -> Result<Enqueue, EnqueueError> {
         if let Some(key) = &spec.idempotency_key
             && let Some((id, fp)) = self.idempotent(&spec.namespace, requester, key)
@@ -94,7 +104,7 @@ impl State {
             };
         }
         self.check_new(&spec, sees)?;
-        let id = TaskId(self.next_id);
+        let id = self.unused_id(draw, &[]);
         let task = NewTask {
             id,
             fingerprint: spec.idempotency_key.as_ref().map(|_| spec.fingerprint()),
@@ -124,14 +134,14 @@ impl State {
             if q != queue || kinds.is_some_and(|ks| !ks.contains(kind)) {
                 continue;
             }
-            let first = set.iter().find(|(_, id)| can(&self.tasks[id]));
+            let first = set.iter().find(|(_, _, id)| can(&self.tasks[id]));
             if let Some(key) = first
                 && best.is_none_or(|b| *key < b)
             {
                 best = Some(*key);
             }
         }
-        best.map(|(_, id)| id)
+        best.map(|(_, _, id)| id)
     }
 
     /// Claim a ready task: a new lease for attempt + 1.
@@ -349,7 +359,9 @@ impl State {
     }
 
     /// Split into children (specs already under the parent's envelope,
-    /// from [`super::ChildSpec::under`]); the parent waits.
+    /// from [`super::ChildSpec::under`]), with ids from `draw`; the
+    /// parent waits.
+    #[allow(clippy::too_many_arguments)]
     pub fn decide_split(
         &self,
         id: TaskId,
@@ -357,6 +369,7 @@ impl State {
         by: &Name,
         children: Vec<TaskSpec>,
         sees: &dyn Fn(&Task) -> bool,
+        draw: &mut dyn FnMut() -> TaskId,
         now: Timestamp,
     ) -> Result<Event, SplitError> {
         let t = self.held(id, lease_id, Some(by), now)?;
@@ -375,10 +388,10 @@ impl State {
             )));
         }
         let mut out = Vec::with_capacity(children.len());
-        for (i, spec) in children.into_iter().enumerate() {
+        for spec in children {
             self.check_new(&spec, sees).map_err(SplitError::Child)?;
             out.push(NewTask {
-                id: TaskId(self.next_id + i as u64),
+                id: self.unused_id(draw, &out),
                 spec,
                 requester: t.requester.clone(),
                 fingerprint: None,

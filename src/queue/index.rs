@@ -20,8 +20,9 @@ use super::idempotency::Idempotency;
 use super::task::{Attempt, TaskId, TaskState};
 use crate::store::Name;
 
-/// Claim order inside one ready set: higher priority first, then older.
-pub type ReadyKey = (Reverse<i32>, TaskId);
+/// Claim order inside one ready set: higher priority first, then older
+/// (the task's creation order, `TaskTable::order`).
+pub type ReadyKey = (Reverse<i32>, u64, TaskId);
 
 /// The indexes.
 #[derive(Debug, Default)]
@@ -65,13 +66,13 @@ impl Index {
         }
     }
 
-    /// Files a queued task as ready or delayed.
+    /// Files a queued task (created `order`-th) as ready or delayed.
     pub fn file_queued(
         &mut self,
         queue: &Name,
         kind: &Name,
         priority: i32,
-        id: TaskId,
+        (order, id): (u64, TaskId),
         not_before: Option<Timestamp>,
         now: Timestamp,
     ) {
@@ -83,22 +84,22 @@ impl Index {
                 self.ready
                     .entry((queue.clone(), kind.clone()))
                     .or_default()
-                    .insert((Reverse(priority), id));
+                    .insert((Reverse(priority), order, id));
             }
         }
     }
 
-    /// Removes a task from the ready and delayed sets.
+    /// Removes a task (created `order`-th) from the ready and delayed sets.
     pub fn unfile_queued(
         &mut self,
         queue: &Name,
         kind: &Name,
         priority: i32,
-        id: TaskId,
+        (order, id): (u64, TaskId),
         not_before: Option<Timestamp>,
     ) {
         if let Some(set) = self.ready.get_mut(&(queue.clone(), kind.clone())) {
-            set.remove(&(Reverse(priority), id));
+            set.remove(&(Reverse(priority), order, id));
         }
         if let Some(t) = not_before {
             self.delayed.remove(&(t, id));

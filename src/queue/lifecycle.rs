@@ -251,7 +251,8 @@ impl Queue {
         sees: &(dyn Fn(&Task) -> bool + Sync),
     ) -> Result<Vec<TaskId>, SplitError> {
         self.run(|st| {
-            let ev = st.decide_split(id, lease_id, by, children, sees, Timestamp::now())?;
+            let draw = &mut TaskId::random;
+            let ev = st.decide_split(id, lease_id, by, children, sees, draw, Timestamp::now())?;
             let Event::Split { children, .. } = &ev else {
                 unreachable!("split")
             };

@@ -44,10 +44,8 @@ pub struct SplitLimits {
 pub struct State {
     /// Provisioned queues.
     pub queues: BTreeMap<Name, QueueConfig>,
-    /// Every task, by id (ids grow with enqueue order).
+    /// Every task, in creation order, by id.
     pub tasks: TaskTable,
-    /// The next task id to assign.
-    pub next_id: u64,
     /// Derived indexes.
     pub index: Index,
     /// Split bounds.
@@ -76,7 +74,6 @@ impl State {
         State {
             queues: BTreeMap::new(),
             tasks: TaskTable::default(),
-            next_id: 1,
             index: Index::default(),
             limits,
             transitions: None,
@@ -326,7 +323,6 @@ impl State {
         self.names.share_task(&mut task);
         self.tasks.push(task);
         self.index.idempotency.insert(&self.tasks, id);
-        self.next_id = self.next_id.max(id.0 + 1);
         let new = &self.tasks[&id];
         let ended_badly = new.spec.depends_on.iter().find_map(|u| {
             let u = self.tasks.get(u)?;
@@ -396,7 +392,7 @@ impl State {
                 &t.spec.queue,
                 &t.spec.kind,
                 t.spec.priority,
-                id,
+                (self.tasks.order(&id).expect("known"), id),
                 t.not_before,
             ),
             TaskState::Pending => {
@@ -442,8 +438,9 @@ impl State {
         );
         self.index.count_in(&queue, state);
         if state == TaskState::Queued {
+            let order = self.tasks.order(&id).expect("known");
             self.index
-                .file_queued(&queue, &kind, priority, id, not_before, at);
+                .file_queued(&queue, &kind, priority, (order, id), not_before, at);
         }
         if !state.is_terminal() {
             return;
@@ -503,7 +500,6 @@ impl State {
         queues: BTreeMap<Name, QueueConfig>,
         tasks: TaskTable,
         names: Names,
-        next_id: u64,
         limits: SplitLimits,
         now: Timestamp,
     ) -> State {
@@ -513,7 +509,9 @@ impl State {
             index.count_in(&s.queue, t.state);
             match t.state {
                 TaskState::Queued => {
-                    index.file_queued(&s.queue, &s.kind, s.priority, *id, t.not_before, now)
+                    let order = tasks.order(id).expect("known");
+                    let at = (order, *id);
+                    index.file_queued(&s.queue, &s.kind, s.priority, at, t.not_before, now)
                 }
                 TaskState::Claimed => {
                     if let Some(l) = &t.lease {
@@ -544,7 +542,6 @@ impl State {
         State {
             queues,
             tasks,
-            next_id,
             index,
             limits,
             transitions: None,
@@ -559,7 +556,8 @@ impl State {
             let t = &self.tasks[id];
             if t.state == TaskState::Queued {
                 let (q, k, p) = (t.spec.queue.clone(), t.spec.kind.clone(), t.spec.priority);
-                self.index.file_queued(&q, &k, p, *id, None, now);
+                let order = self.tasks.order(id).expect("known");
+                self.index.file_queued(&q, &k, p, (order, *id), None, now);
             }
         }
         !due.is_empty()

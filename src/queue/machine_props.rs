@@ -105,7 +105,7 @@ fn derived(st: &State) -> Value {
         .ready
         .values()
         .flatten()
-        .map(|(p, id)| format!("{}:{id}", p.0))
+        .map(|(p, order, id)| format!("{}:{order}:{id}", p.0))
         .collect();
     ready.sort();
     let mut blocked: Vec<(TaskId, usize)> =
@@ -170,6 +170,13 @@ proptest! {
         st.apply(&ev);
         log.push(ev);
         let mut handle_seq = 0u32;
+        // Ids fall as tasks are created, so nothing may take id order
+        // for creation order.
+        let mut ids_left = 1_000_000u64;
+        let mut draw = move || {
+            ids_left -= 1;
+            TaskId(ids_left)
+        };
         for op in ops {
             now += SignedDuration::from_millis(250);
             st.promote_due(now);
@@ -177,7 +184,7 @@ proptest! {
                 Op::Enqueue { deps, priority, key, cancel_on_failure } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     let deps = if ids.is_empty() { vec![] } else { deps.iter().map(|d| ids[d % ids.len()]).collect() };
-                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, None, now, &|_| true) {
+                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, None, now, &|_| true, &mut draw) {
                         Ok(Enqueue::New(ev, _)) => Some(ev),
                         _ => None,
                     }
@@ -222,7 +229,7 @@ proptest! {
                 Op::Split { pick, n } => pick_in(&st, TaskState::Claimed, pick).and_then(|id| {
                     let parent = st.tasks[&id].spec.clone();
                     let kids: Vec<TaskSpec> = (0..n).map(|i| serde_json::from_str::<ChildSpec>(&json!({"queue": "q", "kind": "k", "effect_class": "read", "brief": {"i": i}}).to_string()).unwrap().under(&parent).unwrap()).collect();
-                    st.decide_split(id, &lease_of(&st, id), &me, kids, &|_| true, now).ok()
+                    st.decide_split(id, &lease_of(&st, id), &me, kids, &|_| true, &mut draw, now).ok()
                 }),
                 Op::Cancel { pick } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
@@ -245,7 +252,7 @@ proptest! {
                     terminal.insert(t.id, serde_json::to_string(t).unwrap());
                 }
             }
-            let rebuilt = State::restore(st.queues.clone(), st.tasks.clone(), Default::default(), st.next_id, limits, now);
+            let rebuilt = State::restore(st.queues.clone(), st.tasks.clone(), Default::default(), limits, now);
             prop_assert_eq!(derived(&st), derived(&rebuilt), "indexes drifted from the tasks");
         }
         let mut replayed = State::new(limits);
@@ -271,9 +278,14 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
     let config: QueueConfig =
         serde_json::from_value(json!({"name": "q", "max_attempts": 3})).unwrap();
     st.apply(&st.decide_queue(config).unwrap());
-    let Ok(Enqueue::New(ev, id)) =
-        st.decide_enqueue(spec(vec![], 0, None, false), &me, None, now, &|_| true)
-    else {
+    let Ok(Enqueue::New(ev, id)) = st.decide_enqueue(
+        spec(vec![], 0, None, false),
+        &me,
+        None,
+        now,
+        &|_| true,
+        &mut TaskId::random,
+    ) else {
         panic!("enqueued")
     };
     st.apply(&ev);
@@ -293,7 +305,6 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
         st.queues.clone(),
         st.tasks.clone(),
         Default::default(),
-        st.next_id,
         limits,
         now,
     );

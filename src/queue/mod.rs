@@ -344,7 +344,8 @@ impl Queue {
             let mut st = self.lock();
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
-                let decided = st.decide_enqueue(spec, requester, source_pack, at, sees);
+                let draw = &mut TaskId::random;
+                let decided = st.decide_enqueue(spec, requester, source_pack, at, sees, draw);
                 out.push(match decided {
                     Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
                     Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),

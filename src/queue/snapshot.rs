@@ -3,12 +3,13 @@
 //!
 //! ```text
 //! journal/snapshot.jsonl
-//!   line 1: {"format": "tessera-snapshot-2", "next_segment": N, "next_id": M,
+//!   line 1: {"format": "tessera-snapshot-2", "next_segment": N,
 //!            "queues": [...], "tasks": count}
-//!   then one Task as JSON per line, in id order
+//!   then one Task as JSON per line, in creation order
 //!   last line: {"sha256": "<hex of every byte before this line>"}
 //! ```
-//! A snapshot whose checksum, count or order does not hold is refused
+//! A snapshot whose checksum or count does not hold, or that names a task
+//! id twice, is refused
 //! with its line: the daemon does not start on a damaged snapshot.
 //! Written through the atomic writer (temp, fsync, rename, dir fsync), so a
 //! crash leaves the old snapshot or the new one. It covers every journal
@@ -25,7 +26,7 @@ use super::machine::{SplitLimits, State};
 use super::names::Names;
 use super::pipeline::{self, Pool};
 use super::spec::QueueConfig;
-use super::table::TaskTable;
+use super::table::{Frozen, TaskTable};
 use super::task::Task;
 use super::{Error, Stopping};
 use crate::store::{self, Store};
@@ -47,7 +48,10 @@ struct Trailer {
 struct Meta {
     format: String,
     next_segment: u64,
-    next_id: u64,
+    /// Written by daemons whose task ids were a sequence; read and
+    /// ignored, so their snapshots still load.
+    #[serde(default, skip_serializing, rename = "next_id")]
+    _next_id: Option<serde::de::IgnoredAny>,
     queues: Vec<QueueConfig>,
     tasks: u64,
 }
@@ -55,24 +59,22 @@ struct Meta {
 /// Tasks parsed per job of the load's pipeline.
 const CHUNK: usize = 4096;
 
-/// What a snapshot holds of a state: its tasks, queues and next id. The
-/// tasks are a clone of the state's table, which shares their chunks, so
-/// an image of the live state is cheap to take and the state goes on
+/// What a snapshot holds of a state: its tasks and queues. The tasks are
+/// a frozen copy of the state's table, which shares their chunks, so an
+/// image of the live state is cheap to take and the state goes on
 /// changing beside it (see [`TaskTable`]).
 #[derive(Clone, Debug)]
 pub struct Image {
-    tasks: TaskTable,
+    tasks: Frozen,
     queues: Vec<QueueConfig>,
-    next_id: u64,
 }
 
 impl Image {
     /// The image of `state` as it is now.
     pub fn of(state: &State) -> Image {
         Image {
-            tasks: state.tasks.clone(),
+            tasks: state.tasks.frozen(),
             queues: state.queues.values().cloned().collect(),
-            next_id: state.next_id,
         }
     }
 
@@ -96,7 +98,7 @@ pub fn write(
     let meta = Meta {
         format: FORMAT.into(),
         next_segment,
-        next_id: image.next_id,
+        _next_id: None,
         queues: image.queues.clone(),
         tasks: image.tasks.len() as u64,
     };
@@ -241,10 +243,10 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         |parsed| {
             let (mut parsed, mut bytes) = parsed?;
             for mut t in parsed.drain(..) {
-                if t.id.0 != tasks.len() as u64 + 1 {
+                if tasks.contains(&t.id) {
                     return Err(corrupt(
                         tasks.len() + 2,
-                        format!("task {} is out of order", t.id),
+                        format!("task {} appears twice", t.id),
                     ));
                 }
                 names.share_task(&mut t);
@@ -273,7 +275,7 @@ pub fn load(store: &Store, limits: SplitLimits) -> Result<Option<(State, u64)>, 
         .into_iter()
         .map(|q| (q.name.clone(), q))
         .collect();
-    let state = State::restore(queues, tasks, names, meta.next_id, limits, Timestamp::now());
+    let state = State::restore(queues, tasks, names, limits, Timestamp::now());
     Ok(Some((state, meta.next_segment)))
 }
 
@@ -304,6 +306,11 @@ mod tests {
         st.apply(&st.decide_queue(config).unwrap());
         let me = Name::parse("key", "k1").unwrap();
         let at = Timestamp::from_second(1_900_000_000).unwrap();
+        let mut last = 0;
+        let mut draw = || {
+            last += 1;
+            crate::queue::TaskId(last)
+        };
         for i in 0..n {
             let spec: TaskSpec = serde_json::from_value(json!({
                 "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
@@ -311,7 +318,9 @@ mod tests {
                 "idempotency_key": (i % 2 == 0).then(|| format!("key-{i}")),
             }))
             .unwrap();
-            let Ok(Enqueue::New(ev, _)) = st.decide_enqueue(spec, &me, None, at, &|_| true) else {
+            let Ok(Enqueue::New(ev, _)) =
+                st.decide_enqueue(spec, &me, None, at, &|_| true, &mut draw)
+            else {
                 panic!("a new task");
             };
             st.apply(&ev);
@@ -344,7 +353,6 @@ mod tests {
         write(&store, &Image::of(&st), 5, &|| false).unwrap();
         let (back, next) = load(&store, LIMITS).unwrap().expect("a snapshot");
         assert_eq!(next, 5);
-        assert_eq!(back.next_id, st.next_id);
         assert_eq!(back.queues, st.queues);
         assert_eq!(tasks_json(&back), tasks_json(&st));
         let me = Name::parse("key", "k1").unwrap();

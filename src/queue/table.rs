@@ -1,68 +1,112 @@
-//! `TaskTable`: every task, indexed by its id. Ids are dense (1, 2, 3, …,
-//! assigned in journal order and never removed), so the table is a vector:
-//! constant-time lookup, id-ordered iteration for listings and snapshots,
-//! and no per-entry map overhead with a million tasks.
+//! `TaskTable`: every task, in the order it was created, found by its id
+//! through a map from id to position. Task ids are random (they say
+//! nothing of how many tasks others created), positions dense, so the
+//! tasks themselves are a vector: id-to-task is one hash lookup,
+//! iteration in creation order serves listings and snapshots, and a
+//! million tasks cost no per-entry map of whole tasks.
 //!
 //! The vector is cut into chunks of [`CHUNK`] tasks, each behind an `Arc`,
-//! so a clone of the table costs one pointer per chunk and shares the
-//! tasks: a fold takes such a clone of the live table and writes it out
-//! while the queue goes on. Changing a task in a shared chunk copies that
-//! chunk first (`Arc::make_mut`), so the clone keeps what it saw and only
-//! the chunks changed meanwhile exist twice.
+//! so [`TaskTable::frozen`] costs one pointer per chunk and shares the
+//! tasks: a fold takes such a copy of the live table's tasks and writes it
+//! out while the queue goes on. Changing a task in a shared chunk copies
+//! that chunk first (`Arc::make_mut`), so the frozen copy keeps what it
+//! saw and only the chunks changed meanwhile exist twice.
 
 use std::ops::Index;
 use std::sync::Arc;
+
+use hashbrown::HashMap;
 
 use super::task::{Task, TaskId};
 
 /// Tasks per chunk.
 pub const CHUNK: usize = 1024;
 
-/// Tasks by id.
+/// Tasks in creation order, by id.
 #[derive(Debug, Default, Clone)]
 pub struct TaskTable {
+    chunks: Vec<Arc<Vec<Task>>>,
+    /// Each task's position in `chunks` (its creation order).
+    at: HashMap<TaskId, u32>,
+    len: usize,
+}
+
+/// The tasks of a table at one moment, in creation order, sharing their
+/// chunks with it (for a snapshot written beside the live queue).
+#[derive(Debug, Default, Clone)]
+pub struct Frozen {
     chunks: Vec<Arc<Vec<Task>>>,
     len: usize,
 }
 
-fn slot(id: TaskId) -> Option<usize> {
-    usize::try_from(id.0.checked_sub(1)?).ok()
-}
-
-impl TaskTable {
-    /// An empty table with room for `n` tasks' chunk pointers.
-    pub fn with_capacity(n: usize) -> TaskTable {
-        TaskTable {
-            chunks: Vec::with_capacity(n.div_ceil(CHUNK)),
-            len: 0,
-        }
-    }
-
-    /// Every task, in id order, a chunk at a time.
+impl Frozen {
+    /// Every task, a chunk at a time.
     pub fn chunks(&self) -> impl Iterator<Item = &[Task]> {
         self.chunks.iter().map(|c| c.as_slice())
     }
 
+    /// How many tasks.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl TaskTable {
+    /// An empty table with room for `n` tasks.
+    pub fn with_capacity(n: usize) -> TaskTable {
+        TaskTable {
+            chunks: Vec::with_capacity(n.div_ceil(CHUNK)),
+            at: HashMap::with_capacity(n),
+            len: 0,
+        }
+    }
+
+    fn slot(&self, id: &TaskId) -> Option<usize> {
+        self.at.get(id).map(|&at| at as usize)
+    }
+
+    /// Where the task stands in creation order (0 for the first), which
+    /// is also its claim order among tasks of one priority.
+    pub fn order(&self, id: &TaskId) -> Option<u64> {
+        self.at.get(id).map(|&at| u64::from(at))
+    }
+
+    /// Whether a task has this id.
+    pub fn contains(&self, id: &TaskId) -> bool {
+        self.at.contains_key(id)
+    }
+
+    /// The tasks as they are now, sharing their chunks (one pointer each).
+    pub fn frozen(&self) -> Frozen {
+        Frozen {
+            chunks: self.chunks.clone(),
+            len: self.len,
+        }
+    }
+
     /// The task with this id.
     pub fn get(&self, id: &TaskId) -> Option<&Task> {
-        let at = slot(*id)?;
+        let at = self.slot(id)?;
         self.chunks.get(at / CHUNK)?.get(at % CHUNK)
     }
 
     /// The task with this id, to change it (its chunk is copied first
     /// when a clone of the table shares it).
     pub fn get_mut(&mut self, id: &TaskId) -> Option<&mut Task> {
-        let at = slot(*id)?;
+        let at = self.slot(id)?;
         Arc::make_mut(self.chunks.get_mut(at / CHUNK)?).get_mut(at % CHUNK)
     }
 
-    /// Adds the next task; its id must be the next one.
+    /// Adds a task after every other; its id must be new.
     pub fn push(&mut self, task: Task) {
-        assert_eq!(
-            task.id.0,
-            self.len as u64 + 1,
-            "task ids are dense and in order"
-        );
+        let at = u32::try_from(self.len).expect("fewer than 2^32 tasks");
+        let fresh = self.at.insert(task.id, at).is_none();
+        assert!(fresh, "task ids are unique");
         match self.chunks.last_mut() {
             Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(task),
             _ => {
@@ -74,16 +118,18 @@ impl TaskTable {
         self.len += 1;
     }
 
-    /// Every task, in id order.
+    /// Every task, in creation order.
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &Task> {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 
-    /// Tasks after `cursor` (all when `None`), in id order.
+    /// Tasks created after `cursor` (all when `None`; none after a task
+    /// that does not exist), in creation order.
     pub fn after(&self, cursor: Option<TaskId>) -> impl Iterator<Item = &Task> {
-        let start = cursor
-            .map_or(0, |c| usize::try_from(c.0).unwrap_or(usize::MAX))
-            .min(self.len);
+        let start = match cursor {
+            None => 0,
+            Some(c) => self.slot(&c).map_or(self.len, |at| at + 1),
+        };
         let (first, skip) = (start / CHUNK, start % CHUNK);
         self.chunks
             .get(first..)

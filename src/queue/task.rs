@@ -9,9 +9,22 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::spec::TaskSpec;
 use crate::store::{Name, Sha256};
 
-/// A task's id: `t` followed by a decimal sequence number.
+/// A task's id: `t` followed by decimal digits. New ids are random
+/// ([`TaskId::random`]), so an id says nothing of how many tasks were
+/// created before it, by anyone; roots written when ids were a sequence
+/// (`t1`, `t2`, …) keep theirs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId(pub u64);
+
+impl TaskId {
+    /// A random id of 16 digits from the OS RNG (about 53 bits): new
+    /// ids are drawn until one is unused.
+    pub fn random() -> TaskId {
+        TaskId(rand::random_range(
+            1_000_000_000_000_000..10_000_000_000_000_000,
+        ))
+    }
+}
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

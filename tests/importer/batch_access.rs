@@ -202,11 +202,19 @@ async fn batch_items_answer_exactly_as_their_single_routes() {
         .iter()
         .map(|i| json!([i["status"], i["result"]["outcome"], i["result"]["task_id"]]))
         .collect();
+    let listed = body(&c.get("/v1/tasks").await.unwrap());
+    let keyed = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["idempotency_key"] == "k1")
+        .expect("the keyed task")["task_id"]
+        .clone();
     assert_eq!(
         outcomes,
         [
-            json!([200, "unchanged", "t1"]),
-            json!([200, "conflict", "t1"]),
+            json!([200, "unchanged", keyed]),
+            json!([200, "conflict", keyed]),
             json!([200, "create", null])
         ]
     );
