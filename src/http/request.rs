@@ -124,25 +124,9 @@ impl Req {
             .transpose()
     }
 
-    /// The bearer credential: `Ok(None)` when absent, an error when the
-    /// header is present but not `Bearer <token>`.
+    /// The bearer credential (see [`bearer`]).
     pub fn bearer(&self) -> Result<Option<&str>, ApiError> {
-        let Some(value) = self.parts.headers.get(header::AUTHORIZATION) else {
-            return Ok(None);
-        };
-        value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::Unauthenticated,
-                    "malformed Authorization header; send `Authorization: Bearer <key>`",
-                )
-            })
+        bearer(&self.parts.headers)
     }
 
     /// Reads the whole body, refusing more than `limit` bytes (or the whole
@@ -235,6 +219,30 @@ impl Req {
         let bytes = self.bytes(limit).await?;
         parse_json(&bytes)
     }
+}
+
+/// The bearer credential of a request head, the one rule every route and
+/// `/mcp` read it by: `Ok(None)` when there is no `Authorization` header,
+/// an error when it is not `Bearer <token>`. The scheme is matched without
+/// regard to case (RFC 9110 §11.1): `bearer` and `BEARER` are `Bearer`.
+pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|t| !t.is_empty())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unauthenticated,
+                "malformed Authorization header; send `Authorization: Bearer <key>`",
+            )
+        })
 }
 
 /// Parses strict JSON: JSON nested deeper than `MAX_JSON_DEPTH`, unknown

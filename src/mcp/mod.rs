@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{HeaderMap, Method, StatusCode};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
@@ -124,11 +124,14 @@ impl Server {
     }
 }
 
-/// The `Authorization: Bearer` credential of a request head.
+/// The bearer credential of a request head, read by the API's one rule
+/// (`http::request::bearer`); a malformed header sends none, which the
+/// API answers with the same `401 unauthenticated`.
 fn bearer(parts: &Parts) -> Option<String> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ")?.trim();
-    (!token.is_empty()).then(|| token.to_string())
+    crate::http::request::bearer(&parts.headers)
+        .ok()
+        .flatten()
+        .map(str::to_string)
 }
 
 /// Which credential a tool sends.
