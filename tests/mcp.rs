@@ -688,3 +688,85 @@ async fn a_parked_tessera_task_reads_as_input_required_over_mcp() {
         .await;
     assert_eq!(got["result"]["status"], json!("input_required"), "{got}");
 }
+
+/// JSON text nested `depth` levels deep: arrays around an empty object.
+fn nested(depth: usize) -> String {
+    format!("{}{{}}{}", "[".repeat(depth - 1), "]".repeat(depth - 1))
+}
+
+/// A `tools/call` of `put_noun` whose noun body nests `depth` levels (so
+/// the whole message nests `depth + 3`), as text: serde_json builds no
+/// value past 128 levels.
+fn deep_request(depth: usize) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "put_noun",
+        "arguments": {"namespace": NS, "store": "work.inputs", "key": "deep", "expected_version": 0, "body": "BODY"}
+    }});
+    call.to_string().replace("\"BODY\"", &nested(depth))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_refuses_a_body_it_cannot_read_with_the_api_s_own_code() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let accept = [
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let post = |path: &'static str, body: String| {
+        let c = t.d.client(&key);
+        async move {
+            c.send(Method::POST, path, Some(body.into()), &accept)
+                .await
+                .unwrap()
+        }
+    };
+    let answer = |r: &tessera::client::Reply| (r.status.as_u16(), r.error_code());
+
+    // Past the JSON-RPC reader's own limit (128 levels), past the API's
+    // limit, and not JSON at all: /mcp answers what the API answers the
+    // same bytes.
+    for bytes in [deep_request(200), deep_request(129), "{not json".into()] {
+        let api = post("/v1/tasks", bytes.clone()).await;
+        let mcp = post("/mcp", bytes.clone()).await;
+        assert_eq!(
+            answer(&mcp),
+            answer(&api),
+            "{}",
+            String::from_utf8_lossy(&mcp.body)
+        );
+        assert!(
+            answer(&api).0 == 400,
+            "{}",
+            String::from_utf8_lossy(&api.body)
+        );
+    }
+    assert_eq!(
+        answer(&post("/mcp", deep_request(200)).await),
+        (400, Some("too_deep".into()))
+    );
+    // JSON, but no JSON-RPC message.
+    let not_rpc = post("/mcp", json!({"numbers": [1]}).to_string()).await;
+    assert_eq!(answer(&not_rpc), (400, Some("invalid_body".into())));
+
+    // Within what the reader takes but past the API's limit: the tool's
+    // route refuses the noun body, as the route does over HTTP.
+    let deep: Value = serde_json::from_str(&nested(100)).unwrap();
+    let put = json!({"expected_version": 0, "body": deep});
+    let api =
+        t.d.client(&key)
+            .put_json(&format!("/v1/nouns/{NS}/work.inputs/deep"), &put)
+            .await
+            .unwrap();
+    assert_status!(api, 400, "too_deep");
+    let r = post("/mcp", deep_request(100)).await;
+    assert_status!(r, 200);
+    assert_eq!(refused(&body(&r)["result"]), (400, "too_deep".into()));
+    let mut stdio = StdioMcp::start(t.d.admin.base(), &[("TESSERA_KEY", &key)]).await;
+    let args = json!({"namespace": NS, "store": "work.inputs", "key": "deep", "expected_version": 0, "body": deep});
+    assert_eq!(
+        refused(&stdio.tool("put_noun", args).await),
+        (400, "too_deep".into())
+    );
+    stdio.finish().await;
+}
