@@ -215,6 +215,7 @@ fn check_tool_list(list: &Value) {
     assert_eq!(names, expected);
     for t in tools {
         assert_eq!(t["inputSchema"]["type"], json!("object"), "{t}");
+        assert_closed(&t["name"], &t["inputSchema"], "");
     }
     let schema = |name: &str| {
         tools.iter().find(|t| t["name"] == json!(name)).unwrap()["inputSchema"].clone()
@@ -244,6 +245,32 @@ fn check_tool_list(list: &Value) {
             enqueue.contains(field),
             "enqueue schema lacks {field}: {enqueue}"
         );
+    }
+}
+
+/// Asserts that every object schema with named properties in `schema`
+/// (at `at`, in the tool `tool`'s input schema, `$defs` included) says
+/// `additionalProperties: false`, as the API's types refuse unknown fields.
+fn assert_closed(tool: &Value, schema: &Value, at: &str) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties") {
+                assert_eq!(
+                    map.get("additionalProperties"),
+                    Some(&json!(false)),
+                    "{tool}: the object schema at `{at}` is open: {schema}"
+                );
+            }
+            for (k, v) in map {
+                assert_closed(tool, v, &format!("{at}/{k}"));
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                assert_closed(tool, v, &format!("{at}/{i}"));
+            }
+        }
+        _ => {}
     }
 }
 
@@ -769,4 +796,190 @@ async fn mcp_refuses_a_body_it_cannot_read_with_the_api_s_own_code() {
         (400, "too_deep".into())
     );
     stdio.finish().await;
+}
+
+/// One MCP transport a test drives the same way: `/mcp` with a bearer, or
+/// a `tessera mcp` child on stdio.
+enum Mcp {
+    Http(HttpMcp, String),
+    Stdio(StdioMcp),
+}
+
+impl Mcp {
+    async fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        match self {
+            Mcp::Http(mcp, bearer) => mcp.tool(bearer, name, arguments).await,
+            Mcp::Stdio(mcp) => mcp.tool(name, arguments).await,
+        }
+    }
+
+    async fn tools(&mut self) -> Value {
+        match self {
+            Mcp::Http(mcp, bearer) => mcp.request(bearer, "tools/list", json!({})).await,
+            Mcp::Stdio(mcp) => mcp.request("tools/list", json!({})).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_field() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let agent = t.d.client(&key);
+    let first = enqueue(&agent, &spec("verb.solve_draft", json!({"n": 1}))).await;
+    let claimed = claim(&agent, "work.external").await.expect("a task");
+    assert_eq!(claimed_id(&claimed), first);
+    let handle = claimed["handle"].as_str().unwrap().to_string();
+    let waiting = enqueue(&agent, &spec("verb.solve_draft", json!({"n": 2}))).await;
+    let input = put_noun(&t.requester, "work.inputs", "typos", json!({"n": 1})).await;
+    let mut typo_spec = spec("verb.solve_draft", json!({"n": 3}));
+    typo_spec["priorty"] = json!(5);
+    let queue_path = "/v1/queues/work.external/claim";
+    let noun_path = format!("/v1/nouns/{NS}/work.inputs/typo");
+
+    // Each tool, arguments with one field it does not have, and the request
+    // its route gets with the same body, where the tool has a body route.
+    let h = handle.as_str();
+    let cases: Vec<(&str, Value, &str, Option<(Method, &str, Value)>)> = vec![
+        (
+            "claim",
+            json!({"queue": "work.external", "kind": ["verb.solve_draft"]}),
+            "kind",
+            Some((
+                Method::POST,
+                queue_path,
+                json!({"kind": ["verb.solve_draft"]}),
+            )),
+        ),
+        (
+            "claim",
+            json!({"queue": "work.external", "wait_ms": 0, "maximum": 2}),
+            "maximum",
+            Some((
+                Method::POST,
+                queue_path,
+                json!({"wait_ms": 0, "maximum": 2}),
+            )),
+        ),
+        (
+            "enqueue",
+            json!({"spec": typo_spec}),
+            "priorty",
+            Some((Method::POST, "/v1/tasks", typo_spec.clone())),
+        ),
+        (
+            "enqueue",
+            json!({"spec": spec("verb.solve_draft", json!({})), "dry_run": true}),
+            "dry_run",
+            None,
+        ),
+        (
+            "get_task",
+            json!({"task_id": first, "verbose": true}),
+            "verbose",
+            None,
+        ),
+        (
+            "put_noun",
+            json!({"namespace": NS, "store": "work.inputs", "key": "typo", "expected_version": 0, "body": {}, "visiblity": "private"}),
+            "visiblity",
+            Some((
+                Method::PUT,
+                noun_path.as_str(),
+                json!({"expected_version": 0, "body": {}, "visiblity": "private"}),
+            )),
+        ),
+        (
+            "get_prompt",
+            json!({"handle": h, "verbose": true}),
+            "verbose",
+            None,
+        ),
+        (
+            "read_noun",
+            json!({"handle": h, "pin": input, "as_of": 1}),
+            "as_of",
+            None,
+        ),
+        (
+            "read_noun",
+            json!({"handle": h, "pin": {"store": "work.inputs", "key": "typos", "version": 1, "sha256": input["sha256"], "namespce": NS}}),
+            "namespce",
+            None,
+        ),
+        (
+            "heartbeat",
+            json!({"handle": h, "lease_id": lease(&claimed)}),
+            "lease_id",
+            None,
+        ),
+        (
+            "stage_part",
+            json!({"handle": h, "name": "notes.md", "content": "x", "media_type": "text/plain"}),
+            "media_type",
+            None,
+        ),
+        ("list_parts", json!({"handle": h, "all": true}), "all", None),
+        (
+            "submit",
+            json!({"handle": h, "body": "x", "okay": false}),
+            "okay",
+            None,
+        ),
+    ];
+
+    let mut transports = vec![
+        Mcp::Http(
+            HttpMcp {
+                client: t.d.admin.clone(),
+                next_id: 1,
+            },
+            key.clone(),
+        ),
+        Mcp::Stdio(StdioMcp::start(t.d.admin.base(), &[("TESSERA_KEY", &key)]).await),
+    ];
+    for mcp in &mut transports {
+        for tool in mcp.tools().await["result"]["tools"].as_array().unwrap() {
+            assert_closed(&tool["name"], &tool["inputSchema"], "");
+        }
+        for (name, args, field, route) in &cases {
+            let result = mcp.tool(name, args.clone()).await;
+            assert_eq!(
+                refused(&result),
+                (400, "unknown_field".to_string()),
+                "{name} {args}"
+            );
+            let details = &result["structuredContent"]["error"]["details"];
+            assert_eq!(details["field"], json!(field), "{name}: {result}");
+            if let Some((method, path, sent)) = route {
+                let r = agent
+                    .send(method.clone(), path, Some(sent.to_string().into()), &[])
+                    .await
+                    .unwrap();
+                assert_status!(r, 400, "unknown_field");
+                assert_eq!(body(&r)["error"]["details"]["field"], json!(field));
+            }
+        }
+    }
+    if let Mcp::Stdio(stdio) = transports.pop().unwrap() {
+        stdio.finish().await;
+    }
+
+    // Nothing any of them asked for happened.
+    assert_eq!(task(&agent, &waiting).await["state"], json!("queued"));
+    assert_eq!(task(&agent, &waiting).await["attempt"], json!(0));
+    assert_eq!(task(&agent, &first).await["state"], json!("claimed"));
+    let typo = agent.get(&noun_path).await.unwrap();
+    assert_status!(typo, 404);
+    let parts = t.d.client(&handle).get("/v1/worker/parts").await.unwrap();
+    assert_eq!(body(&parts)["parts"], json!([]), "{}", body(&parts));
+    let queues = body(&agent.get("/v1/queues").await.unwrap());
+    let external = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == json!("work.external"))
+        .expect("work.external")
+        .clone();
+    assert_eq!(external["counts"]["queued"], json!(1), "{external}");
 }

@@ -257,24 +257,31 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
         .with(json!({"limit": MAX_JSON_DEPTH})));
     }
-    serde_json::from_slice(bytes).map_err(|e| {
-        let pos = json!({"line": e.line(), "column": e.column()});
-        let msg = e.to_string();
-        match e.classify() {
-            serde_json::error::Category::Data => {
-                if let Some(field) = msg
-                    .strip_prefix("unknown field `")
-                    .and_then(|rest| rest.split('`').next())
-                {
-                    ApiError::new(ErrorCode::UnknownField, format!("unknown field `{field}`"))
-                        .with(json!({"field": field, "line": e.line(), "column": e.column()}))
-                } else {
-                    ApiError::new(ErrorCode::InvalidBody, msg).with(pos)
-                }
+    serde_json::from_slice(bytes).map_err(|e| json_refusal(&e))
+}
+
+/// The answer to JSON that `serde_json` refused, for a body or for values
+/// taken out of one (an MCP tool's arguments): an unknown field, a wrong
+/// shape, or a syntax error, with the position when the error has one.
+pub fn json_refusal(e: &serde_json::Error) -> ApiError {
+    let mut details = serde_json::Map::new();
+    if e.line() > 0 {
+        details.insert("line".into(), json!(e.line()));
+        details.insert("column".into(), json!(e.column()));
+    }
+    let msg = e.to_string();
+    let (code, message) = match e.classify() {
+        serde_json::error::Category::Data => match msg
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            Some(field) => {
+                details.insert("field".into(), json!(field));
+                (ErrorCode::UnknownField, format!("unknown field `{field}`"))
             }
-            _ => {
-                ApiError::new(ErrorCode::MalformedJson, format!("malformed JSON: {msg}")).with(pos)
-            }
-        }
-    })
+            None => (ErrorCode::InvalidBody, msg),
+        },
+        _ => (ErrorCode::MalformedJson, format!("malformed JSON: {msg}")),
+    };
+    ApiError::new(code, message).with(serde_json::Value::Object(details))
 }
