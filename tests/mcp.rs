@@ -821,6 +821,9 @@ impl Mcp {
     }
 }
 
+/// The HTTP request a tool's route gets: method, path, JSON body.
+type Route<'a> = (Method, &'a str, Value);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_field() {
     let t = Team::start().await;
@@ -840,7 +843,7 @@ async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_
     // Each tool, arguments with one field it does not have, and the request
     // its route gets with the same body, where the tool has a body route.
     let h = handle.as_str();
-    let cases: Vec<(&str, Value, &str, Option<(Method, &str, Value)>)> = vec![
+    let cases: Vec<(&str, Value, &str, Option<Route>)> = vec![
         (
             "claim",
             json!({"queue": "work.external", "kind": ["verb.solve_draft"]}),
