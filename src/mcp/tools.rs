@@ -277,8 +277,16 @@ async fn key_json(
     reply::json(gw.send(Holder::Key, None, method, path, body).await)
 }
 
+/// Claims; a claim still waiting when the session's input ends is
+/// dropped (so the API claims nothing, or releases what it claimed) and
+/// answers none, as the route does when the daemon stops.
 async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
     let path = format!("/v1/queues/{}/claim", a.queue);
+    let none = if a.next.contains_key("max") {
+        json!({"claims": []})
+    } else {
+        json!({"claimed": null})
+    };
     let sent = gw.send(
         Holder::Key,
         None,
@@ -286,10 +294,13 @@ async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
         path,
         Some(to_json(&a.next)),
     );
-    match sent.await {
-        Ok(r) if r.status == http::StatusCode::NO_CONTENT => {
-            CallToolResult::structured(json!({"claimed": null}))
-        }
+    let sent = tokio::select! {
+        biased;
+        sent = sent => sent,
+        () = gw.input.ended() => return CallToolResult::structured(none),
+    };
+    match sent {
+        Ok(r) if r.status == http::StatusCode::NO_CONTENT => CallToolResult::structured(none),
         other => reply::json(other),
     }
 }
