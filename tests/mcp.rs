@@ -215,6 +215,7 @@ fn check_tool_list(list: &Value) {
     assert_eq!(names, expected);
     for t in tools {
         assert_eq!(t["inputSchema"]["type"], json!("object"), "{t}");
+        assert_closed(&t["name"], &t["inputSchema"], "");
     }
     let schema = |name: &str| {
         tools.iter().find(|t| t["name"] == json!(name)).unwrap()["inputSchema"].clone()
@@ -244,6 +245,32 @@ fn check_tool_list(list: &Value) {
             enqueue.contains(field),
             "enqueue schema lacks {field}: {enqueue}"
         );
+    }
+}
+
+/// Asserts that every object schema with named properties in `schema`
+/// (at `at`, in the tool `tool`'s input schema, `$defs` included) says
+/// `additionalProperties: false`, as the API's types refuse unknown fields.
+fn assert_closed(tool: &Value, schema: &Value, at: &str) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties") {
+                assert_eq!(
+                    map.get("additionalProperties"),
+                    Some(&json!(false)),
+                    "{tool}: the object schema at `{at}` is open: {schema}"
+                );
+            }
+            for (k, v) in map {
+                assert_closed(tool, v, &format!("{at}/{k}"));
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                assert_closed(tool, v, &format!("{at}/{i}"));
+            }
+        }
+        _ => {}
     }
 }
 
@@ -687,4 +714,275 @@ async fn a_parked_tessera_task_reads_as_input_required_over_mcp() {
         .with_tasks(&key, "tasks/get", json!({"taskId": id}))
         .await;
     assert_eq!(got["result"]["status"], json!("input_required"), "{got}");
+}
+
+/// JSON text nested `depth` levels deep: arrays around an empty object.
+fn nested(depth: usize) -> String {
+    format!("{}{{}}{}", "[".repeat(depth - 1), "]".repeat(depth - 1))
+}
+
+/// A `tools/call` of `put_noun` whose noun body nests `depth` levels (so
+/// the whole message nests `depth + 3`), as text: serde_json builds no
+/// value past 128 levels.
+fn deep_request(depth: usize) -> String {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "put_noun",
+        "arguments": {"namespace": NS, "store": "work.inputs", "key": "deep", "expected_version": 0, "body": "BODY"}
+    }});
+    call.to_string().replace("\"BODY\"", &nested(depth))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_refuses_a_body_it_cannot_read_with_the_api_s_own_code() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let accept = [
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let post = |path: &'static str, body: String| {
+        let c = t.d.client(&key);
+        async move {
+            c.send(Method::POST, path, Some(body.into()), &accept)
+                .await
+                .unwrap()
+        }
+    };
+    let answer = |r: &tessera::client::Reply| (r.status.as_u16(), r.error_code());
+
+    // Past the JSON-RPC reader's own limit (128 levels), past the API's
+    // limit, and not JSON at all: /mcp answers what the API answers the
+    // same bytes.
+    for bytes in [deep_request(200), deep_request(129), "{not json".into()] {
+        let api = post("/v1/tasks", bytes.clone()).await;
+        let mcp = post("/mcp", bytes.clone()).await;
+        assert_eq!(
+            answer(&mcp),
+            answer(&api),
+            "{}",
+            String::from_utf8_lossy(&mcp.body)
+        );
+        assert!(
+            answer(&api).0 == 400,
+            "{}",
+            String::from_utf8_lossy(&api.body)
+        );
+    }
+    assert_eq!(
+        answer(&post("/mcp", deep_request(200)).await),
+        (400, Some("too_deep".into()))
+    );
+    // JSON, but no JSON-RPC message.
+    let not_rpc = post("/mcp", json!({"numbers": [1]}).to_string()).await;
+    assert_eq!(answer(&not_rpc), (400, Some("invalid_body".into())));
+
+    // Within what the reader takes but past the API's limit: the tool's
+    // route refuses the noun body, as the route does over HTTP.
+    let deep: Value = serde_json::from_str(&nested(100)).unwrap();
+    let put = json!({"expected_version": 0, "body": deep});
+    let api =
+        t.d.client(&key)
+            .put_json(&format!("/v1/nouns/{NS}/work.inputs/deep"), &put)
+            .await
+            .unwrap();
+    assert_status!(api, 400, "too_deep");
+    let r = post("/mcp", deep_request(100)).await;
+    assert_status!(r, 200);
+    assert_eq!(refused(&body(&r)["result"]), (400, "too_deep".into()));
+    let mut stdio = StdioMcp::start(t.d.admin.base(), &[("TESSERA_KEY", &key)]).await;
+    let args = json!({"namespace": NS, "store": "work.inputs", "key": "deep", "expected_version": 0, "body": deep});
+    assert_eq!(
+        refused(&stdio.tool("put_noun", args).await),
+        (400, "too_deep".into())
+    );
+    stdio.finish().await;
+}
+
+/// One MCP transport a test drives the same way: `/mcp` with a bearer, or
+/// a `tessera mcp` child on stdio.
+enum Mcp {
+    Http(HttpMcp, String),
+    Stdio(StdioMcp),
+}
+
+impl Mcp {
+    async fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        match self {
+            Mcp::Http(mcp, bearer) => mcp.tool(bearer, name, arguments).await,
+            Mcp::Stdio(mcp) => mcp.tool(name, arguments).await,
+        }
+    }
+
+    async fn tools(&mut self) -> Value {
+        match self {
+            Mcp::Http(mcp, bearer) => mcp.request(bearer, "tools/list", json!({})).await,
+            Mcp::Stdio(mcp) => mcp.request("tools/list", json!({})).await,
+        }
+    }
+}
+
+/// The HTTP request a tool's route gets: method, path, JSON body.
+type Route<'a> = (Method, &'a str, Value);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_field() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let agent = t.d.client(&key);
+    let first = enqueue(&agent, &spec("verb.solve_draft", json!({"n": 1}))).await;
+    let claimed = claim(&agent, "work.external").await.expect("a task");
+    assert_eq!(claimed_id(&claimed), first);
+    let handle = claimed["handle"].as_str().unwrap().to_string();
+    let waiting = enqueue(&agent, &spec("verb.solve_draft", json!({"n": 2}))).await;
+    let input = put_noun(&t.requester, "work.inputs", "typos", json!({"n": 1})).await;
+    let mut typo_spec = spec("verb.solve_draft", json!({"n": 3}));
+    typo_spec["priorty"] = json!(5);
+    let queue_path = "/v1/queues/work.external/claim";
+    let noun_path = format!("/v1/nouns/{NS}/work.inputs/typo");
+
+    // Each tool, arguments with one field it does not have, and the request
+    // its route gets with the same body, where the tool has a body route.
+    let h = handle.as_str();
+    let cases: Vec<(&str, Value, &str, Option<Route>)> = vec![
+        (
+            "claim",
+            json!({"queue": "work.external", "kind": ["verb.solve_draft"]}),
+            "kind",
+            Some((
+                Method::POST,
+                queue_path,
+                json!({"kind": ["verb.solve_draft"]}),
+            )),
+        ),
+        (
+            "claim",
+            json!({"queue": "work.external", "wait_ms": 0, "maximum": 2}),
+            "maximum",
+            Some((
+                Method::POST,
+                queue_path,
+                json!({"wait_ms": 0, "maximum": 2}),
+            )),
+        ),
+        (
+            "enqueue",
+            json!({"spec": typo_spec}),
+            "priorty",
+            Some((Method::POST, "/v1/tasks", typo_spec.clone())),
+        ),
+        (
+            "enqueue",
+            json!({"spec": spec("verb.solve_draft", json!({})), "dry_run": true}),
+            "dry_run",
+            None,
+        ),
+        (
+            "get_task",
+            json!({"task_id": first, "verbose": true}),
+            "verbose",
+            None,
+        ),
+        (
+            "put_noun",
+            json!({"namespace": NS, "store": "work.inputs", "key": "typo", "expected_version": 0, "body": {}, "visiblity": "private"}),
+            "visiblity",
+            Some((
+                Method::PUT,
+                noun_path.as_str(),
+                json!({"expected_version": 0, "body": {}, "visiblity": "private"}),
+            )),
+        ),
+        (
+            "get_prompt",
+            json!({"handle": h, "verbose": true}),
+            "verbose",
+            None,
+        ),
+        (
+            "read_noun",
+            json!({"handle": h, "pin": input, "as_of": 1}),
+            "as_of",
+            None,
+        ),
+        (
+            "read_noun",
+            json!({"handle": h, "pin": {"store": "work.inputs", "key": "typos", "version": 1, "sha256": input["sha256"], "namespce": NS}}),
+            "namespce",
+            None,
+        ),
+        (
+            "heartbeat",
+            json!({"handle": h, "lease_id": lease(&claimed)}),
+            "lease_id",
+            None,
+        ),
+        (
+            "stage_part",
+            json!({"handle": h, "name": "notes.md", "content": "x", "media_type": "text/plain"}),
+            "media_type",
+            None,
+        ),
+        ("list_parts", json!({"handle": h, "all": true}), "all", None),
+        (
+            "submit",
+            json!({"handle": h, "body": "x", "okay": false}),
+            "okay",
+            None,
+        ),
+    ];
+
+    let mut transports = vec![
+        Mcp::Http(
+            HttpMcp {
+                client: t.d.admin.clone(),
+                next_id: 1,
+            },
+            key.clone(),
+        ),
+        Mcp::Stdio(StdioMcp::start(t.d.admin.base(), &[("TESSERA_KEY", &key)]).await),
+    ];
+    for mcp in &mut transports {
+        for tool in mcp.tools().await["result"]["tools"].as_array().unwrap() {
+            assert_closed(&tool["name"], &tool["inputSchema"], "");
+        }
+        for (name, args, field, route) in &cases {
+            let result = mcp.tool(name, args.clone()).await;
+            assert_eq!(
+                refused(&result),
+                (400, "unknown_field".to_string()),
+                "{name} {args}"
+            );
+            let details = &result["structuredContent"]["error"]["details"];
+            assert_eq!(details["field"], json!(field), "{name}: {result}");
+            if let Some((method, path, sent)) = route {
+                let r = agent
+                    .send(method.clone(), path, Some(sent.to_string().into()), &[])
+                    .await
+                    .unwrap();
+                assert_status!(r, 400, "unknown_field");
+                assert_eq!(body(&r)["error"]["details"]["field"], json!(field));
+            }
+        }
+    }
+    if let Mcp::Stdio(stdio) = transports.pop().unwrap() {
+        stdio.finish().await;
+    }
+
+    // Nothing any of them asked for happened.
+    assert_eq!(task(&agent, &waiting).await["state"], json!("queued"));
+    assert_eq!(task(&agent, &waiting).await["attempt"], json!(0));
+    assert_eq!(task(&agent, &first).await["state"], json!("claimed"));
+    let typo = agent.get(&noun_path).await.unwrap();
+    assert_status!(typo, 404);
+    let parts = t.d.client(&handle).get("/v1/worker/parts").await.unwrap();
+    assert_eq!(body(&parts)["parts"], json!([]), "{}", body(&parts));
+    let queues = body(&agent.get("/v1/queues").await.unwrap());
+    let external = queues["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == json!("work.external"))
+        .expect("work.external")
+        .clone();
+    assert_eq!(external["counts"]["queued"], json!(1), "{external}");
 }

@@ -1,7 +1,8 @@
 //! `tessera mcp`: the MCP server on stdin/stdout, a client of a running
 //! daemon. Tool calls become HTTP API requests with the key from
 //! `--key-file` / `TESSERA_KEY` and the handle from `--handle` /
-//! `TESSERA_HANDLE` (a worker tool's `handle` argument overrides it).
+//! `TESSERA_HANDLE` (a worker tool's `handle` argument overrides it). A
+//! claim still waiting when stdin closes stops (`mcp::InputEnd`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,9 +44,11 @@ pub async fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
         handle: args.handle.filter(|h| !h.is_empty()),
     };
     let api = Arc::new(Remote(Client::new(&args.server)));
-    let server = Server::new(api, credentials);
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let (stdin, input) = crate::mcp::watch_input(stdin);
+    let server = Server::new(api, credentials).reading(input);
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve((stdin, stdout))
         .await
         .context("starting the MCP session on stdio")?;
     running.waiting().await.context("serving MCP on stdio")?;

@@ -112,11 +112,11 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         Some((n, server)) => {
             let kinds = n.kinds.as_deref();
             let got = super::queues::claim_for(ctx, &p, &n.queue, server, kinds, n.wait_ms, 1);
-            let mut got = got.await?;
-            Some(got.pop())
+            Some(got.await?)
         }
     };
     ctx.queue.synced(done.unsynced).await?;
+    let next = next.map(|made| made.delivered().pop());
     Ok(submitted_then(id, &done, next))
 }
 

@@ -15,7 +15,7 @@ use tower_service::Service;
 
 use super::body::Chunks;
 use super::error::{ApiError, ErrorCode};
-use super::request::Req;
+use super::request::{Req, parse_json};
 use super::{Ctx, Resp, routes};
 use crate::mcp::{Api, ApiCall, ApiReply, Credentials, Peer, Pending, Server};
 
@@ -46,21 +46,18 @@ pub async fn serve(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let sent_json = is_json(&parts.headers);
     let answer = service
-        .call(http::Request::from_parts(parts, Full::new(body)))
+        .call(http::Request::from_parts(parts, Full::new(body.clone())))
         .await
         .unwrap_or_else(|never| match never {});
-    let (parts, mut body) = answer.into_parts();
-    let json = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if parts.status.is_client_error() && !json {
-        return Err(refusal(parts.status, body).await);
+    let (parts, mut answer) = answer.into_parts();
+    if parts.status.is_client_error() && !is_json(&parts.headers) {
+        return Err(refusal(parts.status, answer, &body, sent_json).await);
     }
     let (tx, out) = Chunks::channel(CHUNK_DEPTH);
     tokio::spawn(async move {
-        while let Some(Ok(frame)) = body.frame().await {
+        while let Some(Ok(frame)) = answer.frame().await {
             if let Ok(data) = frame.into_data()
                 && tx.send(data).await.is_err()
             {
@@ -87,17 +84,40 @@ fn accept_both(headers: &mut http::HeaderMap) {
     }
 }
 
+/// Whether a head says its body is JSON.
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
 /// The SDK's own refusal of a request it cannot take (a plain-text 4xx)
-/// as this API's error body.
-async fn refusal<B: hyper::body::Body + Unpin>(status: http::StatusCode, body: B) -> ApiError {
-    let text = match body.collect().await {
-        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
-        Err(_) => String::new(),
-    };
+/// as this API's error body. A body the SDK could not read as JSON gets
+/// the answer the API gives that body (`too_deep` past the API's depth
+/// limit, `malformed_json`), so a client sees one rule on every route; a
+/// JSON body that is not a JSON-RPC message is `invalid_body`, and only a
+/// body sent as another media type is `invalid_media_type`.
+async fn refusal<B: hyper::body::Body + Unpin>(
+    status: http::StatusCode,
+    answer: B,
+    sent: &[u8],
+    sent_json: bool,
+) -> ApiError {
     let code = if status == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        ErrorCode::InvalidMediaType
+        if let Err(e) = parse_json::<serde::de::IgnoredAny>(sent) {
+            return e;
+        }
+        if sent_json {
+            ErrorCode::InvalidBody
+        } else {
+            ErrorCode::InvalidMediaType
+        }
     } else {
         ErrorCode::InvalidBody
+    };
+    let text = match answer.collect().await {
+        Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+        Err(_) => String::new(),
     };
     ApiError::new(
         code,

@@ -12,7 +12,7 @@ use super::wire::{ClaimNext, Claimed, ClaimedMany, LeaseView, QueueList, QueueVi
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::{Claims, new_handle};
 use crate::auth::{self, Principal, access};
-use crate::queue::{Claim, Lease, QueueConfig, State, Task};
+use crate::queue::{Claim, Handover, Lease, QueueConfig, State, Task};
 use crate::store::Name;
 
 /// Longest long-poll a claim may ask for.
@@ -73,7 +73,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 
 /// The answer to a claim: the task as `p` sees it and its lease, read
 /// under the claim's lock, then (after it) a worker token and the handle.
-fn claimed(ctx: &Ctx, (task, lease): (TaskView, Lease)) -> Claimed {
+fn claimed(ctx: &Ctx, task: TaskView, lease: Lease) -> Claimed {
     let claims = Claims::worker(task.task_id.to_string(), lease.attempt.0, lease.expires_at);
     Claimed {
         task,
@@ -89,9 +89,37 @@ fn claimed(ctx: &Ctx, (task, lease): (TaskView, Lease)) -> Claimed {
     }
 }
 
-/// What a claim reads under its lock: the task's view and its new lease.
-fn seen(p: &Principal) -> impl Fn(&State, &Claim) -> (TaskView, Lease) + '_ {
-    move |st, c| (view(st, &st.tasks[&c.id], p), c.lease.clone())
+/// What a claim reads under its lock: the task's view, its new lease, and
+/// the handover that releases the lease if the answer never leaves.
+fn seen<'a>(
+    ctx: &'a Ctx,
+    p: &'a Principal,
+) -> impl Fn(&State, &Claim) -> (TaskView, Lease, Handover) + 'a {
+    move |st, c| {
+        let task = view(st, &st.tasks[&c.id], p);
+        (task, c.lease.clone(), ctx.queue.handover(c))
+    }
+}
+
+/// Claims made for one request, each released when dropped before
+/// [`Made::delivered`] (see [`Handover`]): a request abandoned while it
+/// waits for the claims' durability, for more claims, or for the rest of
+/// its answer leaves no task claimed by nobody.
+#[must_use = "deliver the claims, or drop them to release their leases"]
+pub struct Made(Vec<(Claimed, Handover)>);
+
+impl Made {
+    /// The claims, handed over: call it only where nothing is awaited
+    /// between it and the answer leaving the handler.
+    pub fn delivered(self) -> Vec<Claimed> {
+        self.0
+            .into_iter()
+            .map(|(claim, handover)| {
+                handover.delivered();
+                claim
+            })
+            .collect()
+    }
 }
 
 /// Checks a claim request (`wait_ms` bound, the queue, the key's grants)
@@ -118,7 +146,8 @@ pub fn may_claim_from(
 }
 
 /// Claims up to `max` tasks on `queue` for `p` (checked by
-/// [`may_claim_from`]), long-polling up to `wait_ms` for the first.
+/// [`may_claim_from`]), long-polling up to `wait_ms` for the first. A long
+/// poll dropped while it waits (its client gone) claims nothing.
 pub async fn claim_for(
     ctx: &Ctx,
     p: &Principal,
@@ -127,7 +156,7 @@ pub async fn claim_for(
     kinds: Option<&[Name]>,
     wait_ms: u64,
     max: u32,
-) -> Result<Vec<Claimed>, ApiError> {
+) -> Result<Made, ApiError> {
     let can = |t: &Task| access::may_claim(p, &t.facts(server)).is_ok();
     let mut out = Vec::with_capacity(max as usize);
     let mut wait = Duration::from_millis(wait_ms);
@@ -135,17 +164,27 @@ pub async fn claim_for(
     while out.len() < max as usize {
         let got = ctx
             .queue
-            .claim_next(queue, kinds, &p.key_id, &new_handle, &can, wait, seen(p))
+            .claim_next(
+                queue,
+                kinds,
+                &p.key_id,
+                &new_handle,
+                &can,
+                wait,
+                seen(ctx, p),
+            )
             .await?;
         if out.is_empty() {
             ctx.metrics.claim_waited(started.elapsed());
         }
-        let Some(got) = got else { break };
-        tracing::debug!(task = %got.0.task_id, attempt = got.1.attempt.0, by = %p.key_id, "task claimed");
-        out.push(claimed(ctx, got));
+        let Some((task, lease, handover)) = got else {
+            break;
+        };
+        tracing::debug!(task = %task.task_id, attempt = lease.attempt.0, by = %p.key_id, "task claimed");
+        out.push((claimed(ctx, task, lease), handover));
         wait = Duration::ZERO;
     }
-    Ok(out)
+    Ok(Made(out))
 }
 
 /// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?, max?}`: the next
@@ -160,14 +199,15 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     let kinds = body.kinds.as_deref();
     match body.max {
         None => {
-            let mut got = claim_for(ctx, &p, &queue, server, kinds, body.wait_ms, 1).await?;
-            Ok(match got.pop() {
+            let got = claim_for(ctx, &p, &queue, server, kinds, body.wait_ms, 1).await?;
+            Ok(match got.delivered().pop() {
                 Some(c) => json_response(StatusCode::OK, &c),
                 None => super::empty(StatusCode::NO_CONTENT),
             })
         }
         Some(max @ 1..=MAX_CLAIMS) => {
-            let claims = claim_for(ctx, &p, &queue, server, kinds, body.wait_ms, max).await?;
+            let got = claim_for(ctx, &p, &queue, server, kinds, body.wait_ms, max).await?;
+            let claims = got.delivered();
             Ok(json_response(StatusCode::OK, &ClaimedMany { claims }))
         }
         Some(_) => Err(
@@ -182,10 +222,12 @@ pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> 
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_claim)?;
-    let got = ctx
+    let (task, lease, handover) = ctx
         .queue
-        .claim(id, &p.key_id, &new_handle, seen(&p))
+        .claim(id, &p.key_id, &new_handle, seen(ctx, &p))
         .await?;
     tracing::debug!(task = %id, by = %p.key_id, "task claimed");
-    Ok(json_response(StatusCode::OK, &claimed(ctx, got)))
+    let answer = json_response(StatusCode::OK, &claimed(ctx, task, lease));
+    handover.delivered();
+    Ok(answer)
 }

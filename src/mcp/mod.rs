@@ -12,12 +12,22 @@
 //! and the MCP Tasks view of a Tessera task (`tasks.rs`); it knows no
 //! daemon internals.
 //!
+//! A call whose client has gone is dropped, as the HTTP server drops a
+//! request whose connection closed: [`Server`] races every tool call and
+//! `tasks/*` request against its cancellation (`notifications/cancelled` over stdio; over
+//! `/mcp`, the request's connection closing, since a stateless server has
+//! no session to tie a later notification to). So a `claim` still waiting
+//! claims nothing, and one made but not yet answered is released by the
+//! API's own handover (`queue::Handover`). Over stdio, a `claim` also
+//! stops waiting when the client's input ends (`input.rs`).
+//!
 //! Credentials: tools for an agent holding a key (`claim`, `enqueue`,
 //! `get_task`, `put_noun`) send the key; tools for a worker holding a
 //! `wh-` handle send the `handle` argument when given, else the handle the
 //! server was started with. Over HTTP the request's `Authorization` bearer
 //! stands in for both.
 
+mod input;
 mod remote;
 mod reply;
 mod schema;
@@ -31,14 +41,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, Method, StatusCode, header};
+use http::{HeaderMap, Method, StatusCode};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorCode, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
+pub use input::{InputEnd, Watched, watch_input};
 pub use remote::Remote;
 
 /// The instructions an MCP client shows its model on connecting.
@@ -103,13 +115,24 @@ pub struct Credentials {
 pub struct Server {
     api: Arc<dyn Api>,
     credentials: Credentials,
+    input: InputEnd,
 }
 
 impl Server {
     /// A server sending its tool calls through `api`, with `credentials`
     /// where a request carries none.
     pub fn new(api: Arc<dyn Api>, credentials: Credentials) -> Server {
-        Server { api, credentials }
+        Server {
+            api,
+            credentials,
+            input: InputEnd::never(),
+        }
+    }
+
+    /// The same server, reading its requests from the input whose end
+    /// `input` tells: waiting claims stop there.
+    pub fn reading(self, input: InputEnd) -> Server {
+        Server { input, ..self }
     }
 
     /// The gateway a tool call of `context` sends through.
@@ -120,15 +143,37 @@ impl Server {
             origin,
             bearer: origin.and_then(bearer),
             credentials: &self.credentials,
+            input: &self.input,
         }
     }
 }
 
-/// The `Authorization: Bearer` credential of a request head.
+/// Runs a request's `work` unless its client cancels it first; then the
+/// work is dropped mid-way, as the HTTP server drops a request whose
+/// client has gone (rmcp sends no answer to a cancelled request).
+async fn unless_cancelled<T>(
+    context: &RequestContext<RoleServer>,
+    work: impl Future<Output = Result<T, McpError>>,
+) -> Result<T, McpError> {
+    tokio::select! {
+        biased;
+        out = work => out,
+        () = context.ct.cancelled() => Err(McpError::new(
+            ErrorCode::INVALID_REQUEST,
+            "the request was cancelled",
+            None,
+        )),
+    }
+}
+
+/// The bearer credential of a request head, read by the API's one rule
+/// (`http::request::bearer`); a malformed header sends none, which the
+/// API answers with the same `401 unauthenticated`.
 fn bearer(parts: &Parts) -> Option<String> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ")?.trim();
-    (!token.is_empty()).then(|| token.to_string())
+    crate::http::request::bearer(&parts.headers)
+        .ok()
+        .flatten()
+        .map(str::to_string)
 }
 
 /// Which credential a tool sends.
@@ -146,6 +191,8 @@ struct Gateway<'a> {
     origin: Option<&'a Parts>,
     bearer: Option<String>,
     credentials: &'a Credentials,
+    /// The end of the session's input (never, over `/mcp`).
+    input: &'a InputEnd,
 }
 
 impl Gateway<'_> {
@@ -207,7 +254,8 @@ impl rmcp::ServerHandler for Server {
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         let args = request.arguments.unwrap_or_default();
-        tools::call(&self.gateway(&context), &request.name, args, wants_task).await
+        let gw = self.gateway(&context);
+        unless_cancelled(&context, tools::call(&gw, &request.name, args, wants_task)).await
     }
 
     async fn get_task(
@@ -215,7 +263,8 @@ impl rmcp::ServerHandler for Server {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        tasks::get(&self.gateway(&context), &request.task_id).await
+        let gw = self.gateway(&context);
+        unless_cancelled(&context, tasks::get(&gw, &request.task_id)).await
     }
 
     async fn cancel_task(
@@ -223,6 +272,7 @@ impl rmcp::ServerHandler for Server {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        tasks::cancel(&self.gateway(&context), &request.task_id).await
+        let gw = self.gateway(&context);
+        unless_cancelled(&context, tasks::cancel(&gw, &request.task_id)).await
     }
 }

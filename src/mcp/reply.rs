@@ -9,6 +9,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
 use super::ApiReply;
+use crate::http::error::ApiError;
 
 /// A JSON answer as a tool result.
 pub fn json(sent: Result<ApiReply, String>) -> CallToolResult {
@@ -79,12 +80,12 @@ fn unreachable(why: &str) -> CallToolResult {
     }))
 }
 
-/// Tool arguments the input type refuses: the `400 invalid_body` the API
-/// gives the same body.
-pub fn invalid_arguments(why: &str) -> CallToolResult {
+/// A request the API's rules refuse before it is sent (tool arguments
+/// read as the API reads a body): the same status, code and details.
+pub fn refused(e: &ApiError) -> CallToolResult {
     tool_error(json!({
-        "status": 400,
-        "error": {"code": "invalid_body", "message": format!("invalid arguments: {why}"), "details": null},
+        "status": e.status().as_u16(),
+        "error": {"code": e.code.as_str(), "message": e.message, "details": e.details},
     }))
 }
 

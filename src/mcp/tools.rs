@@ -1,6 +1,15 @@
 //! The tools: their input types (schemas generated from the HTTP API's own
 //! request types by `schemars`), their descriptions, and the API request
 //! each one makes.
+//!
+//! Arguments are as strict as the API's bodies, by one mechanism: every
+//! input type refuses unknown fields, and is read by the API's own rule
+//! for refused JSON (`http::request::json_refusal`), so a misspelled field
+//! is the `400 unknown_field` the route gives. Where a route takes a JSON
+//! body (`claim`, `enqueue`, `put_noun`), the tool takes the route's path
+//! fields out and sends the rest as given, to be read by the route's own
+//! body type; the listed schema is that type's, closed with
+//! `additionalProperties: false` like every other input's.
 
 use bytes::Bytes;
 use http::Method;
@@ -13,26 +22,31 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{Gateway, Holder, reply, tasks};
+use crate::http::request::json_refusal;
 use crate::http::wire::{ClaimNext, PutNoun};
 use crate::queue::{TaskId, TaskSpec};
 use crate::store::{Name, Pin};
 
 /// `claim`: the next task of a queue, with its lease and worker handle.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ClaimArgs {
     /// The queue to claim from.
     pub queue: Name,
-    /// The claim body of `POST /v1/queues/{queue}/claim`.
+    /// The claim body of `POST /v1/queues/{queue}/claim`: every other
+    /// field, sent as given for the route to read.
     #[serde(flatten)]
-    pub next: ClaimNext,
+    #[schemars(with = "ClaimNext")]
+    pub next: JsonObject,
 }
 
 /// `enqueue`: a task, as `POST /v1/tasks` takes it.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueArgs {
-    /// The task envelope.
-    pub spec: TaskSpec,
+    /// The task envelope, sent as given for the route to read.
+    #[schemars(with = "TaskSpec")]
+    pub spec: Value,
 }
 
 /// `get_task`: one task the key may see.
@@ -45,6 +59,7 @@ pub struct GetTaskArgs {
 
 /// `put_noun`: a noun version, as `PUT /v1/nouns/{ns}/{store}/{key}` takes it.
 #[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct PutNounArgs {
     /// Namespace.
     pub namespace: Name,
@@ -52,9 +67,11 @@ pub struct PutNounArgs {
     pub store: Name,
     /// Key.
     pub key: Name,
-    /// The put body.
+    /// The put body: every other field, sent as given for the route to
+    /// read.
     #[serde(flatten)]
-    pub noun: PutNoun,
+    #[schemars(with = "PutNoun")]
+    pub noun: JsonObject,
 }
 
 /// A worker tool with no input but the handle.
@@ -240,9 +257,10 @@ pub async fn call(
     Ok(result.into())
 }
 
-/// Tool arguments as `T`, or the tool error a bad body gets from the API.
+/// Tool arguments as `T`, or the tool error the API gives a body it
+/// refuses the same way (`unknown_field`, `invalid_body`).
 fn parse<T: DeserializeOwned>(args: Value) -> Result<T, CallToolResult> {
-    serde_json::from_value(args).map_err(|e| reply::invalid_arguments(&e.to_string()))
+    serde_json::from_value(args).map_err(|e| reply::refused(&json_refusal(&e)))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Bytes {
@@ -259,8 +277,16 @@ async fn key_json(
     reply::json(gw.send(Holder::Key, None, method, path, body).await)
 }
 
+/// Claims; a claim still waiting when the session's input ends is
+/// dropped (so the API claims nothing, or releases what it claimed) and
+/// answers none, as the route does when the daemon stops.
 async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
     let path = format!("/v1/queues/{}/claim", a.queue);
+    let none = if a.next.contains_key("max") {
+        json!({"claims": []})
+    } else {
+        json!({"claimed": null})
+    };
     let sent = gw.send(
         Holder::Key,
         None,
@@ -268,10 +294,13 @@ async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
         path,
         Some(to_json(&a.next)),
     );
-    match sent.await {
-        Ok(r) if r.status == http::StatusCode::NO_CONTENT => {
-            CallToolResult::structured(json!({"claimed": null}))
-        }
+    let sent = tokio::select! {
+        biased;
+        sent = sent => sent,
+        () = gw.input.ended() => return CallToolResult::structured(none),
+    };
+    match sent {
+        Ok(r) if r.status == http::StatusCode::NO_CONTENT => CallToolResult::structured(none),
         other => reply::json(other),
     }
 }

@@ -1,13 +1,15 @@
 //! Leases over time: the sweeper ends lapsed leases (the attempt counts,
-//! backoff applies, attempts may run out) and makes delayed retries ready.
-//! A lease id itself is minted in `task::new_lease_id`; fencing (a call
-//! naming an older lease changes nothing) is `State::held` in `decide`.
+//! backoff applies, attempts may run out) and makes delayed retries ready;
+//! a [`Handover`] ends the lease of a claim whose answer never reached its
+//! claimant. A lease id itself is minted in `task::new_lease_id`; fencing
+//! (a call naming an older lease changes nothing) is `State::held` in
+//! `decide`.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Event, JournalError as Error, Queue};
+use super::{Claim, Event, JournalError as Error, LeaseId, Queue, TaskId};
 
 /// How often lapsed leases and due retries are looked for.
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
@@ -57,5 +59,169 @@ impl Queue {
                 () = &mut stop => return,
             }
         }
+    }
+}
+
+/// A claim on its way to its claimant. A claim is committed before it is
+/// answered (it must be durable first), so the request that made it can
+/// be abandoned after the commit: its client gone, or its call cancelled,
+/// while it waits for durability or for the rest of its answer. Dropped
+/// before [`Handover::delivered`], this releases the lease at once rather
+/// than leave the task claimed for a whole lease with nobody holding its
+/// handle. The release is an ordinary one: it counts as an attempt (on
+/// the last one the task fails, `attempts_exhausted`), as the lease's
+/// expiry would have. A long poll abandoned while it waits claims nothing,
+/// so costs nothing.
+///
+/// Made under the claim's lock (a queue handle and two ids), it must not be
+/// dropped under the state lock, which its release takes.
+#[derive(Debug)]
+#[must_use = "call delivered() once the claim's answer is handed over; dropping it releases the lease"]
+pub struct Handover {
+    /// `None` once delivered.
+    queue: Option<Queue>,
+    id: TaskId,
+    lease: LeaseId,
+}
+
+impl Queue {
+    /// The handover of `claim`, just made.
+    pub fn handover(&self, claim: &Claim) -> Handover {
+        Handover {
+            queue: Some(self.clone()),
+            id: claim.id,
+            lease: claim.lease.id.clone(),
+        }
+    }
+
+    /// Releases a lease whose claim was never handed over. Journaled and
+    /// applied now, and durable with the next group commit, as a sweep's
+    /// expiry is: nobody waits for it.
+    fn release_undelivered(&self, id: TaskId, lease: &LeaseId) {
+        let released = {
+            let mut st = self.lock();
+            st.decide_release(id, lease, Timestamp::now())
+                .and_then(|ev| Ok(self.commit(&mut st, &ev)?))
+        };
+        match released {
+            Ok(_) => {
+                tracing::info!(task = %id, "claim abandoned before its answer was handed over; lease released");
+                self.inner.ready.notify_waiters();
+            }
+            // Already ended (a cancel, a sweep) or the journal refused:
+            // the lease ends by itself at its expiry.
+            Err(e) => tracing::debug!(task = %id, error = %e, "abandoned claim not released"),
+        }
+    }
+}
+
+impl Handover {
+    /// The claim's answer is handed over: the lease is its claimant's.
+    pub fn delivered(mut self) {
+        self.queue = None;
+    }
+}
+
+impl Drop for Handover {
+    fn drop(&mut self) {
+        if let Some(queue) = self.queue.take() {
+            queue.release_undelivered(self.id, &self.lease);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::super::{Claim, Enqueued, Handover, Queue, State, Task, TaskId, TaskState};
+    use crate::config::QueueLimits;
+    use crate::store::{Access, Name, Store};
+
+    /// Enqueues a task on `q`; its id.
+    async fn enqueue(queue: &Queue) -> TaskId {
+        let spec = serde_json::from_value(json!({
+            "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+            "producer_surface": "s", "brief": {}
+        }))
+        .unwrap();
+        let me = Name::parse("key", "k1").unwrap();
+        let made = queue
+            .enqueue_many(vec![spec], &me, None, &|_| true, false)
+            .await
+            .unwrap();
+        match made.into_iter().next() {
+            Some(Ok(Enqueued::Created(id, _))) => id,
+            other => panic!("not enqueued: {other:?}"),
+        }
+    }
+
+    /// A queue `q` on a fresh root with one ready task, `t1`.
+    async fn one_ready(root: &std::path::Path) -> Queue {
+        let store = Store::open(root, Access::Exclusive).unwrap();
+        let limits = QueueLimits::default();
+        let (queue, _) = Queue::open(
+            &store,
+            limits.split_limits(),
+            limits.segment_bytes(),
+            limits.fold_after(),
+        )
+        .unwrap();
+        let config = serde_json::from_value(json!({"name": "q"})).unwrap();
+        queue.provision(config).await.unwrap();
+        assert_eq!(enqueue(&queue).await, TaskId(1));
+        queue
+    }
+
+    /// Claims the next task of `q`, waiting `wait`, with its handover.
+    async fn claim(queue: &Queue, wait: Duration) -> Option<(TaskId, Handover)> {
+        let holder = Name::parse("key", "k1").unwrap();
+        let render = |_: &State, c: &Claim| (c.id, queue.handover(c));
+        let q = Name::parse("queue", "q").unwrap();
+        static HANDLES: AtomicU64 = AtomicU64::new(0);
+        let handle = || format!("wh-test{}", HANDLES.fetch_add(1, Ordering::Relaxed));
+        queue
+            .claim_next(&q, None, &holder, &handle, &|_: &Task| true, wait, render)
+            .await
+            .unwrap()
+    }
+
+    fn state_and_attempt(queue: &Queue) -> (TaskState, u32) {
+        queue.peek(|st| {
+            let t = &st.tasks[&TaskId(1)];
+            (t.state, t.attempt.0)
+        })
+    }
+
+    #[tokio::test]
+    async fn a_handover_dropped_undelivered_releases_the_lease_and_a_delivered_one_keeps_it() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = one_ready(root.path()).await;
+        let (_, handover) = claim(&queue, Duration::ZERO).await.expect("t1");
+        assert_eq!(state_and_attempt(&queue), (TaskState::Claimed, 1));
+        drop(handover);
+        // Released as a release is: the attempt counts.
+        assert_eq!(state_and_attempt(&queue), (TaskState::Queued, 1));
+
+        let (_, handover) = claim(&queue, Duration::ZERO).await.expect("t1 again");
+        handover.delivered();
+        assert_eq!(state_and_attempt(&queue), (TaskState::Claimed, 2));
+    }
+
+    #[tokio::test]
+    async fn a_long_poll_dropped_while_it_waits_claims_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let queue = one_ready(root.path()).await;
+        let (_, first) = claim(&queue, Duration::ZERO).await.expect("t1");
+        first.delivered();
+        let waiting = claim(&queue, Duration::from_secs(10));
+        let cut = tokio::time::timeout(Duration::from_millis(50), waiting).await;
+        assert!(cut.is_err(), "nothing was ready");
+        let second = enqueue(&queue).await;
+        let st = queue.peek(|st| st.tasks[&second].state);
+        assert_eq!(st, TaskState::Queued);
     }
 }

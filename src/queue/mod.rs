@@ -62,6 +62,7 @@ pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
 pub use event::Event;
 pub use fold::{FoldAfter, Folds};
+pub use lease::Handover;
 pub use machine::{SplitLimits, State, Transition};
 pub use observe::Observer;
 pub use receipt::{Receipt, SubmitInput};
