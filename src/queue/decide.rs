@@ -172,8 +172,9 @@ impl State {
 
     /// The task, if `lease_id` is its live lease at `now` (else
     /// `StaleLease`) and `by` holds it (else `NotClaimant`): a call on a
-    /// claim is its claimant's. `by` is `None` only for an admin ending a
-    /// claim (release).
+    /// claim is its claimant's. `by` is `None` only where a claim is ended
+    /// for its holder: by an admin, or by the daemon (a claim whose answer
+    /// never left).
     pub fn held(
         &self,
         id: TaskId,
@@ -212,7 +213,7 @@ impl State {
     }
 
     /// Give the task back (the attempt counts); `by` is `None` for an
-    /// admin, who may end any claim.
+    /// admin or the daemon, who may end any claim.
     pub fn decide_release(
         &self,
         id: TaskId,

@@ -100,7 +100,7 @@ impl Queue {
     fn release_undelivered(&self, id: TaskId, lease: &LeaseId) {
         let released = {
             let mut st = self.lock();
-            st.decide_release(id, lease, Timestamp::now())
+            st.decide_release(id, lease, None, Timestamp::now())
                 .and_then(|ev| Ok(self.commit(&mut st, &ev)?))
         };
         match released {
@@ -159,8 +159,8 @@ mod tests {
         }
     }
 
-    /// A queue `q` on a fresh root with one ready task, `t1`.
-    async fn one_ready(root: &std::path::Path) -> Queue {
+    /// A queue `q` on a fresh root with one ready task, and its id.
+    async fn one_ready(root: &std::path::Path) -> (Queue, TaskId) {
         let store = Store::open(root, Access::Exclusive).unwrap();
         let limits = QueueLimits::default();
         let (queue, _) = Queue::open(
@@ -172,8 +172,8 @@ mod tests {
         .unwrap();
         let config = serde_json::from_value(json!({"name": "q"})).unwrap();
         queue.provision(config).await.unwrap();
-        assert_eq!(enqueue(&queue).await, TaskId(1));
-        queue
+        let id = enqueue(&queue).await;
+        (queue, id)
     }
 
     /// Claims the next task of `q`, waiting `wait`, with its handover.
@@ -189,9 +189,9 @@ mod tests {
             .unwrap()
     }
 
-    fn state_and_attempt(queue: &Queue) -> (TaskState, u32) {
+    fn state_and_attempt(queue: &Queue, id: TaskId) -> (TaskState, u32) {
         queue.peek(|st| {
-            let t = &st.tasks[&TaskId(1)];
+            let t = &st.tasks[&id];
             (t.state, t.attempt.0)
         })
     }
@@ -199,23 +199,23 @@ mod tests {
     #[tokio::test]
     async fn a_handover_dropped_undelivered_releases_the_lease_and_a_delivered_one_keeps_it() {
         let root = tempfile::tempdir().unwrap();
-        let queue = one_ready(root.path()).await;
-        let (_, handover) = claim(&queue, Duration::ZERO).await.expect("t1");
-        assert_eq!(state_and_attempt(&queue), (TaskState::Claimed, 1));
+        let (queue, id) = one_ready(root.path()).await;
+        let (_, handover) = claim(&queue, Duration::ZERO).await.expect("the task");
+        assert_eq!(state_and_attempt(&queue, id), (TaskState::Claimed, 1));
         drop(handover);
         // Released as a release is: the attempt counts.
-        assert_eq!(state_and_attempt(&queue), (TaskState::Queued, 1));
+        assert_eq!(state_and_attempt(&queue, id), (TaskState::Queued, 1));
 
-        let (_, handover) = claim(&queue, Duration::ZERO).await.expect("t1 again");
+        let (_, handover) = claim(&queue, Duration::ZERO).await.expect("again");
         handover.delivered();
-        assert_eq!(state_and_attempt(&queue), (TaskState::Claimed, 2));
+        assert_eq!(state_and_attempt(&queue, id), (TaskState::Claimed, 2));
     }
 
     #[tokio::test]
     async fn a_long_poll_dropped_while_it_waits_claims_nothing() {
         let root = tempfile::tempdir().unwrap();
-        let queue = one_ready(root.path()).await;
-        let (_, first) = claim(&queue, Duration::ZERO).await.expect("t1");
+        let (queue, _) = one_ready(root.path()).await;
+        let (_, first) = claim(&queue, Duration::ZERO).await.expect("the task");
         first.delivered();
         let waiting = claim(&queue, Duration::from_secs(10));
         let cut = tokio::time::timeout(Duration::from_millis(50), waiting).await;
