@@ -524,3 +524,126 @@ async fn task_ids_count_nothing_and_claims_still_go_oldest_first() {
     let next = claim(&t.worker, "work.external").await.unwrap();
     assert_eq!(support::claimed_id(&next), mine[1]);
 }
+
+/// A part name is a file name a person reads in a listing: one holding a
+/// control or format character (newline, tab, a bidi override, a
+/// zero-width space) is refused wherever a part is named, the worker's
+/// artifact route, the `stage_part` tool over `/mcp`, and a contract's
+/// `parts`, and nothing is staged.
+#[tokio::test(flavor = "multi_thread")]
+async fn part_names_with_control_or_format_characters_are_refused_everywhere() {
+    let t = Team::start().await;
+    let id = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    let c = claim_id(&t.worker, &id).await;
+    let handle = t.d.client(c["handle"].as_str().unwrap());
+    let names = [
+        "a\nb",
+        "a\tb",
+        "report\u{202e}dm.exe",
+        "a\u{200b}b",
+        "\u{feff}plan.md",
+        "a\u{2028}b",
+    ];
+    for name in names {
+        let q: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+        let r = handle
+            .post_bytes(
+                &format!("/v1/worker/artifact?name={q}"),
+                bytes::Bytes::from_static(b"x"),
+            )
+            .await
+            .unwrap();
+        assert_status!(r, 400, "invalid_part_name");
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "stage_part", "arguments": {"name": name, "content": "x"}}});
+        let r = handle
+            .send(
+                http::Method::POST,
+                "/mcp",
+                Some(bytes::Bytes::from(call.to_string())),
+                &[("accept", "application/json, text/event-stream")],
+            )
+            .await
+            .unwrap();
+        let answer = body(&r);
+        assert_eq!(
+            answer["result"]["isError"],
+            json!(true),
+            "{name:?}: {answer}"
+        );
+        assert_eq!(
+            answer["result"]["structuredContent"]["error"]["code"],
+            json!("invalid_part_name"),
+            "{name:?}"
+        );
+    }
+    let parts = body(&handle.get("/v1/worker/parts").await.unwrap());
+    assert_eq!(parts["parts"], json!([]), "nothing was staged: {parts}");
+
+    let contract = json!({
+        "contract": "design.v1", "directive": "Plan.",
+        "parts": [{"name": "plan\u{202e}dm.exe", "required": true}],
+    });
+    let contract = put_noun(&t.requester, "work.contracts", "bidi", contract).await;
+    let id = enqueue(
+        &t.requester,
+        &spec("verb.compute", json!({"contract_ref": contract})),
+    )
+    .await;
+    let c = claim_id(&t.worker, &id).await;
+    let handle = t.d.client(c["handle"].as_str().unwrap());
+    let r = handle
+        .post_bytes("/v1/worker/submit", bytes::Bytes::from_static(b"done"))
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let checks = body(&r)["failed_checks"].clone();
+    assert_eq!(checks[0]["name"], json!("contract_is_valid"), "{checks}");
+    assert_eq!(checks[0]["keyword"], json!("part_name"), "{checks}");
+}
+
+/// Revoking a key ends what it holds open at once: a long-poll claim
+/// waiting for work answers 401 then, and takes nothing afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_keys_long_poll_ends_at_once_and_claims_nothing() {
+    let t = Team::start().await;
+    let scopes = json!([
+        format!("namespace:{NS}"),
+        "surface:team_example",
+        "nouns:read",
+        "verbs:claim"
+    ]);
+    let grants = json!({"queues": ["work.external"], "kinds": ["verb.compute"], "effect_classes": ["write-internal"], "scopes": scopes});
+    let r =
+        t.d.admin
+            .post_json("/v1/keys", &json!({"label": "poller", "grants": grants}))
+            .await
+            .unwrap();
+    let b = body(&r);
+    let poller = t.d.client(b["secret"].as_str().unwrap());
+    let key_id = b["key_id"].as_str().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let waiting = tokio::spawn(async move {
+        poller
+            .post_json("/v1/queues/work.external/claim", &json!({"wait_ms": 20000}))
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_status!(
+        t.d.admin
+            .delete(&format!("/v1/keys/{key_id}"))
+            .await
+            .unwrap(),
+        200
+    );
+    let r = waiting.await.unwrap();
+    assert_status!(r, 401, "unauthenticated");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "at once, not at the poll's end"
+    );
+    let id = enqueue(&t.requester, &spec("verb.compute", json!({}))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(task(&t.requester, &id).await["state"], json!("queued"));
+}

@@ -147,7 +147,9 @@ pub fn may_claim_from(
 
 /// Claims up to `max` tasks on `queue` for `p` (checked by
 /// [`may_claim_from`]), long-polling up to `wait_ms` for the first. A long
-/// poll dropped while it waits (its client gone) claims nothing.
+/// poll dropped while it waits (its client gone) claims nothing, and one
+/// whose key is revoked or expires meanwhile ends at once, `401`, with
+/// what it claimed released.
 pub async fn claim_for(
     ctx: &Ctx,
     p: &Principal,
@@ -161,19 +163,25 @@ pub async fn claim_for(
     let mut out = Vec::with_capacity(max as usize);
     let mut wait = Duration::from_millis(wait_ms);
     let started = std::time::Instant::now();
+    let unusable = ctx.keyring.unusable(&p.key_id);
+    let mut unusable = std::pin::pin!(unusable);
     while out.len() < max as usize {
-        let got = ctx
-            .queue
-            .claim_next(
-                queue,
-                kinds,
-                &p.key_id,
-                &new_handle,
-                &can,
-                wait,
-                seen(ctx, p),
-            )
-            .await?;
+        let next = ctx.queue.claim_next(
+            queue,
+            kinds,
+            &p.key_id,
+            &new_handle,
+            &can,
+            wait,
+            seen(ctx, p),
+        );
+        let got = tokio::select! {
+            biased;
+            () = &mut unusable => {
+                return Err(auth::Error::Unauthenticated("the key was revoked or expired during the claim").into());
+            }
+            got = next => got?,
+        };
         if out.is_empty() {
             ctx.metrics.claim_waited(started.elapsed());
         }

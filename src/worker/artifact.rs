@@ -2,6 +2,8 @@
 //! (last write wins; staging never completes the attempt). A part name is
 //! a call argument, never a path: it must be a plain file name.
 
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+
 use super::{Error, Session};
 use crate::queue::placement::OWNER_MARK;
 use crate::queue::{self, Queue};
@@ -19,8 +21,10 @@ pub fn check_name(name: &str, step: &str) -> Result<(), Error> {
         Some("`.` and `..` are not file names")
     } else if name.contains(['/', '\\']) {
         Some("it contains a path separator")
-    } else if name.contains('\0') {
-        Some("it contains NUL")
+    } else if name.chars().any(unprintable) {
+        Some(
+            "it contains a control or format character (a newline, a tab, a bidi override such as U+202E, a zero-width character), which would hide or reorder what a file listing shows",
+        )
     } else if name == format!("{step}.md") {
         Some("the final body owns <step>.md")
     } else if name == OWNER_MARK {
@@ -37,6 +41,20 @@ pub fn check_name(name: &str, step: &str) -> Result<(), Error> {
         }),
         None => Ok(()),
     }
+}
+
+/// Whether a character shows nothing of itself, or changes how the text
+/// around it reads: controls (`Cc`), format characters (`Cf`: bidi
+/// overrides and isolates, zero-width characters) and line or paragraph
+/// separators.
+fn unprintable(c: char) -> bool {
+    matches!(
+        c.general_category(),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    )
 }
 
 /// Stores a part's bytes and records the part for the session's attempt.
@@ -84,6 +102,18 @@ mod tests {
             ("a\\b", false),
             ("..\\..\\x", false),
             ("a\0b", false),
+            ("a\nb", false),
+            ("a\tb", false),
+            ("a\rb", false),
+            ("a\u{7f}b", false),
+            ("a\u{85}b", false),
+            ("evil\u{202e}dm.exe", false),
+            ("a\u{2066}b", false),
+            ("a\u{200b}b", false),
+            ("\u{feff}plan.md", false),
+            ("a\u{2028}b", false),
+            ("plan-é-中.md", true),
+            ("emoji-🙂.md", true),
             ("draft.md", false),
             (".tessera-owner", false),
             (".tessera-owner.md", true),
