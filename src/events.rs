@@ -1,11 +1,16 @@
 //! The source of the live event stream (`GET /v1/events`): task
 //! transitions, taken from the queue's committed changes and released only
 //! once the journal has made them durable, and noun changes (new versions,
-//! quarantine), told by the store once they are on disk. Each gets an id `<run>-<n>`; the last [`WINDOW`] are
-//! kept so a reader that reconnects with `Last-Event-ID` misses nothing
-//! within them. Publishing never waits for readers: each reader has a
-//! bounded backlog ([`BACKLOG`]), and one that falls behind it is told
-//! where to resume and cut off.
+//! quarantine), told by the store once they are on disk. Each gets an
+//! opaque id ([`EventId`]); the last [`WINDOW`] are kept so a reader that
+//! reconnects with `Last-Event-ID` misses nothing within them. Publishing
+//! never waits for readers: each reader has a bounded backlog
+//! ([`BACKLOG`]), and one that falls behind it is told where to resume and
+//! cut off.
+//!
+//! Every reader shares one sequence of events but sees only those its key
+//! may see, so an id must not count the others: ids are random, and the
+//! order of events is the window's, never the ids'.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -56,11 +61,42 @@ pub struct TaskData {
     attempt: u32,
 }
 
+/// An event's id as readers see it: 128 bits from the OS RNG, drawn when
+/// it is published, shown as 32 hex digits. It tells nothing of how many
+/// events came before it or between two ids (a counter would let a reader
+/// count the events it may not see), nor which run it is from: an id from
+/// before a restart is simply not in the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventId(u128);
+
+impl EventId {
+    fn random() -> EventId {
+        EventId(rand::random())
+    }
+
+    /// Parses an id as [`Display`](std::fmt::Display) writes it; `None`
+    /// for anything else (a reader's stale or foreign `Last-Event-ID`).
+    pub fn parse(s: &str) -> Option<EventId> {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u128::from_str_radix(s, 16).ok().map(EventId)
+    }
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
 /// One published event.
 #[derive(Clone, Debug)]
 pub struct Event {
-    /// Its number in this run (ids are `<run>-<n>`).
+    /// Its place in this run's order (from 1); never shown to a reader.
     pub n: u64,
+    /// Its id, as readers see it.
+    pub id: EventId,
     /// What happened.
     pub what: What,
 }
@@ -74,11 +110,12 @@ impl Event {
         }
     }
 
-    /// The JSON the reader gets.
-    pub fn data(&self) -> Value {
+    /// The JSON a reader gets; a task's queue is `null` to a reader that
+    /// `shows_queue` says may not see its name.
+    pub fn data(&self, shows_queue: impl Fn(&Name) -> bool) -> Value {
         match &self.what {
             What::Task { id, state, data } => json!({
-                "queue": data.queue,
+                "queue": shows_queue(&data.queue).then_some(&data.queue),
                 "kind": data.kind,
                 "namespace": data.namespace,
                 "attempt": data.attempt,
@@ -113,52 +150,53 @@ pub enum Start {
 pub struct Subscription {
     /// What it missed.
     pub start: Start,
-    /// The newest event published when it subscribed (0 for none yet).
+    /// The place of the newest event published when it subscribed (0 for
+    /// none yet).
     pub head: u64,
     /// Every event published after `head`.
     pub rx: broadcast::Receiver<Arc<Event>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Inner {
     /// Task transitions committed but not yet durable, by journal record.
     pending: VecDeque<(u64, What)>,
-    /// The newest published events, oldest first.
+    /// The newest published events, oldest first, at consecutive places.
     window: VecDeque<Arc<Event>>,
-    /// The next event's number (from 1: `<run>-0` is "before the first").
-    next: u64,
+    /// The last event dropped from the window, with its place: a reader
+    /// resuming after it has missed nothing the window holds.
+    dropped: Option<(EventId, u64)>,
+    /// Ids minted for places ([`Events::mark`]), the newest [`WINDOW`].
+    marks: VecDeque<(EventId, u64)>,
+    /// The last event's place (0 before the first).
+    last: u64,
     /// Journal records durable so far, as last reported.
     durable: u64,
 }
 
-impl Default for Inner {
-    fn default() -> Inner {
-        Inner {
-            pending: VecDeque::new(),
-            window: VecDeque::new(),
-            next: 1,
-            durable: 0,
-        }
+impl Inner {
+    /// The place `id` names: an event's, the dropped one's, or a mark's.
+    fn place(&self, id: EventId) -> Option<u64> {
+        let event = self.window.iter().find(|e| e.id == id).map(|e| e.n);
+        let dropped = self.dropped.filter(|(d, _)| *d == id).map(|(_, n)| n);
+        let mark = || self.marks.iter().find(|(m, _)| *m == id).map(|(_, n)| *n);
+        event.or(dropped).or_else(mark)
     }
 }
 
 /// The event hub: one per daemon.
 #[derive(Debug)]
 pub struct Events {
-    run: String,
     inner: Mutex<Inner>,
     live: broadcast::Sender<Arc<Event>>,
     closed: watch::Sender<bool>,
 }
 
 impl Events {
-    /// An empty hub for a new run (its ids cannot match an earlier run's)
-    /// whose readers may fall `backlog` events behind.
+    /// An empty hub for a new run whose readers may fall `backlog` events
+    /// behind.
     pub fn new(backlog: usize) -> Events {
-        let ms = jiff::Timestamp::now().as_millisecond();
-        let salt: u32 = rand::random();
         Events {
-            run: format!("{ms:x}{salt:08x}"),
             inner: Mutex::default(),
             live: broadcast::Sender::new(backlog.max(1)),
             closed: watch::Sender::new(false),
@@ -169,52 +207,62 @@ impl Events {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The id of event `n`.
-    pub fn id(&self, n: u64) -> String {
-        format!("{}-{n}", self.run)
-    }
-
     fn publish(&self, inner: &mut Inner, what: What) {
+        inner.last += 1;
         let ev = Arc::new(Event {
-            n: inner.next,
+            n: inner.last,
+            id: EventId::random(),
             what,
         });
-        inner.next += 1;
-        if inner.window.len() == WINDOW {
-            inner.window.pop_front();
+        if inner.window.len() == WINDOW
+            && let Some(dropped) = inner.window.pop_front()
+        {
+            inner.dropped = Some((dropped.id, dropped.n));
         }
         inner.window.push_back(ev.clone());
         let _ = self.live.send(ev);
     }
 
-    /// A new reader whose last event was `last` (a `Last-Event-ID`): what
-    /// it missed, and the live events after those (nothing lost or doubled
-    /// between the two).
-    /// `head` is the newest event published so far.
+    /// A fresh id for the place just after event `after` (0: before the
+    /// first), for a reader to resume from (a lagged reader's
+    /// `resume_from`). It is no event's id, so it tells where the reader
+    /// stands without telling it the id of an event it was not sent.
+    pub fn mark(&self, after: u64) -> EventId {
+        let id = EventId::random();
+        let mut inner = self.inner();
+        if inner.marks.len() == WINDOW {
+            inner.marks.pop_front();
+        }
+        inner.marks.push_back((id, after));
+        id
+    }
+
+    /// A new reader whose last event was `last` (a `Last-Event-ID`, or an
+    /// id from [`mark`](Self::mark)): what it missed, and the live events
+    /// after those (nothing lost or doubled between the two). An id that
+    /// names no place, or one older than the window, is a
+    /// [`Start::Reset`].
     pub fn subscribe(&self, last: Option<&str>) -> Subscription {
         let inner = self.inner();
         let rx = self.live.subscribe();
-        let head = inner.next - 1;
-        let Some(last) = last else {
-            return Subscription {
-                start: Start::Resume(Vec::new()),
-                head,
-                rx,
-            };
+        let oldest = inner.window.front().map_or(inner.last + 1, |e| e.n);
+        let start = match last.map(|l| EventId::parse(l).and_then(|id| inner.place(id))) {
+            None => Start::Resume(Vec::new()),
+            Some(Some(after)) if after + 1 >= oldest => Start::Resume(
+                inner
+                    .window
+                    .iter()
+                    .filter(|e| e.n > after)
+                    .cloned()
+                    .collect(),
+            ),
+            Some(_) => Start::Reset,
         };
-        let n = last
-            .strip_prefix(&self.run)
-            .and_then(|rest| rest.strip_prefix('-'))
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|n| *n < inner.next);
-        let oldest = inner.window.front().map_or(inner.next, |e| e.n);
-        let start = match n {
-            Some(n) if n + 1 >= oldest => {
-                Start::Resume(inner.window.iter().filter(|e| e.n > n).cloned().collect())
-            }
-            _ => Start::Reset,
-        };
-        Subscription { start, head, rx }
+        Subscription {
+            start,
+            head: inner.last,
+            rx,
+        }
     }
 
     /// Ends every stream (the daemon is stopping).
@@ -285,5 +333,75 @@ impl crate::store::log::SyncObserver for Events {
             let (_, what) = inner.pending.pop_front().expect("checked");
             self.publish(&mut inner, what);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Sha256, Visibility};
+
+    fn publish(hub: &Events, n: usize) {
+        let path = NounPath::parse("n", "s", "k").unwrap();
+        let entry = VersionEntry {
+            version: 1,
+            sha256: Sha256::of(b""),
+            size: 0,
+            media_type: "application/json".into(),
+            noun_type: None,
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            created_by: "k1".into(),
+            producer_surface: None,
+            visibility: Visibility::Public,
+            allowed_surfaces: Vec::new(),
+            owner: None,
+            quarantined: false,
+            source_pack: None,
+        };
+        for _ in 0..n {
+            hub.written(&path, &entry);
+        }
+    }
+
+    /// The places a reader resuming from `last` is sent, or `None` for a reset.
+    fn resumes(hub: &Events, last: &str) -> Option<Vec<u64>> {
+        match hub.subscribe(Some(last)).start {
+            Start::Resume(missed) => Some(missed.iter().map(|e| e.n).collect()),
+            Start::Reset => None,
+        }
+    }
+
+    fn ids(hub: &Events) -> Vec<String> {
+        hub.inner()
+            .window
+            .iter()
+            .map(|e| e.id.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn ids_count_nothing_and_a_reader_resumes_from_an_event_or_a_mark() {
+        let hub = Events::new(16);
+        publish(&hub, 3);
+        let first = ids(&hub);
+        assert!(first.iter().all(|id| EventId::parse(id).is_some()));
+        assert_eq!(resumes(&hub, &first[0]), Some(vec![2, 3]));
+        assert_eq!(resumes(&hub, &first[2]), Some(vec![]));
+        assert_eq!(resumes(&hub, &hub.mark(1).to_string()), Some(vec![2, 3]));
+        assert_eq!(resumes(&hub, &hub.mark(0).to_string()), Some(vec![1, 2, 3]));
+        for never in ["", "nope", "0-1", &"0".repeat(32)] {
+            assert_eq!(resumes(&hub, never), None, "{never:?}");
+        }
+        let early = hub.mark(0).to_string();
+        publish(&hub, WINDOW);
+        let window = ids(&hub);
+        assert_eq!(
+            resumes(&hub, &first[2]),
+            Some((4..=WINDOW as u64 + 3).collect())
+        );
+        assert_eq!(resumes(&hub, &first[1]), None, "older than the window");
+        assert_eq!(resumes(&hub, &early), None, "a mark older than the window");
+        assert_eq!(resumes(&hub, window.last().unwrap()), Some(vec![]));
+        assert_eq!(hub.subscribe(None).head, WINDOW as u64 + 3);
     }
 }

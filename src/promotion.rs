@@ -121,7 +121,7 @@ pub async fn promote(
     let pin = req.pin.clone();
     let (bytes_ok, stages, mut more) = store.blocking(move |store| {
         let mut problems = Vec::new();
-        let bytes_ok = match store.read_pin::<store::Error>(&pin, &ns, |_| Ok(())) {
+        let bytes_ok = match store.read_pin(&pin, &ns, |_| true) {
             Ok(_) => true,
             Err(e) => {
                 problems.push(format!("the pin {}/{}/{} v{}: {e}", ns, pin.store, pin.key, pin.version));
@@ -183,12 +183,8 @@ pub async fn promote(
     store
         .blocking(move |store| {
             let path = from.path(from.namespace.as_ref().expect("checked above"));
-            let (pinned, bytes) = store.read_version::<store::Error>(
-                &path,
-                Some(from.version),
-                Some(from.sha256),
-                |_| Ok(()),
-            )?;
+            let (pinned, bytes) =
+                store.read_version(&path, Some(from.version), Some(from.sha256), |_| true)?;
             // Appended after whatever is latest, under the key's lock; the
             // envelope stays the latest version's but for visibility.
             let request = PutRequest {
@@ -199,16 +195,22 @@ pub async fn promote(
                 noun_type: pinned.noun_type,
                 source_pack: None,
             };
-            let outcome = store.put_noun::<store::Error>(&path, &bytes, &request, |latest| {
-                let latest = latest.expect("the pinned noun exists");
-                Ok(VersionMeta {
-                    created_by: by.clone(),
-                    producer_surface: latest.producer_surface.clone(),
-                    visibility: Visibility::Public,
-                    allowed_surfaces: latest.allowed_surfaces.clone(),
-                    owner: latest.owner.clone(),
-                })
-            })?;
+            let outcome = store.put_noun::<store::Error>(
+                &path,
+                &bytes,
+                &request,
+                |_| true,
+                |latest| {
+                    let latest = latest.expect("the pinned noun exists");
+                    Ok(VersionMeta {
+                        created_by: by.clone(),
+                        producer_surface: latest.producer_surface.clone(),
+                        visibility: Visibility::Public,
+                        allowed_surfaces: latest.allowed_surfaces.clone(),
+                        owner: latest.owner.clone(),
+                    })
+                },
+            )?;
             let PutOutcome::NewVersion { entry } = outcome else {
                 unreachable!("a put after the latest version is a new version")
             };

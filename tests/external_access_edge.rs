@@ -330,12 +330,15 @@ async fn noun_and_key_routes_allow_exactly_what_was_issued() {
             Some(same("shared")),
             404,
         ),
+        // A noun the key sees nothing of is decided as a new one (hidden
+        // means missing): this key names no producer surface and holds
+        // none to default to, as the put of `new2` below.
         row(
             "label_scope",
             put.clone(),
             &noun("shared"),
             Some(same("shared")),
-            404,
+            400,
         ),
         row(
             "revoked",
@@ -394,12 +397,14 @@ async fn noun_and_key_routes_allow_exactly_what_was_issued() {
             Some(json!({"expected_version": 1, "body": "x"})),
             403,
         ),
+        // To this key the noun has no version: expecting 1 is a conflict
+        // with current 0, as for a missing noun.
         row(
             "same_account",
             put.clone(),
             &noun("private"),
             Some(json!({"expected_version": 1, "body": "x"})),
-            404,
+            409,
         ),
         row(
             "scoped",

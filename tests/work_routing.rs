@@ -1269,7 +1269,13 @@ async fn promotion_needs_every_stage_receipt_and_distinct_actors_then_adds_a_pub
         .get(&format!("/v1/nouns/{NS}/work.artifacts/result?version=1"))
         .await
         .unwrap();
-    assert_status!(r, 404, "not_found");
+    // To the outsider version 1 is missing: answered as a version never
+    // written, naming the latest it may see.
+    assert_status!(r, 404, "version_not_found");
+    assert_eq!(
+        body(&r)["error"]["details"],
+        json!({"version": 1, "latest": 2})
+    );
 }
 
 /// The promotion gate's stages are the operator's policy: a contract a

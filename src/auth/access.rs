@@ -184,21 +184,33 @@ pub fn may_use_queue(p: &Principal, queue: &Name, server: bool) -> Result<(), Er
     }
 }
 
+/// Whether `p` is shown the name of `queue` where a task it sees names it
+/// (a task view, a task event, a list filter): only when it was issued the
+/// queue, or is admin. To a key that was not issued it a queue answers as
+/// one never provisioned ([`may_use_queue`]), so no answer names it
+/// either: a key may see a task (by namespace and surface) on a server
+/// queue or another queue of its team, but not where it runs.
+pub fn shows_queue(p: &Principal, queue: &Name) -> bool {
+    p.is_admin() || p.grants.queues.contains(queue)
+}
+
 /// Whether the key was issued the queue of a task it can see. A server
 /// queue must be named explicitly, by admin keys too; no tag, contract
-/// field or model name routes work into it.
+/// field or model name routes work into it. The refusal names the queue
+/// (and that it is a server queue) only to admin: to any other key the
+/// queue is one it was not issued, whose name it is never shown.
 fn queue_granted(p: &Principal, queue: &Name, server: bool) -> Result<(), Error> {
     let named = p.grants.queues.contains(queue);
     if named || (p.is_admin() && !server) {
         Ok(())
-    } else if server {
+    } else if p.is_admin() {
         Err(Error::Forbidden(format!(
             "{queue} is a server queue: only keys issued with that queue by name may use it"
         )))
     } else {
-        Err(Error::Forbidden(format!(
-            "this key was not issued queue {queue}"
-        )))
+        Err(Error::Forbidden(
+            "this key was not issued the task's queue".into(),
+        ))
     }
 }
 

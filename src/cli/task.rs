@@ -252,7 +252,9 @@ async fn list(a: ListArgs) -> anyhow::Result<()> {
             t.row(vec![
                 v.task_id.to_string(),
                 v.state.as_str().into(),
-                v.queue.to_string(),
+                v.queue
+                    .as_ref()
+                    .map_or_else(|| "-".into(), ToString::to_string),
                 v.kind.to_string(),
                 v.namespace.to_string(),
                 format!("{}/{}", v.attempt, v.max_attempts),
@@ -284,7 +286,7 @@ fn fields(v: &TaskView, now: Timestamp) -> Table {
         ("state", v.state.as_str().into()),
         ("attempt", format!("{} of {}", v.attempt, v.max_attempts)),
         ("namespace", v.namespace.to_string()),
-        ("queue", v.queue.to_string()),
+        ("queue", opt(v.queue.as_ref().map(ToString::to_string))),
         ("kind", v.kind.to_string()),
         ("effect_class", table::word(&v.effect_class)),
         (

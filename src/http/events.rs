@@ -63,11 +63,12 @@ fn visible(ctx: &Ctx, p: &Principal, ev: &Event) -> bool {
     }
 }
 
-fn frame(ctx: &Ctx, ev: &Event) -> Bytes {
-    let data = ev.data().to_string();
+/// The frame of `ev` as `p` gets it.
+fn frame(p: &Principal, ev: &Event) -> Bytes {
+    let data = ev.data(|q| access::shows_queue(p, q)).to_string();
     Bytes::from(format!(
         "id: {}\nevent: {}\ndata: {data}\n\n",
-        ctx.events.id(ev.n),
+        ev.id,
         ev.name()
     ))
 }
@@ -83,6 +84,7 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
     let mut closed = ctx.events.closed();
     let unusable = ctx.keyring.unusable(&p.key_id);
     let mut unusable = std::pin::pin!(unusable);
+    // The place of the last event taken from the hub, sent or not.
     let mut last_sent = head;
     let first = match start {
         Start::Resume(missed) => missed,
@@ -106,7 +108,7 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
         return;
     }
     for ev in first {
-        if visible(&ctx, &p, &ev) && tx.send(frame(&ctx, &ev)).await.is_err() {
+        if visible(&ctx, &p, &ev) && tx.send(frame(&p, &ev)).await.is_err() {
             return;
         }
     }
@@ -127,10 +129,12 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
                     if !visible(&ctx, &p, &ev) {
                         continue;
                     }
-                    frame(&ctx, &ev)
+                    frame(&p, &ev)
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let resume = ctx.events.id(last_sent);
+                    // A fresh id for its place, not the id of the last
+                    // event taken, which it may not have been sent.
+                    let resume = ctx.events.mark(last_sent).to_string();
                     let lagged = json!({"resume_from": resume, "reason": "this reader fell too far behind; reconnect with Last-Event-ID set to resume_from"});
                     let _ = tx.try_send(Bytes::from(format!("event: lagged\ndata: {lagged}\n\n")));
                     return;

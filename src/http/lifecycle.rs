@@ -280,8 +280,9 @@ pub async fn bulk(ctx: &Ctx, mut req: Req, action: BulkAction) -> Result<Resp, A
         namespace: body.namespace,
         source_pack: body.source_pack,
     };
-    let select =
-        |st: &crate::queue::State, t: &Task| filter.matches(t) && rule(&p, &st.facts(t)).is_ok();
+    let select = |st: &crate::queue::State, t: &Task| {
+        filter.matches(&p, t) && rule(&p, &st.facts(t)).is_ok()
+    };
     let done = ctx
         .queue
         .bulk(action, &p.key_id, &select, limit, body.dry_run)

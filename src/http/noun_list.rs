@@ -73,9 +73,8 @@ fn cursor(s: &str) -> Result<NounPath, ApiError> {
 
 /// The noun as `p` sees it, when `p` may read a version of it written by
 /// `source_pack` (or any version, without that filter).
-fn summary(p: &Principal, mut noun: NounRef, source_pack: Option<&Name>) -> Option<NounSummary> {
-    noun.versions
-        .retain(|entry| access::read_noun(p, entry).is_ok());
+fn summary(p: &Principal, noun: NounRef, source_pack: Option<&Name>) -> Option<NounSummary> {
+    let mut noun = noun.seen_by(|entry| access::read_noun(p, entry).is_ok())?;
     let mut source_packs: Vec<Name> = noun
         .versions
         .iter()

@@ -85,17 +85,13 @@ impl Prepared {
             wanted,
         } = self;
         let (body_sha, body_len) = (Sha256::of(&bytes), bytes.len() as u64);
-        let hidden = request.dry_run
-            && store
-                .read_ref(&path)?
-                .is_some_and(|noun| access::read_noun(&principal, noun.latest()).is_err());
-        let outcome = if hidden {
-            as_if_missing(&principal, &wanted, &request, body_sha, body_len)?
-        } else {
-            store.put_noun(&path, &bytes, &request, |latest| {
-                access::write_noun(&principal, latest, &wanted)
-            })?
-        };
+        let outcome = store.put_noun(
+            &path,
+            &bytes,
+            &request,
+            |entry| access::read_noun(&principal, entry).is_ok(),
+            |latest| access::write_noun(&principal, latest, &wanted),
+        )?;
         let (status, outcome_name, entry, current) = match &outcome {
             PutOutcome::Create { entry } => (StatusCode::CREATED, "create", Some(entry), 0),
             PutOutcome::NewVersion { entry } => (
@@ -131,41 +127,6 @@ impl Prepared {
     }
 }
 
-/// What a dry run answers for a noun the key may not see: exactly what it
-/// answers when the noun does not exist, so a dry run never tells them apart.
-fn as_if_missing(
-    p: &Principal,
-    wanted: &WantedMeta,
-    request: &PutRequest,
-    sha256: Sha256,
-    size: u64,
-) -> Result<PutOutcome, ApiError> {
-    let meta = access::write_noun(p, None, wanted)?;
-    if let Some(expected) = request.expected_version.filter(|v| *v != 0) {
-        return Ok(PutOutcome::Conflict {
-            expected,
-            current: 0,
-        });
-    }
-    Ok(PutOutcome::Create {
-        entry: store::VersionEntry {
-            version: 1,
-            sha256,
-            size,
-            media_type: request.media_type.clone(),
-            noun_type: request.noun_type.clone(),
-            created_at: jiff::Timestamp::now(),
-            created_by: meta.created_by,
-            producer_surface: meta.producer_surface,
-            visibility: meta.visibility,
-            allowed_surfaces: meta.allowed_surfaces,
-            owner: meta.owner,
-            quarantined: false,
-            source_pack: request.source_pack.clone(),
-        },
-    })
-}
-
 /// `GET /v1/nouns/{ns}/{store}/{key}[?version=N[&sha256=H]]`: the exact bytes.
 pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req)?;
@@ -176,7 +137,7 @@ pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError>
     let (entry, bytes) = ctx
         .blocking(move |store| {
             store.read_version(&path, version, pin, |entry| {
-                access::read_noun(&principal, entry).map_err(ApiError::from)
+                access::read_noun(&principal, entry).is_ok()
             })
         })
         .await?;
@@ -226,13 +187,10 @@ pub async fn versions(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiE
     access::may_read_nouns(&principal, &path.namespace)?;
     let noun = ctx
         .blocking(move |store| {
-            let mut noun = store.read_ref(&path)?.ok_or(store::Error::NounNotFound)?;
-            noun.versions
-                .retain(|entry| access::read_noun(&principal, entry).is_ok());
-            if noun.versions.is_empty() {
-                return Err(ApiError::not_found());
-            }
-            Ok::<_, ApiError>(noun)
+            store
+                .read_ref(&path)?
+                .and_then(|noun| noun.seen_by(|e| access::read_noun(&principal, e).is_ok()))
+                .ok_or(store::Error::NounNotFound)
         })
         .await?;
     Ok(json_response(StatusCode::OK, &noun))

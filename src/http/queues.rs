@@ -47,7 +47,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
             let mine: Vec<&crate::queue::QueueConfig> = st
                 .queues
                 .values()
-                .filter(|q| p.is_admin() || p.grants.queues.contains(&q.name))
+                .filter(|q| access::shows_queue(&p, &q.name))
                 .collect();
             let mut seen = if p.is_admin() {
                 Default::default()

@@ -27,7 +27,7 @@ pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
             let mine: Vec<&Name> = st
                 .queues
                 .keys()
-                .filter(|q| p.is_admin() || p.grants.queues.contains(*q))
+                .filter(|q| access::shows_queue(&p, q))
                 .collect();
             summarize(st, &mine, now, |t| {
                 p.is_admin() || access::sees_task(&p, &st.facts(t))

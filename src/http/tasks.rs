@@ -52,7 +52,8 @@ pub fn check_then<T>(
 }
 
 /// How a task looks to `p` (who may see it). Related tasks `p` may not
-/// see are left out, so their ids never show.
+/// see are left out, so their ids never show, and so is the name of a
+/// queue `p` was not issued (`access::shows_queue`).
 pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
     let visible = |id: &TaskId| {
         st.tasks
@@ -79,7 +80,7 @@ pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
         attempt: t.attempt.0,
         max_attempts: st.max_attempts(t),
         namespace: t.spec.namespace.clone(),
-        queue: t.spec.queue.clone(),
+        queue: access::shows_queue(p, &t.spec.queue).then(|| t.spec.queue.clone()),
         kind: t.spec.kind.clone(),
         effect_class: t.spec.effect_class,
         producer_surface: t.spec.producer_surface.clone(),
@@ -265,9 +266,13 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Whether the task passes every filter given.
-    pub fn matches(&self, t: &Task) -> bool {
-        self.queue.as_ref().is_none_or(|q| t.spec.queue == *q)
+    /// Whether the task passes every filter given, as `p` sees it: a
+    /// queue `p` may not see named (`access::shows_queue`) selects
+    /// nothing, as a queue never provisioned does.
+    pub fn matches(&self, p: &Principal, t: &Task) -> bool {
+        self.queue
+            .as_ref()
+            .is_none_or(|q| t.spec.queue == *q && access::shows_queue(p, q))
             && self.kind.as_ref().is_none_or(|k| t.spec.kind == *k)
             && self.state.is_none_or(|s| t.state == s)
             && self
@@ -317,7 +322,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
             let mut matching = st
                 .tasks
                 .after(cursor)
-                .filter(|t| filter.matches(t) && access::sees_task(&p, &st.facts(t)));
+                .filter(|t| filter.matches(&p, t) && access::sees_task(&p, &st.facts(t)));
             let tasks: Vec<TaskView> = matching
                 .by_ref()
                 .take(limit)

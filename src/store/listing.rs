@@ -122,15 +122,21 @@ mod tests {
             source_pack: pack.map(|p| Name::parse("pack", p).unwrap()),
         };
         store
-            .put_noun::<Error>(&path, b"{}\n", &req, |_| {
-                Ok(VersionMeta {
-                    created_by: "k1".into(),
-                    producer_surface: None,
-                    visibility: Visibility::Public,
-                    allowed_surfaces: Vec::new(),
-                    owner: None,
-                })
-            })
+            .put_noun::<Error>(
+                &path,
+                b"{}\n",
+                &req,
+                |_| true,
+                |_| {
+                    Ok(VersionMeta {
+                        created_by: "k1".into(),
+                        producer_surface: None,
+                        visibility: Visibility::Public,
+                        allowed_surfaces: Vec::new(),
+                        owner: None,
+                    })
+                },
+            )
             .unwrap();
     }
 

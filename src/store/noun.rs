@@ -95,10 +95,23 @@ impl NounRef {
             .expect("a ref file has at least one version")
     }
 
-    /// The entry of `version`, if it exists.
+    /// The entry of `version`, if it is listed.
     pub fn version(&self, version: u64) -> Option<&VersionEntry> {
-        let i = usize::try_from(version.checked_sub(1)?).ok()?;
+        let i = self
+            .versions
+            .binary_search_by_key(&version, |e| e.version)
+            .ok()?;
         self.versions.get(i)
+    }
+
+    /// The noun as one reader sees it: only the versions `sees` accepts,
+    /// `None` when it accepts none. Hidden means missing: every answer
+    /// about a noun's versions (a read, a version list, a listing's
+    /// latest, a pin) is computed from this view, so a version the reader
+    /// may not see answers exactly as one that was never written.
+    pub fn seen_by(mut self, sees: impl Fn(&VersionEntry) -> bool) -> Option<NounRef> {
+        self.versions.retain(|e| sees(e));
+        (!self.versions.is_empty()).then_some(self)
     }
 }
 
@@ -247,19 +260,35 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Appends a version by compare-and-swap. `decide` sees the latest entry
-    /// (under the key's lock) and returns the new version's metadata or the
-    /// caller's refusal; nothing is written when it refuses.
+    /// Appends a version by compare-and-swap, as a writer that sees only
+    /// the versions `sees` accepts. `decide` gets the latest of those
+    /// (under the key's lock) and returns the new version's metadata or
+    /// the caller's refusal; nothing is written when it refuses.
+    ///
+    /// Hidden means missing here too: `skip_unchanged` and the
+    /// compare-and-swap look only at what the writer sees, so a conflict
+    /// names the latest version it sees (0 for none) and a dry run answers
+    /// as if the hidden versions did not exist. A real write cannot follow
+    /// a version the writer does not see: when one comes after the latest
+    /// it sees, the put that would otherwise write is `NounNotFound`, the
+    /// answer a put to a noun it sees nothing of gets, and no hidden
+    /// version's number or count is told.
     pub fn put_noun<E: From<Error>>(
         &self,
         path: &NounPath,
         body: &[u8],
         req: &PutRequest,
+        sees: impl Fn(&VersionEntry) -> bool,
         decide: impl FnOnce(Option<&VersionEntry>) -> Result<VersionMeta, E>,
     ) -> Result<PutOutcome, E> {
         let _guard = self.key_locks().writer(path);
         let current = self.read_ref(path)?;
-        let latest = current.as_ref().map(NounRef::latest);
+        let latest = current
+            .as_ref()
+            .and_then(|n| n.versions.iter().rev().find(|e| sees(e)));
+        let hidden_after = current
+            .as_ref()
+            .is_some_and(|n| latest.is_none_or(|e| e.version != n.latest().version));
         let meta = decide(latest)?;
         let sha = Sha256::of(body);
         if let Some(latest) = latest
@@ -301,6 +330,9 @@ impl Store {
             quarantined: latest.is_some_and(|e| e.quarantined),
             source_pack: req.source_pack.clone(),
         };
+        if hidden_after && !req.dry_run {
+            return Err(Error::NounNotFound.into());
+        }
         if !req.dry_run {
             let mut next = current.unwrap_or_else(|| NounRef {
                 namespace: path.namespace.clone(),
@@ -467,6 +499,129 @@ fn same_meta(latest: &VersionEntry, req: &PutRequest, meta: &VersionMeta) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Access;
+
+    /// A put of `body` after `expected` (`None`: the latest), as a writer
+    /// that sees only versions whose owner is `seer` (all for `*`),
+    /// recording `owner`.
+    fn put(
+        store: &Store,
+        path: &NounPath,
+        body: &[u8],
+        expected: Option<u64>,
+        dry_run: bool,
+        (seer, owner): (&str, &str),
+    ) -> Result<PutOutcome, Error> {
+        let req = PutRequest {
+            expected_version: expected,
+            skip_unchanged: expected.is_none(),
+            dry_run,
+            media_type: "application/json".into(),
+            noun_type: None,
+            source_pack: None,
+        };
+        let sees = |e: &VersionEntry| seer == "*" || e.owner.as_deref() == Some(seer);
+        store.put_noun::<Error>(path, body, &req, sees, |_| {
+            Ok(VersionMeta {
+                created_by: owner.into(),
+                producer_surface: None,
+                visibility: Visibility::Private,
+                allowed_surfaces: Vec::new(),
+                owner: Some(owner.into()),
+            })
+        })
+    }
+
+    /// What a put answers, as compared: the outcome without its time, or
+    /// the error's text.
+    fn said(got: Result<PutOutcome, Error>) -> String {
+        let (name, mut entry) = match got {
+            Ok(PutOutcome::Create { entry }) => ("create", entry),
+            Ok(PutOutcome::NewVersion { entry }) => ("new version", entry),
+            Ok(PutOutcome::Unchanged { entry }) => ("unchanged", entry),
+            Ok(conflict) => return format!("{conflict:?}"),
+            Err(e) => return e.to_string(),
+        };
+        entry.created_at = Timestamp::UNIX_EPOCH;
+        format!("{name} {entry:?}")
+    }
+
+    #[test]
+    fn a_writer_is_answered_from_the_versions_it_sees_and_never_follows_a_hidden_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Access::Exclusive).unwrap();
+        let hidden = NounPath::parse("n", "s", "hidden").unwrap();
+        let missing = NounPath::parse("n", "s", "missing").unwrap();
+        // `a` writes v1 of both; `b` writes a v2 of `hidden` that `a` may not see.
+        put(&store, &hidden, b"1", Some(0), false, ("a", "a")).unwrap();
+        put(&store, &missing, b"1", Some(0), false, ("a", "a")).unwrap();
+        put(&store, &hidden, b"2", None, false, ("*", "b")).unwrap();
+        let as_a = ("a", "a");
+        for (expected, dry_run) in [
+            (Some(0), false),
+            (Some(2), false),
+            (Some(5), false),
+            (Some(0), true),
+            (Some(1), true),
+            (Some(2), true),
+            (None, true),
+        ] {
+            assert_eq!(
+                said(put(&store, &hidden, b"3", expected, dry_run, as_a)),
+                said(put(&store, &missing, b"3", expected, dry_run, as_a)),
+                "expected {expected:?}, dry run {dry_run}"
+            );
+        }
+        assert_eq!(
+            said(put(&store, &hidden, b"1", None, false, as_a)),
+            said(put(&store, &missing, b"1", None, false, as_a)),
+            "unchanged, as far as `a` sees"
+        );
+        for expected in [Some(1), None] {
+            assert!(matches!(
+                put(&store, &hidden, b"3", expected, false, as_a),
+                Err(Error::NounNotFound)
+            ));
+        }
+        assert_eq!(store.read_ref(&hidden).unwrap().unwrap().versions.len(), 2);
+    }
+
+    #[test]
+    fn a_version_the_reader_may_not_see_is_looked_up_as_one_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Access::Exclusive).unwrap();
+        let hidden = NounPath::parse("n", "s", "hidden").unwrap();
+        let missing = NounPath::parse("n", "s", "missing").unwrap();
+        put(&store, &hidden, b"1", Some(0), false, ("a", "a")).unwrap();
+        put(&store, &hidden, b"2", Some(1), false, ("*", "b")).unwrap();
+        put(&store, &missing, b"1", Some(0), false, ("a", "a")).unwrap();
+        let sees = |e: &VersionEntry| e.owner.as_deref() == Some("a");
+        let v2 = store.read_ref(&hidden).unwrap().unwrap().versions[1].sha256;
+        let look =
+            |path: &NounPath, version, sha| match store.version_entry(path, version, sha, sees) {
+                Ok(e) => format!("v{} {}", e.version, e.sha256),
+                Err(e) => e.to_string(),
+            };
+        for (version, sha) in [
+            (None, None),
+            (Some(1), None),
+            (Some(2), None),
+            (Some(2), Some(v2)),
+            (Some(1), Some(v2)),
+            (Some(9), None),
+        ] {
+            assert_eq!(
+                look(&hidden, version, sha),
+                look(&missing, version, sha),
+                "{version:?} {sha:?}"
+            );
+        }
+        let nobody = |_: &VersionEntry| false;
+        assert!(matches!(
+            store.version_entry(&hidden, Some(1), None, nobody),
+            Err(Error::NounNotFound)
+        ));
+    }
 
     #[test]
     fn a_ref_file_written_before_source_pack_reads_back_and_writes_the_same_bytes() {

@@ -10,32 +10,30 @@ use super::Error;
 use crate::auth::{Principal, access};
 use crate::store::{self, Name, Pin, Store, VersionEntry};
 
-/// The access rule for a pin read as `p`, with `ns` the namespace of a pin
-/// naming none.
-fn authorize<'a>(
-    p: &'a Principal,
-    pin: &'a Pin,
-    ns: &'a Name,
-) -> impl FnOnce(&VersionEntry) -> Result<(), Error> + 'a {
-    move |entry| {
-        access::may_read_nouns(p, pin.namespace.as_ref().unwrap_or(ns))?;
-        Ok(access::read_noun(p, entry)?)
-    }
+/// What a pin read as `p` checks before the store is touched (with `ns`
+/// the namespace of a pin naming none): `nouns:read` and the namespace,
+/// so a missing noun and a present one answer these alike.
+fn may_read(p: &Principal, pin: &Pin, ns: &Name) -> Result<(), Error> {
+    Ok(access::may_read_nouns(
+        p,
+        pin.namespace.as_ref().unwrap_or(ns),
+    )?)
 }
 
 /// Reads the bytes `pin` names as `p` would (namespace, `nouns:read`,
 /// visibility, quarantine), with `ns` as the namespace of a pin naming none.
 pub fn read_as(store: &Store, p: &Principal, pin: &Pin, ns: &Name) -> Result<Vec<u8>, Error> {
-    store.read_pin(pin, ns, authorize(p, pin, ns))
+    may_read(p, pin, ns)?;
+    Ok(store.read_pin(pin, ns, |e| access::read_noun(p, e).is_ok())?)
 }
 
 /// The version entry `pin` names, as `p` would read it (no body read).
 pub fn entry_as(store: &Store, p: &Principal, pin: &Pin, ns: &Name) -> Result<VersionEntry, Error> {
-    store.version_entry(
-        &pin.path(ns),
-        Some(pin.version),
-        Some(pin.sha256),
-        authorize(p, pin, ns),
+    may_read(p, pin, ns)?;
+    Ok(
+        store.version_entry(&pin.path(ns), Some(pin.version), Some(pin.sha256), |e| {
+            access::read_noun(p, e).is_ok()
+        })?,
     )
 }
 

@@ -516,7 +516,8 @@ function taskPage(id) {
           section(
             "Spec",
             facts([
-              ["queue", h("a", { href: hashOf("/tasks", new URLSearchParams({ queue: t.queue })) }, t.queue)],
+              // null when this key was not issued the queue: left out.
+              ["queue", t.queue && h("a", { href: hashOf("/tasks", new URLSearchParams({ queue: t.queue })) }, t.queue)],
               ["kind", t.kind],
               ["namespace", t.namespace],
               ["effect class", t.effect_class],

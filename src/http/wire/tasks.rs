@@ -83,8 +83,9 @@ pub struct TaskView {
     pub max_attempts: u32,
     /// Namespace.
     pub namespace: Name,
-    /// Queue.
-    pub queue: Name,
+    /// Queue; `null` to a key that was not issued it (hidden means
+    /// missing: the queue answers such a key as one never provisioned).
+    pub queue: Option<Name>,
     /// Kind.
     pub kind: Name,
     /// Effect class.
