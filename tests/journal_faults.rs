@@ -120,40 +120,67 @@ fn a_flipped_bit_mid_journal_refuses_the_start_and_recover_salvages_on_request()
     assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
 }
 
+/// A segment a graceful stop sealed has no torn tail: cut at its end (a
+/// few bytes, or exactly at a record boundary), it is damage, refused
+/// naming the file, not a torn write to drop. (A real torn tail, in the
+/// preallocated segment of a killed daemon, is cut: see
+/// `a_killed_daemons_preallocated_segment_is_trimmed_and_a_torn_record_in_its_zeros_is_cut`.)
 #[test]
-fn a_torn_final_record_is_cut_and_nothing_before_it_is_lost() {
+fn a_sealed_segment_cut_at_its_end_is_refused_not_taken_for_a_torn_tail() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let ids = fill(&rt, root.path(), 5);
-    let seg = root.path().join(SEGMENT0);
-    let len = std::fs::metadata(&seg).unwrap().len();
-    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
-    f.set_len(len - 3).unwrap();
-    let fsck = offline(&["fsck"], root.path());
-    assert_eq!(
-        fsck.status.code(),
-        Some(0),
-        "a torn tail is not damage: {}",
-        text(&fsck)
-    );
-    let d = DaemonProcess::spawn(root.path());
-    rt.block_on(async {
-        for id in &ids[..4] {
-            assert_eq!(
-                d.admin
-                    .get(&format!("/v1/tasks/{id}"))
-                    .await
-                    .unwrap()
-                    .status,
-                200
-            );
-        }
-    });
-    d.signal("TERM");
-    let (status, log) = d.wait();
-    assert_eq!(status.code(), Some(0));
-    assert!(log.contains("cut a torn journal tail"), "{log}");
-    assert!(log.contains("offset"), "{log}");
+    for cut in ["three bytes", "one whole record"] {
+        let root = tempfile::tempdir().unwrap();
+        let ids = fill(&rt, root.path(), 5);
+        let seg = root.path().join(SEGMENT0);
+        let bytes = std::fs::read(&seg).unwrap();
+        let len = match cut {
+            "three bytes" => bytes.len() - 3,
+            _ => {
+                let mut at = 0;
+                let mut starts = Vec::new();
+                while at < bytes.len() {
+                    starts.push(at);
+                    let n = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+                    at += 8 + n;
+                }
+                *starts.last().unwrap()
+            }
+        };
+        let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        f.set_len(len as u64).unwrap();
+        drop(f);
+        let fsck = offline(&["fsck"], root.path());
+        assert_eq!(fsck.status.code(), Some(1), "{cut}: {}", text(&fsck));
+        assert!(
+            text(&fsck).contains("00000000000000000000.log"),
+            "{cut}: {}",
+            text(&fsck)
+        );
+        let log = refused_start(root.path());
+        assert!(
+            log.contains("sealed") && log.contains("00000000000000000000.log"),
+            "{cut}: {log}"
+        );
+        let salvage = offline(&["recover", "--salvage"], root.path());
+        assert_eq!(salvage.status.code(), Some(0), "{cut}: {}", text(&salvage));
+        let d = DaemonProcess::spawn(root.path());
+        rt.block_on(async {
+            for id in &ids[..4] {
+                let r = d.admin.get(&format!("/v1/tasks/{id}")).await.unwrap();
+                assert_eq!(r.status, 200, "{cut}: {id} was before the cut");
+            }
+        });
+        d.signal("TERM");
+        let (status, log) = d.wait();
+        assert_eq!(status.code(), Some(0), "{log}");
+        let fsck = offline(&["fsck"], root.path());
+        assert_eq!(
+            fsck.status.code(),
+            Some(0),
+            "{cut}: after salvage {}",
+            text(&fsck)
+        );
+    }
 }
 
 #[test]

@@ -10,8 +10,11 @@
 //! Anything else that is wrong is a [`Finding`], and the daemon refuses to
 //! start rather than drop acknowledged records: a bad record with valid
 //! ones after it, a bad record in a closed segment, a record that is not
-//! an event or that the state cannot take, a missing segment, a missing or
-//! damaged snapshot. `tessera recover --root DIR` shows the finding and
+//! an event or that the state cannot take, a missing or damaged snapshot,
+//! and whatever the journal's reach (`store::log::reach`) says is gone: a
+//! segment it made that is missing, a sealed one that holds fewer records
+//! or bytes than it was sealed with, an open one shorter than it was
+//! made, a missing `journal/reach.json` beside segments with headers. `tessera recover --root DIR` shows the finding and
 //! what salvaging would drop; `--salvage` keeps everything before it and
 //! moves the rest aside to `journal/salvaged/` (never deleting it).
 
@@ -24,8 +27,9 @@ use super::snapshot::{self, Image};
 use super::{Error, JournalError, Stopping, pipeline, records};
 use crate::store::atomic::sync_dir;
 use crate::store::log::Committer;
-use crate::store::log::segment::{self as journal, Damage, segment_name, segment_number};
-use crate::store::{self, Durability, Store};
+use crate::store::log::reach::{Reach, Sealed};
+use crate::store::log::segment::{self as journal, Damage, ReadEnd, segment_name, segment_number};
+use crate::store::{self, Durability, Store, Writer};
 
 /// Where salvaging moves what it drops, under `journal/`.
 pub const SALVAGED: &str = "salvaged";
@@ -119,6 +123,7 @@ pub fn open(
     let segments = journal::SegmentDir::new(
         dir.try_clone()
             .map_err(|e| store::io_err("cloning journal/", e))?,
+        store.reach(Writer::Journal)?,
     );
     let committer = Committer::start(
         Box::new(segments),
@@ -149,8 +154,11 @@ pub fn replay(
         ..Recovery::default()
     };
     let edit = on != OnFinding::Report;
+    let reach = store.reach(Writer::Journal)?;
     let mut segments = list_segments(dir)?;
     if edit {
+        // Covered by the snapshot: let go of them first, then delete.
+        reach.forget(|n| n < first)?;
         for stale in segments.iter().filter(|n| **n < first) {
             let _ = dir.remove_file(segment_name(*stale));
         }
@@ -159,26 +167,44 @@ pub fn replay(
     if let Some(finding) = missing_snapshot(dir, &segments, had_snapshot)? {
         return settle(store, on, finding, state, first, rec, &[]);
     }
+    // Every segment there is, and every one the reach says there must be.
+    let mut wanted = segments.clone();
+    wanted.extend(reach.missing(first, &segments));
+    wanted.sort_unstable();
 
     let mut segments_read = 0;
+    // Segments read whole, to seal (before any is trimmed) once all are.
+    let mut ends: Vec<(u64, u64, ReadEnd)> = Vec::new();
     // Buffers every segment's reader and parsers reuse.
     let (batches, vecs) = (pipeline::Pool::default(), pipeline::Pool::default());
     let start = if had_snapshot {
         first
     } else {
-        segments.first().copied().unwrap_or(first)
+        wanted.first().copied().unwrap_or(first)
     };
-    for (i, n) in segments.iter().enumerate() {
+    for (i, n) in wanted.iter().enumerate() {
         let expected = start + i as u64;
-        if *n != expected {
+        let on_disk: Vec<u64> = wanted[i..]
+            .iter()
+            .copied()
+            .filter(|w| segments.contains(w))
+            .collect();
+        let missing = if *n != expected {
+            Some((expected, "this segment is missing".to_string()))
+        } else if !segments.contains(n) {
+            Some((*n, reach.missing_message(*n)))
+        } else {
+            None
+        };
+        if let Some((gone, what)) = missing {
             let finding = Finding {
-                path: format!("journal/{}", segment_name(expected)),
+                path: format!("journal/{}", segment_name(gone)),
                 offset: 0,
-                following: count_segments(dir, &segments[i..])?,
-                what: "this segment is missing".into(),
+                following: count_segments(dir, &on_disk)?,
+                what,
                 salvageable: true,
             };
-            return settle(store, on, finding, state, expected, rec, &segments[i..]);
+            return settle(store, on, finding, state, gone, rec, &on_disk);
         }
         let name = segment_name(*n);
         let path = format!("journal/{name}");
@@ -206,10 +232,10 @@ pub fn replay(
             );
             (reader.join(), applied)
         });
-        let later = &segments[i + 1..];
+        let later: Vec<u64> = on_disk[1..].to_vec();
         if let Err((offset, what)) = applied {
             let following =
-                count_from(dir, &name, offset)?.saturating_sub(1) + count_segments(dir, later)?;
+                count_from(dir, &name, offset)?.saturating_sub(1) + count_segments(dir, &later)?;
             let finding = Finding {
                 path,
                 offset,
@@ -218,25 +244,57 @@ pub fn replay(
                 salvageable: true,
             };
             let next = n + 1;
-            return settle_at(store, on, finding, state, next, rec, &name, later);
+            return settle_at(store, on, finding, state, next, rec, &name, &later);
         }
         let end = read
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?
             .expect("every batch was taken");
         rec.records += end.records;
         rec.segments = segments_read;
+        if end.header.is_some() && !reach.known() && on != OnFinding::Salvage {
+            // The segments are whole as far as can be seen, and nothing
+            // tells how many there were or how long: salvaging takes them
+            // as found and writes a new reach.
+            let finding = Finding {
+                path: format!("journal/{}", crate::store::log::reach::FILE),
+                offset: 0,
+                following: count_segments(dir, &on_disk)?,
+                what: reach.lost_message(),
+                salvageable: true,
+            };
+            return settle(store, on, finding, state, *n, rec, &[]);
+        }
+        if let Some(what) = reach.judge(*n, file_len, &end) {
+            let finding = Finding {
+                path,
+                offset: end.valid_len,
+                following: count_from(dir, &name, end.valid_len)? + count_segments(dir, &later)?,
+                what,
+                salvageable: true,
+            };
+            return settle_at(store, on, finding, state, n + 1, rec, &name, &later);
+        }
         let damage = match end.damage {
-            None if end.valid_len < file_len && edit => {
-                cut(dir, &name, end.valid_len)?;
+            None => {
+                ends.push((*n, file_len, end));
                 continue;
             }
-            None => continue,
             Some(Damage::Torn) if later.is_empty() => {
                 if edit {
-                    cut(dir, &name, end.valid_len)?;
-                    tracing::warn!(segment = %name, offset = end.valid_len, "cut a torn journal tail: the final record, a write interrupted by a crash and never acknowledged");
+                    let cut = journal::written_len(
+                        &dir.read(&name)
+                            .map_err(|e| store::io_err(format!("reading {path}"), e))?,
+                    ) as u64;
+                    tracing::warn!(
+                        segment = %name,
+                        offset = end.valid_len,
+                        bytes = cut.saturating_sub(end.valid_len),
+                        records_kept = end.records,
+                        "cut a torn journal tail: one partial record, the last group commit's write, interrupted by a crash and never acknowledged (its task is unknown: the record is not readable); nothing before it was touched"
+                    );
                 }
                 rec.torn_tail = true;
+                ends.push((*n, file_len, end));
                 continue;
             }
             Some(Damage::Torn) => 0,
@@ -245,15 +303,36 @@ pub fn replay(
         let finding = Finding {
             path,
             offset: end.valid_len,
-            following: damage + count_segments(dir, later)?,
+            following: damage + count_segments(dir, &later)?,
             what: "a record is damaged (its checksum or length does not match) and acknowledged records follow it".into(),
             salvageable: true,
         };
-        return settle_at(store, on, finding, state, n + 1, rec, &name, later);
+        return settle_at(store, on, finding, state, n + 1, rec, &name, &later);
     }
-    let next = segments.last().map_or(first, |n| n + 1);
+    if edit {
+        seal_all(dir, &reach, &ends)?;
+    }
+    let next = wanted.last().map_or(first, |n| n + 1);
     rec.replay_ms = started.elapsed().as_millis() as u64;
     Ok((state, next, rec, None))
+}
+
+/// Seals every segment read whole (each takes no more records: this run
+/// writes a new one), then trims what follows its records.
+fn seal_all(dir: &Dir, reach: &Reach, ends: &[(u64, u64, ReadEnd)]) -> Result<(), Error> {
+    for (n, file_len, end) in ends {
+        let sealed = Sealed {
+            len: end.valid_len,
+            records: end.records,
+        };
+        if reach.expected(*n).and_then(|e| e.sealed) != Some(sealed) {
+            reach.sealed(*n, sealed)?;
+        }
+        if end.valid_len < *file_len {
+            cut(dir, &segment_name(*n), end.valid_len)?;
+        }
+    }
+    Ok(())
 }
 
 fn list_segments(dir: &Dir) -> Result<Vec<u64>, Error> {
@@ -353,6 +432,12 @@ fn settle_at(
             &tail[..journal::written_len(tail)],
             Durability::Synced,
         )?;
+        let kept = journal::read::<std::io::Error>(&bytes[..from], |_, _| Ok(()))?;
+        let sealed = Sealed {
+            len: kept.valid_len,
+            records: kept.records,
+        };
+        store.reach(Writer::Journal)?.sealed(next - 1, sealed)?;
         cut(dir, name, finding.offset)?;
     }
     settle(store, on, finding, state, next, rec, later)
@@ -376,6 +461,8 @@ fn settle(
         OnFinding::Salvage => {
             let dir = &store.root().journal;
             let aside = salvage_dir(dir)?;
+            // What goes aside (and a segment that is gone) is let go first.
+            store.reach(Writer::Journal)?.forget(|n| n >= next)?;
             for n in later {
                 let name = segment_name(*n);
                 dir.rename(&name, &aside, &name)
@@ -419,6 +506,8 @@ pub fn compact(
         .map_err(|e| store::io_err("opening journal/", e))?;
     rustix::fs::syncfs(&fd).map_err(|e| store::io_err("syncfs", e.into()))?;
     snapshot::write(store, image, next, stopping)?;
+    // The snapshot covers them: let go of them, then delete them.
+    store.reach(Writer::Journal)?.forget(|n| n < next)?;
     let mut removed = 0;
     for entry in dir
         .entries()

@@ -46,7 +46,7 @@ pub fn check(store: &Store) -> Result<Report, Error> {
     report.objects += store.packs().len() as u64;
     report.problems.extend(store.packs().check());
     check_refs(store, &mut report)?;
-    let (records, damage) = super::noun_log::pending(&store.root().journal)?;
+    let (records, damage) = super::noun_log::pending(store)?;
     report.noun_log_records = records;
     if let Some(Error::CorruptLog { path, message }) = damage {
         report.problems.push(Problem { path, message });

@@ -186,7 +186,9 @@ pub struct Store {
 #[derive(Debug)]
 struct Inner {
     root: Root,
-    writer: atomic::AtomicWriter,
+    writer: Arc<atomic::AtomicWriter>,
+    /// The reach of each log (see [`Store::reach`]).
+    reaches: [std::sync::OnceLock<log::reach::Reach>; 2],
     objects: object::Objects,
     later: later::Later,
     packs: pack::Packs,
@@ -234,7 +236,8 @@ impl Store {
         )?;
         let store = Store {
             inner: Arc::new(Inner {
-                writer: atomic::AtomicWriter::new(tmp, Health::new()),
+                writer: Arc::new(atomic::AtomicWriter::new(tmp, Health::new())),
+                reaches: Default::default(),
                 objects: object::Objects::new(objects),
                 later: later::Later::default(),
                 packs,
@@ -254,7 +257,14 @@ impl Store {
                     "noun log replayed"
                 );
             }
-            let log = noun_log::NounLog::start(&dir, replayed.next, segment_bytes, store.health())?;
+            let reach = store.reach(Writer::NounLog)?;
+            let log = noun_log::NounLog::start(
+                &dir,
+                reach,
+                replayed.next,
+                segment_bytes,
+                store.health(),
+            )?;
             let _ = store.inner.noun_log.set(log);
         }
         Ok(store)
@@ -268,6 +278,39 @@ impl Store {
     /// The durable writer, for modules that keep their own files under the root.
     pub fn writer(&self) -> &atomic::AtomicWriter {
         &self.inner.writer
+    }
+
+    /// The reach of one of the root's logs, `Writer::Journal` (`journal/`)
+    /// or `Writer::NounLog` (`journal/nouns/`): one instance per log, so
+    /// its committer and whoever lets segments go keep one list. Kept up
+    /// to date on an exclusive open; only read on a read-only one.
+    pub fn reach(&self, log: Writer) -> Result<log::reach::Reach, Error> {
+        let (slot, path) = match log {
+            Writer::NounLog => (&self.inner.reaches[1], "journal/nouns"),
+            _ => (&self.inner.reaches[0], "journal"),
+        };
+        if let Some(r) = slot.get() {
+            return Ok(r.clone());
+        }
+        let journal = &self.root().journal;
+        let dir = match log {
+            Writer::NounLog => journal.open_dir(noun_log::DIR),
+            _ => journal.try_clone(),
+        };
+        let dir = match dir {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return log::reach::Reach::load_none(path);
+            }
+            Err(e) => return Err(io_err(format!("opening {path}/"), e)),
+        };
+        let writer = self
+            .root()
+            .is_exclusive()
+            .then(|| self.inner.writer.clone());
+        let loaded = log::reach::Reach::load(dir, path, writer)?;
+        let _ = slot.set(loaded);
+        Ok(slot.get().expect("set").clone())
     }
 
     /// The health state every durable writer under this root reports into.

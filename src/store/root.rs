@@ -65,6 +65,11 @@ pub struct Root {
 }
 
 impl Root {
+    /// Whether the root was opened exclusively (it holds the lock).
+    pub fn is_exclusive(&self) -> bool {
+        self._lock.is_some()
+    }
+
     /// Opens (and with `Exclusive`, creates and locks) the root at `path`.
     pub fn open(path: &Path, access: Access) -> Result<Root, Error> {
         if access == Access::Exclusive {

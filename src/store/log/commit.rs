@@ -59,7 +59,8 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::SyncObserver;
-use super::segment::{self, Fill, Segments, segment_name};
+use super::reach::Sealed;
+use super::segment::{self, Created, Fill, Segments, segment_name};
 use crate::store::{self, Error, Health, Incident, Writer};
 
 /// How far the log is durable, and who waits for more.
@@ -118,8 +119,32 @@ struct Open {
     file: Arc<std::fs::File>,
     /// Its preallocated length.
     len: u64,
-    /// Bytes reserved so far (written or pending).
+    /// Bytes reserved so far (written or pending), its header included.
     used: u64,
+    /// Records appended to it.
+    records: u64,
+}
+
+impl Open {
+    /// A segment just made, numbered `number`, of `len` bytes.
+    fn made(number: u64, zeroed: bool, len: u64, created: Created) -> Open {
+        Open {
+            number,
+            zeroed,
+            file: Arc::new(created.file),
+            len,
+            used: created.used,
+            records: 0,
+        }
+    }
+
+    /// What the segment holds, for its seal.
+    fn sealed(&self) -> Sealed {
+        Sealed {
+            len: self.used,
+            records: self.records,
+        }
+    }
 }
 
 /// Bytes to write at an offset of one segment.
@@ -140,10 +165,11 @@ struct Pending {
     /// The thread waits for records (an append must wake it).
     idle: bool,
     open: Option<Open>,
-    /// Segments closed before they were full (by a move to the spare or
-    /// a cut), to be trimmed to their records once those are written:
-    /// their preallocated tail would otherwise count as journal bytes
-    /// for as long as they are kept (the fold's trigger reads sizes).
+    /// Segments that take no more records (full, or left for the spare
+    /// or by a cut), to be sealed once their records are written and
+    /// then trimmed: their preallocated tail would otherwise count as
+    /// journal bytes for as long as they are kept (the fold's trigger
+    /// reads sizes).
     closed: Vec<Open>,
     /// A zeroed segment made ahead, numbered after `open`.
     spare: Option<Open>,
@@ -157,12 +183,10 @@ struct Pending {
 }
 
 impl Pending {
-    /// Makes `next` the open segment; the one it replaces, if it has
-    /// unused space, is trimmed once its records are written.
+    /// Makes `next` the open segment; the one it replaces is sealed and
+    /// trimmed once its records are written.
     fn open_next(&mut self, next: Open) {
-        if let Some(old) = self.open.replace(next)
-            && old.used < old.len
-        {
+        if let Some(old) = self.open.replace(next) {
             self.closed.push(old);
         }
     }
@@ -186,14 +210,8 @@ impl Pending {
         }
         let len = self.segment_len.max(size);
         match segments.create(self.next, len, Fill::Reserve) {
-            Ok(file) => {
-                self.open_next(Open {
-                    number: self.next,
-                    zeroed: false,
-                    file: Arc::new(file),
-                    len,
-                    used: 0,
-                });
+            Ok(created) => {
+                self.open_next(Open::made(self.next, false, len, created));
                 self.next += 1;
                 health.report_written(writer);
                 Ok(())
@@ -398,6 +416,7 @@ impl Committer {
         let open = p.open.as_mut().expect("a segment with room");
         let (file, at, segment) = (open.file.clone(), open.used, open.number);
         open.used += size;
+        open.records += 1;
         match p.chunks.last_mut() {
             Some(c) if Arc::ptr_eq(&c.file, &file) => segment::encode(payload, &mut c.bytes),
             _ => {
@@ -547,7 +566,7 @@ fn run(shared: &Arc<Shared>) {
             if p.chunks.is_empty() {
                 let (open, spare) = (p.open.take(), p.spare.take());
                 for o in p.closed.drain(..).chain(open).chain(spare) {
-                    trim(&o, true);
+                    seal_and_trim(shared, &o, true);
                 }
                 return;
             }
@@ -574,10 +593,10 @@ fn run(shared: &Arc<Shared>) {
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - durable, took);
                 }
-                for o in &closed {
-                    trim(o, false);
-                }
                 let waiters = shared.publish(|d| d.seq = seq);
+                for o in &closed {
+                    seal_and_trim(shared, o, false);
+                }
                 last = Group {
                     records: seq - durable,
                     waiters,
@@ -616,18 +635,12 @@ fn make_spare(shared: Arc<Shared>, number: u64, len: u64) {
     }
 }
 
-fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::fs::File>) {
+fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<Created>) {
     let mut p = shared.pending();
     p.making = false;
     match made {
-        Ok(file) => {
-            let spare = Open {
-                number,
-                zeroed: true,
-                file: Arc::new(file),
-                len,
-                used: 0,
-            };
+        Ok(created) => {
+            let spare = Open::made(number, true, len, created);
             if p.open.as_ref().is_none_or(|o| !o.zeroed) {
                 p.open_next(spare);
                 shared.health.report_written(shared.writer);
@@ -645,11 +658,17 @@ fn hand_over(shared: &Shared, number: u64, len: u64, made: std::io::Result<std::
     shared.made.notify_all();
 }
 
-/// Cuts a segment's unused preallocated space: synced at a graceful stop
-/// (the next start would trim it too), unsynced for a segment closed
-/// early once its records are written (a crash may leave the zeros, which
-/// a start reads as the segment's end).
-fn trim(o: &Open, sync: bool) {
+/// Seals a segment whose every record is written (its reach records its
+/// length), then cuts its unused preallocated space: synced at a graceful
+/// stop (the next start would trim it too), unsynced for a segment closed
+/// during the run (a crash may leave the zeros, which a start reads as
+/// the segment's end). A segment that cannot be sealed keeps its space,
+/// as a segment not sealed must.
+fn seal_and_trim(shared: &Shared, o: &Open, sync: bool) {
+    if let Err(e) = shared.segments.seal(o.number, o.sealed()) {
+        tracing::warn!(segment = %segment_name(o.number), error = %e, "could not seal a log segment; it keeps its preallocated space, and the next start seals it");
+        return;
+    }
     let trimmed = o
         .file
         .set_len(o.used)
@@ -711,7 +730,7 @@ mod tests {
     }
 
     impl Segments for Disk {
-        fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File> {
+        fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<Created> {
             if self.full.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(std::io::Error::from_raw_os_error(28));
             }
@@ -722,10 +741,16 @@ mod tests {
                 .create_new(true)
                 .open(&path)?;
             f.set_len(len)?;
-            if self.broken {
-                return std::fs::File::open(&path);
-            }
-            Ok(f)
+            let file = if self.broken {
+                std::fs::File::open(&path)?
+            } else {
+                f
+            };
+            Ok(Created { file, used: 0 })
+        }
+
+        fn seal(&self, _: u64, _: Sealed) -> std::io::Result<()> {
+            Ok(())
         }
     }
 

@@ -8,6 +8,9 @@
 //!   reader that tells a torn tail from corruption, preallocated segments.
 //! - [`commit`]: the group committer (one write and one fsync per batch of
 //!   waiting records), with async and blocking waits.
+//! - [`reach`]: how far a log reaches (`reach.json`): every segment it
+//!   made, the space it was made with, and the exact length of those it
+//!   sealed, so a start refuses a segment deleted, emptied or cut.
 //!
 //! Invariants both logs rely on: records reach the disk in append order;
 //! nothing is acknowledged before its record is durable; after a failed
@@ -16,6 +19,7 @@
 //! [`Health`]: super::Health
 
 pub mod commit;
+pub mod reach;
 pub mod segment;
 
 use std::time::Duration;

@@ -6,9 +6,15 @@
 //!
 //! ```text
 //! <dir>/<20-digit segment number>.log
+//!   header record: {"log_segment":N}   (written and synced when the segment is made)
 //!   record := len: u32 LE | crc32(payload): u32 LE | payload: len bytes
 //!   then zeros to the end of the segment's preallocated space
 //! ```
+//!
+//! The header is not handed to the owner: [`read`] gives it back in
+//! [`ReadEnd::header`] (segments made before headers existed have none).
+//! With the log's reach (`reach.rs`) it lets a start tell a segment
+//! emptied or cut from one that never held more.
 //!
 //! A record's length is never 0 (a payload starts with `{`), so eight zero
 //! bytes mark the end of what was written. Segments are preallocated
@@ -35,6 +41,7 @@ use std::io::{Read, Write};
 
 use cap_std::fs::{Dir, OpenOptions};
 
+use super::reach::{Reach, Sealed};
 use crate::store::atomic::sync_dir;
 
 /// Bytes of a record header.
@@ -42,6 +49,22 @@ pub const HEADER: usize = 8;
 
 /// Largest record accepted on read (a sanity bound, above any body limit).
 pub const MAX_RECORD: usize = 64 * 1024 * 1024;
+
+/// The key of a segment's header record: `{"log_segment":N}`.
+const HEADER_KEY: &[u8] = b"{\"log_segment\":";
+
+/// The header record of segment `n`, encoded.
+pub fn header_record(n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(format!("{{\"log_segment\":{n}}}").as_bytes(), &mut out);
+    out
+}
+
+/// The segment a header record's payload names, if it is one.
+fn header_of(payload: &[u8]) -> Option<u64> {
+    let digits = payload.strip_prefix(HEADER_KEY)?.strip_suffix(b"}")?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
 
 /// Encodes one record.
 pub fn encode(payload: &[u8], out: &mut Vec<u8>) {
@@ -66,7 +89,9 @@ pub enum Damage {
 /// How a segment read ended.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ReadEnd {
-    /// Records read.
+    /// The segment its header record names (`None`: no header).
+    pub header: Option<u64>,
+    /// Records read, the header not counted.
     pub records: u64,
     /// Length of the valid prefix, in bytes (the offset of any damage).
     pub valid_len: u64,
@@ -75,14 +100,16 @@ pub struct ReadEnd {
 }
 
 /// Reads records one by one, handing each payload and its byte offset to
-/// `each`, and stops at the end, at the zero end marker, or at the first
-/// incomplete or corrupt record (then judged torn or corrupt by what
-/// follows it).
+/// `each` (a first record that is the segment's header is kept in
+/// [`ReadEnd::header`] instead), and stops at the end, at the zero end
+/// marker, or at the first incomplete or corrupt record (then judged
+/// torn or corrupt by what follows it).
 pub fn read<E: From<std::io::Error>>(
     mut r: impl Read,
     mut each: impl FnMut(u64, &[u8]) -> Result<(), E>,
 ) -> Result<ReadEnd, E> {
     let mut end = ReadEnd {
+        header: None,
         records: 0,
         valid_len: 0,
         damage: None,
@@ -106,8 +133,13 @@ pub fn read<E: From<std::io::Error>>(
             read_len = read_full(&mut r, &mut payload)?;
             bad = read_len < len || crc32fast::hash(&payload) != crc;
             if !bad {
-                each(end.valid_len, &payload)?;
-                end.records += 1;
+                match header_of(&payload).filter(|_| end.valid_len == 0) {
+                    Some(n) => end.header = Some(n),
+                    None => {
+                        each(end.valid_len, &payload)?;
+                        end.records += 1;
+                    }
+                }
                 end.valid_len += (HEADER + len) as u64;
                 continue;
             }
@@ -147,8 +179,9 @@ pub fn read<E: From<std::io::Error>>(
 
 /// How many valid records can be found in `bytes` by resynchronizing: at
 /// each offset, a record with a plausible length, a payload starting with
-/// `{` and a matching checksum counts, and the scan jumps past it. Runs of
-/// zeros (preallocated space) are skipped, not stepped through.
+/// `{` and a matching checksum counts (a segment header does not), and
+/// the scan jumps past it. Runs of zeros (preallocated space) are
+/// skipped, not stepped through.
 pub fn count_valid(bytes: &[u8]) -> u64 {
     let (mut at, mut found) = (0usize, 0u64);
     while at + HEADER < bytes.len() {
@@ -171,7 +204,9 @@ pub fn count_valid(bytes: &[u8]) -> u64 {
             && bytes[body.start] == b'{'
             && crc32fast::hash(&bytes[body.clone()]) == crc
         {
-            found += 1;
+            if header_of(&bytes[body.clone()]).is_none() {
+                found += 1;
+            }
             at = body.end;
         } else {
             at += 1;
@@ -234,47 +269,87 @@ pub enum Fill {
     Zeros,
 }
 
-/// Where new segments come from: [`SegmentDir`], or a test's stand-in
-/// that runs out of space on demand.
-pub trait Segments: Send + Sync + std::fmt::Debug {
-    /// Creates segment `number` holding `len` zero bytes whose space is
-    /// already allocated as `fill` says, with its name durable. On failure
-    /// it is removed (at worst an empty segment of zeros is left).
-    fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File>;
+/// A segment just made.
+#[derive(Debug)]
+pub struct Created {
+    /// The file, open for writing.
+    pub file: std::fs::File,
+    /// Bytes already used at its start (its header record).
+    pub used: u64,
 }
 
-/// Preallocated segments in one directory (`journal/`, `journal/nouns/`).
+/// Where new segments come from, and where their reach is kept:
+/// [`SegmentDir`], or a test's stand-in that runs out of space on demand.
+pub trait Segments: Send + Sync + std::fmt::Debug {
+    /// Creates segment `number` holding `len` bytes whose space is already
+    /// allocated as `fill` says, with its header record and its name
+    /// durable, and listed in the log's reach before any record goes in.
+    /// On failure it is removed (at worst an empty segment is left).
+    fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<Created>;
+
+    /// Seals segment `number`: every record it will hold is durable
+    /// (`sealed.len` bytes, `sealed.records` records); called before any
+    /// of its space is trimmed.
+    fn seal(&self, number: u64, sealed: Sealed) -> std::io::Result<()>;
+}
+
+/// Preallocated segments in one directory (`journal/`, `journal/nouns/`),
+/// whose reach is kept in that directory's `reach.json`.
 #[derive(Debug)]
 pub struct SegmentDir {
     dir: Dir,
+    reach: Reach,
 }
 
 impl SegmentDir {
-    /// Segments in `dir`.
-    pub fn new(dir: Dir) -> SegmentDir {
-        SegmentDir { dir }
+    /// Segments in `dir`, their reach kept in `reach`.
+    pub fn new(dir: Dir, reach: Reach) -> SegmentDir {
+        SegmentDir { dir, reach }
+    }
+}
+
+/// A store error as the `io::Error` a segment call answers.
+fn as_io(e: crate::store::Error) -> std::io::Error {
+    match e {
+        crate::store::Error::OutOfSpace { context } => {
+            std::io::Error::new(std::io::ErrorKind::StorageFull, context)
+        }
+        e => std::io::Error::other(e.to_string()),
     }
 }
 
 impl Segments for SegmentDir {
-    fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File> {
+    fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<Created> {
+        use std::os::unix::fs::FileExt;
         let name = segment_name(number);
         let file = self
             .dir
             .open_with(&name, OpenOptions::new().write(true).create_new(true))?;
-        let made = preallocate(&file, len, fill)
-            .and_then(|()| file.sync_all())
-            .and_then(|()| sync_dir(&self.dir));
+        let header = header_record(number);
+        let made = preallocate(&file, len, fill).map(|()| file.into_std());
+        let made = made.and_then(|file| {
+            file.write_all_at(&header, 0)?;
+            file.sync_all()?;
+            sync_dir(&self.dir)?;
+            self.reach.created(number, len).map_err(as_io)?;
+            Ok(file)
+        });
         match made {
-            Ok(()) => Ok(file.into_std()),
+            Ok(file) => Ok(Created {
+                file,
+                used: header.len() as u64,
+            }),
             Err(e) => {
-                // Not synced: a segment of zeros that a crash brings back
-                // reads as an empty segment.
-                drop(file);
+                // Not listed: a crash brings back at worst a segment that
+                // holds only its header, which a start reads as empty.
                 let _ = self.dir.remove_file(&name);
                 Err(e)
             }
         }
+    }
+
+    fn seal(&self, number: u64, sealed: Sealed) -> std::io::Result<()> {
+        self.reach.sealed(number, sealed).map_err(as_io)
     }
 }
 
@@ -340,6 +415,7 @@ mod tests {
         assert_eq!(
             end,
             ReadEnd {
+                header: None,
                 records: 3,
                 valid_len: buf.len() as u64,
                 damage: None

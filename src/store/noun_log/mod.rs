@@ -47,6 +47,7 @@ pub use replay::{Replayed, pending};
 use super::atomic::sync_dir;
 use super::health::{Health, Writer};
 use super::log::Committer;
+use super::log::reach::Reach;
 use super::log::segment::{SegmentDir, segment_name};
 use super::{Error, io_err};
 
@@ -84,6 +85,8 @@ struct Accounts {
 #[derive(Debug)]
 pub struct NounLog {
     committer: Committer,
+    /// The log's reach: segments are let go from it before they go.
+    reach: Reach,
     /// `journal/nouns/`, for [`NounLog::close`].
     dir: Dir,
     health: Health,
@@ -96,9 +99,11 @@ pub struct NounLog {
 
 impl NounLog {
     /// Starts the log in `dir` at segment `next` (after replay emptied it)
-    /// with segments of `segment_len` bytes, reporting into `health`.
+    /// with segments of `segment_len` bytes, its reach kept in `reach`,
+    /// reporting into `health`.
     pub(super) fn start(
         dir: &Dir,
+        reach: Reach,
         next: u64,
         segment_len: u64,
         health: &Health,
@@ -108,20 +113,21 @@ impl NounLog {
                 .map_err(|e| io_err("cloning journal/nouns/", e))
         };
         let committer = Committer::start(
-            Box::new(SegmentDir::new(clone()?)),
+            Box::new(SegmentDir::new(clone()?, reach.clone())),
             next,
             segment_len,
             health.clone(),
             Writer::NounLog,
         )?;
         let (tx, rx) = mpsc::channel();
-        let (retire_dir, retire_health) = (clone()?, health.clone());
+        let (retire_dir, retire_health, retire_reach) = (clone()?, health.clone(), reach.clone());
         let retirer = std::thread::Builder::new()
             .name("tessera-noun-retire".into())
-            .spawn(move || retire(&retire_dir, &retire_health, &rx))
+            .spawn(move || retire(&retire_dir, &retire_reach, &retire_health, &rx))
             .map_err(|e| io_err("starting the noun log retirer", e))?;
         Ok(NounLog {
             committer,
+            reach,
             dir: clone()?,
             health: health.clone(),
             accounts: Mutex::default(),
@@ -226,9 +232,12 @@ impl NounLog {
         }
     }
 
-    /// Syncs the filesystem, then deletes every segment.
+    /// Syncs the filesystem, lets go of every segment, then deletes them.
     fn empty(&self) -> std::io::Result<()> {
         syncfs(&self.dir)?;
+        self.reach
+            .forget(|_| true)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         for entry in self.dir.entries()? {
             let name = entry?.file_name();
             if super::log::segment::segment_number(&name.to_string_lossy()).is_some() {
@@ -246,9 +255,10 @@ impl Drop for NounLog {
 }
 
 /// The retirer thread: for each batch of complete segments, one `syncfs`
-/// puts everything written before it on disk, then the segments go. A
-/// failed `syncfs` fails the root's health and retires nothing more.
-fn retire(dir: &Dir, health: &Health, rx: &mpsc::Receiver<u64>) {
+/// puts everything written before it on disk, then the segments are let
+/// go from the log's reach and deleted. A failed `syncfs` fails the
+/// root's health and retires nothing more.
+fn retire(dir: &Dir, reach: &Reach, health: &Health, rx: &mpsc::Receiver<u64>) {
     while let Ok(first) = rx.recv() {
         let batch: Vec<u64> = std::iter::once(first).chain(rx.try_iter()).collect();
         if health.failure().is_some() {
@@ -260,6 +270,10 @@ fn retire(dir: &Dir, health: &Health, rx: &mpsc::Receiver<u64>) {
                 format!("syncfs before retiring noun log segments: {e}"),
             );
             return;
+        }
+        if let Err(e) = reach.forget(|n| batch.contains(&n)) {
+            tracing::warn!(error = %e, "could not let go of retired noun log segments; they stay until the next start replays them");
+            continue;
         }
         for n in &batch {
             if let Err(e) = dir.remove_file(segment_name(*n)) {
@@ -298,7 +312,9 @@ mod tests {
         let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
         let record = format!("{{\"pad\":\"{}\"}}", "x".repeat(100));
         let size = (super::super::log::segment::HEADER + record.len()) as u64;
-        let log = NounLog::start(&dir, 5, 2 * size, &Health::new()).unwrap();
+        let header = super::super::log::segment::header_record(5).len() as u64;
+        let reach = Reach::load_none("journal/nouns").unwrap();
+        let log = NounLog::start(&dir, reach, 5, 2 * size + header, &Health::new()).unwrap();
         let tickets: Vec<Ticket> = (0..5)
             .map(|_| log.append(record.as_bytes()).unwrap())
             .collect();
