@@ -355,3 +355,46 @@ fn a_noun_log_that_lost_records_whose_refs_are_on_disk_never_moves_a_ref_back() 
     });
     d.kill();
 }
+
+/// A torn tail is only the last group commit's write, in part: the tail
+/// of the newest segment of a killed daemon flipped (its final record
+/// written whole, then changed) or cut short (the file shorter than it
+/// was made) loses acknowledged tasks, so it refuses the start naming
+/// the file, where it was taken for one unacknowledged record before.
+#[test]
+fn a_flipped_or_cut_tail_of_the_newest_segment_refuses_the_start() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for how in ["flipped", "cut"] {
+        let root = tempfile::tempdir().unwrap();
+        let ids = run(&rt, root.path(), 6, true);
+        let seg = segment_path(root.path(), 0);
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let starts = record_starts(&bytes);
+        let last = *starts.last().unwrap();
+        match how {
+            "flipped" => {
+                bytes[last + segment::HEADER + 5] ^= 0x20;
+                std::fs::write(&seg, &bytes).unwrap();
+            }
+            _ => {
+                let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+                f.set_len(last as u64 + 20).unwrap();
+            }
+        }
+        let log = refused_start(root.path());
+        assert!(log.contains(&segment::segment_name(0)), "{how}: {log}");
+        assert_eq!(
+            offline(&["fsck"], root.path()).status.code(),
+            Some(1),
+            "{how}"
+        );
+        let salvage = offline(&["recover", "--salvage"], root.path());
+        assert_eq!(salvage.status.code(), Some(0), "{how}: {}", text(&salvage));
+        let have = kept(&rt, root.path(), &ids);
+        assert_eq!(
+            have,
+            ids[..5],
+            "{how}: salvage keeps the five before the damage"
+        );
+    }
+}

@@ -298,6 +298,16 @@ pub fn replay(
                 continue;
             }
             Some(Damage::Torn) => 0,
+            Some(Damage::Altered) => {
+                let finding = Finding {
+                    path,
+                    offset: end.valid_len,
+                    following: count_segments(dir, &later)?,
+                    what: "the final record was written whole and has changed since (its checksum does not match): it was acknowledged, and a crash cannot leave it so".into(),
+                    salvageable: true,
+                };
+                return settle_at(store, on, finding, state, n + 1, rec, &name, &later);
+            }
             Some(Damage::Corrupt { following }) => following,
         };
         let finding = Finding {

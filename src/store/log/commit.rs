@@ -593,10 +593,10 @@ fn run(shared: &Arc<Shared>) {
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - durable, took);
                 }
-                let waiters = shared.publish(|d| d.seq = seq);
                 for o in &closed {
                     seal_and_trim(shared, o, false);
                 }
+                let waiters = shared.publish(|d| d.seq = seq);
                 last = Group {
                     records: seq - durable,
                     waiters,

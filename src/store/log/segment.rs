@@ -77,8 +77,15 @@ pub fn encode(payload: &[u8], out: &mut Vec<u8>) {
 /// What stopped a segment read before its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Damage {
-    /// A bad final record and nothing valid after it: a crash's torn write.
+    /// A bad final record, nothing valid after it, and not all of it
+    /// written (its end lies past the last byte written): a crash's torn
+    /// write.
     Torn,
+    /// A bad final record that was written whole (every byte up to its
+    /// end is there, or its bytes hold a whole record under its checksum
+    /// with its length changed): it changed after it was written, and an
+    /// acknowledged record is damaged.
+    Altered,
     /// A bad record followed by valid ones: acknowledged data is damaged.
     Corrupt {
         /// Valid records found after the bad one.
@@ -168,13 +175,30 @@ pub fn read<E: From<std::io::Error>>(
         }
         r.read_to_end(&mut rest)?;
         let following = count_valid(rest.get(from..).unwrap_or_default());
-        end.damage = Some(if following == 0 {
-            Damage::Torn
-        } else {
+        end.damage = Some(if following > 0 {
             Damage::Corrupt { following }
+        } else if !zero_marker && written_whole(&rest, got, len, crc) {
+            Damage::Altered
+        } else {
+            Damage::Torn
         });
         return Ok(end);
     }
+}
+
+/// Whether the bad record at the start of `rest` (its header `got` bytes,
+/// naming `len` and `crc`) was written whole: its claimed end is within
+/// what was written (the last nonzero byte), or what was written is a
+/// whole record under its checksum whose length field changed. A torn
+/// write ends short, in zeros: the segment's space was zeros before.
+fn written_whole(rest: &[u8], got: usize, len: usize, crc: u32) -> bool {
+    if got < HEADER {
+        return false;
+    }
+    let written = written_len(rest);
+    let mislength =
+        written > HEADER && rest[HEADER] == b'{' && crc32fast::hash(&rest[HEADER..written]) == crc;
+    (len <= MAX_RECORD && HEADER + len <= written) || mislength
 }
 
 /// How many valid records can be found in `bytes` by resynchronizing: at
@@ -428,7 +452,8 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_final_record_is_torn_and_damage_before_valid_records_is_corrupt() {
+    fn a_final_record_written_in_part_is_torn_one_changed_after_is_altered_and_damage_before_valid_records_is_corrupt()
+     {
         let mut buf = Vec::new();
         encode(b"{\"n\":1}", &mut buf);
         let keep = buf.len();
@@ -441,12 +466,28 @@ mod tests {
                 "cut at {cut}"
             );
         }
+        // Written in part, the rest still the segment's zeros: torn.
+        for cut in keep + 1..buf.len() {
+            let mut torn = buf[..cut].to_vec();
+            torn.resize(buf.len() + 4096, 0);
+            let (records, end) = all(&torn);
+            assert_eq!(
+                (records.len(), end.damage),
+                (1, Some(Damage::Torn)),
+                "written to {cut}"
+            );
+        }
+        // Written whole, then changed anywhere (its length too): altered,
+        // an acknowledged record, not a torn write.
         for i in keep..buf.len() {
-            let mut bad = buf.clone();
-            bad[i] ^= 0x40;
-            let (records, end) = all(&bad);
-            assert_eq!(records.len(), 1, "flip at {i}");
-            assert_eq!(end.damage, Some(Damage::Torn), "flip at {i}");
+            for bit in [0x01, 0x40, 0x80] {
+                let mut bad = buf.clone();
+                bad[i] ^= bit;
+                bad.resize(buf.len() + 4096, 0);
+                let (records, end) = all(&bad);
+                assert_eq!(records.len(), 1, "flip at {i}");
+                assert_eq!(end.damage, Some(Damage::Altered), "flip {bit:#x} at {i}");
+            }
         }
         let mut three = buf.clone();
         encode(b"{\"n\":3}", &mut three);

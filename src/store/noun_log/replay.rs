@@ -265,6 +265,11 @@ fn walk(
         let later: Vec<u64> = wanted[i + 1..].to_vec();
         let following = match end.damage {
             None => continue,
+            Some(Damage::Altered) => {
+                let what = "the final record was written whole and has changed since (its checksum does not match): it was acknowledged, and a crash cannot leave it so";
+                walked.refusal = Some(refusal(&path, end.valid_len, what));
+                return Ok(walked);
+            }
             Some(Damage::Torn) => 0,
             Some(Damage::Corrupt { following }) => following,
         } + count(dir, &later)?;
