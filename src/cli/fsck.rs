@@ -2,7 +2,7 @@
 //! path: every object and noun ref (`store::fsck`), every journal record's
 //! checksum and order and the snapshot's checksum (a replay that changes
 //! nothing), every receipt the queue names, and every ctx-dir against the
-//! receipt that says it was written.
+//! latest receipt that says it was written there.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -28,18 +28,29 @@ pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
         Ok((state, _, rec, finding)) => {
             problems.extend(finding.map(|f| f.to_string()));
             for t in state.tasks.values() {
-                for (i, sha) in t.receipts.iter().enumerate() {
+                let mut read = Vec::with_capacity(t.receipts.len());
+                // A receipt still carried only by its journal record may be
+                // the one that wrote a ctx-dir: the task's ctx-dirs are
+                // checked once the next start has written it out.
+                let mut unread = false;
+                for sha in &t.receipts {
                     receipts += 1;
                     match Receipt::read(&store, sha) {
-                        Ok(receipt) if i + 1 == t.receipts.len() => {
-                            if let Err(e) = audit::check_ctx(&store, &receipt) {
-                                let path = receipt.projection.map(|p| p.path).unwrap_or_default();
-                                problems.push(format!("{path}: {e} (task {})", t.id));
-                            }
+                        Ok(receipt) => read.push(receipt),
+                        Err(_) if rec.journal_receipts.contains(sha) => unread = true,
+                        Err(e) => {
+                            unread = true;
+                            problems.push(format!("receipt {sha} of task {}: {e}", t.id));
                         }
-                        Ok(_) => {}
-                        Err(_) if rec.journal_receipts.contains(sha) => {}
-                        Err(e) => problems.push(format!("receipt {sha} of task {}: {e}", t.id)),
+                    }
+                }
+                if unread {
+                    continue;
+                }
+                for receipt in audit::latest_written(read) {
+                    if let Err(e) = audit::check_ctx(&store, &receipt) {
+                        let path = receipt.projection.map(|p| p.path).unwrap_or_default();
+                        problems.push(format!("{path}: {e} (task {})", t.id));
                     }
                 }
             }
