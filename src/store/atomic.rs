@@ -170,6 +170,32 @@ impl AtomicWriter {
         self.fsync(|| sync_dir(dir))
     }
 
+    /// Writes `bytes` into a temp file in `tmp/` (mode 0644, not synced)
+    /// to be put in place later with [`Staged::place`]: for a file whose
+    /// durable copy is a log record, placed once the record is durable, so
+    /// a crash before it leaves nothing but a temp file (which the next
+    /// exclusive open clears). A full disk refuses here, before anything
+    /// is logged.
+    pub fn stage(&self, bytes: &[u8]) -> Result<Staged<'_>, Error> {
+        self.noted(self.check().and_then(|()| {
+            let tmp_name = self.temp_name();
+            let mut file = self
+                .tmp
+                .open_with(
+                    &tmp_name,
+                    OpenOptions::new().write(true).create_new(true).mode(0o644),
+                )
+                .map_err(|e| io_err("creating a temp file", e))?;
+            let staged = Staged {
+                writer: self,
+                tmp_name: Some(tmp_name),
+            };
+            file.write_all(bytes)
+                .map_err(|e| io_err("writing a staged file", e))?;
+            Ok(staged)
+        }))
+    }
+
     fn temp_name(&self) -> String {
         format!(
             "{}.{}.tmp",
@@ -264,6 +290,30 @@ impl AtomicWriter {
             Err(_) => {}
         }
         r
+    }
+}
+
+/// A file written into `tmp/` and not yet in place ([`AtomicWriter::stage`]);
+/// dropped unplaced, it is removed.
+#[derive(Debug)]
+pub struct Staged<'a> {
+    writer: &'a AtomicWriter,
+    tmp_name: Option<String>,
+}
+
+impl Staged<'_> {
+    /// Renames the staged file into place as `dir/name`, without fsync.
+    pub fn place(mut self, dir: &Dir, name: &str) -> Result<(), Error> {
+        let tmp_name = self.tmp_name.take().expect("placed once");
+        self.writer.place_temp(&tmp_name, dir, name)
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if let Some(tmp_name) = self.tmp_name.take() {
+            let _ = self.writer.tmp.remove_file(tmp_name);
+        }
     }
 }
 
