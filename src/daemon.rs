@@ -18,6 +18,9 @@ use crate::queue::{self, Queue};
 use crate::store::{self, Access, Store};
 use crate::worker::order::TaskLocks;
 
+/// How often a full disk's free space is read again.
+const SPACE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -150,7 +153,18 @@ impl Daemon {
                 })
                 .await;
         });
+        // The periodic check of a full disk: an out-of-space episode ends
+        // once the space is back, even if its writer has not written since.
+        let store = self.ctx.store.clone();
+        let space = tokio::spawn(async move {
+            let mut every = tokio::time::interval(SPACE_CHECK);
+            loop {
+                every.tick().await;
+                store.recheck_space();
+            }
+        });
         http::serve(listener, self.ctx.clone(), shutdown).await;
+        space.abort();
         let _ = stop_sweeper.send(());
         let _ = sweeper.await;
         self.ctx.queue.close();

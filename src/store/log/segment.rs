@@ -241,6 +241,11 @@ pub trait Segments: Send + Sync + std::fmt::Debug {
     /// already allocated as `fill` says, with its name durable. On failure
     /// it is removed (at worst an empty segment of zeros is left).
     fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File>;
+
+    /// The free bytes where segments are made, for a full disk's message.
+    fn free_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Preallocated segments in one directory (`journal/`, `journal/nouns/`).
@@ -257,6 +262,10 @@ impl SegmentDir {
 }
 
 impl Segments for SegmentDir {
+    fn free_bytes(&self) -> Option<u64> {
+        crate::store::health::free_bytes(&self.dir).ok()
+    }
+
     fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<std::fs::File> {
         let name = segment_name(number);
         let file = self
