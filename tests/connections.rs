@@ -223,8 +223,14 @@ fn a_half_sent_head_and_an_idle_keep_alive_connection_are_closed_after_the_heade
 
 /// Sends a noun put's head and the first `sent` bytes of its body, and
 /// returns the connection and the rest of the body.
-async fn start_put(addr: SocketAddr, key: &str, path: &str, sent: usize) -> (TcpStream, Vec<u8>) {
-    let body = serde_json::to_vec(&create(json!({"pad": "x".repeat(400_000)}))).unwrap();
+async fn start_put(
+    addr: SocketAddr,
+    key: &str,
+    path: &str,
+    size: usize,
+    sent: usize,
+) -> (TcpStream, Vec<u8>) {
+    let body = serde_json::to_vec(&create(json!({"pad": "x".repeat(size)}))).unwrap();
     let mut s = TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "PUT {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\n\
@@ -243,11 +249,14 @@ fn bodies_past_the_in_flight_budget_answer_busy_until_the_held_ones_finish() {
         let d = TestDaemon::start_with(|c| c.limits.max_body_bytes_in_flight = 1024 * 1024).await;
         let addr = addr_of(&d.admin);
         let key = d.admin_key.clone();
-        let (mut first, first_rest) = start_put(addr, &key, "/v1/nouns/team/s/a", 1_000).await;
-        let (mut second, second_rest) = start_put(addr, &key, "/v1/nouns/team/s/b", 1_000).await;
+        // Two bodies of 200 KB hold 400 KB; parsed, each will take about
+        // 2.5 times its size (`budget::parsed_cost`), which both fit.
+        let put = |path, size, sent| start_put(addr, &key, path, size, sent);
+        let (mut first, first_rest) = put("/v1/nouns/team/s/a", 200_000, 1_000).await;
+        let (mut second, second_rest) = put("/v1/nouns/team/s/b", 200_000, 1_000).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
 
-        let (mut third, _) = start_put(addr, &key, "/v1/nouns/team/s/c", 0).await;
+        let (mut third, _) = put("/v1/nouns/team/s/c", 700_000, 0).await;
         let answer = read_response(&mut third).await;
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         assert!(
@@ -265,15 +274,15 @@ fn bodies_past_the_in_flight_budget_answer_busy_until_the_held_ones_finish() {
             "{json_body}"
         );
 
-        // A chunked body reserves as it arrives: 224 KiB are left, the
-        // fourth 64 KiB chunk is past them.
+        // A chunked body reserves as it arrives: about 610 KiB are left,
+        // the tenth 64 KiB chunk is past them.
         let mut chunked = TcpStream::connect(addr).await.unwrap();
         let head = format!(
             "PUT /v1/nouns/team/s/d HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {key}\r\n\
              Transfer-Encoding: chunked\r\n\r\n"
         );
         chunked.write_all(head.as_bytes()).await.unwrap();
-        for _ in 0..4 {
+        for _ in 0..10 {
             chunked.write_all(b"10000\r\n").await.unwrap();
             chunked.write_all(&[b' '; 0x10000]).await.unwrap();
             chunked.write_all(b"\r\n").await.unwrap();
@@ -291,7 +300,7 @@ fn bodies_past_the_in_flight_budget_answer_busy_until_the_held_ones_finish() {
             .admin
             .put_json(
                 "/v1/nouns/team/s/c",
-                &create(json!({"pad": "x".repeat(400_000)})),
+                &create(json!({"pad": "x".repeat(200_000)})),
             )
             .await
             .unwrap();

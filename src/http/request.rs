@@ -327,10 +327,33 @@ impl Req {
             })
     }
 
-    /// Reads the body as strict JSON of type `T`.
+    /// Reads the body as strict JSON of type `T`, its parsed form held in
+    /// the body budget too ([`Req::parsing`]).
     pub async fn json<T: DeserializeOwned>(&mut self, limit: usize) -> Result<T, ApiError> {
         let bytes = self.bytes(limit).await?;
+        self.parsing(&bytes)?;
         parse_json(&bytes)
+    }
+
+    /// Before `text` (this request's body) is parsed: grows the request's
+    /// share of the body budget to the text and what parsing it may take
+    /// ([`budget::parsed_cost`]), so bodies in flight hold their parsed
+    /// forms within the budget, not only their bytes. One the budget can
+    /// never hold is `413`; one it cannot hold now is `503 busy`.
+    pub fn parsing(&mut self, text: &[u8]) -> Result<(), ApiError> {
+        let cost = text.len() as u64 + super::budget::parsed_cost(text);
+        let total = self.budget.total_bytes();
+        if cost > total {
+            return Err(ApiError::new(
+                ErrorCode::BodyTooLarge,
+                format!(
+                    "parsed, this {}-byte JSON body would take about {cost} bytes, over the {total}-byte budget for bodies in flight; send fewer, larger values (a long string rather than many small ones)",
+                    text.len()
+                ),
+            )
+            .with(json!({"limit": total, "parsed_bytes": cost})));
+        }
+        self.reserve(cost)
     }
 }
 
