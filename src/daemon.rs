@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use crate::auth::Keyring;
 use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
+use crate::auth::{Keyring, check};
 use crate::config::Config;
 use crate::http::budget::BodyBudget;
 use crate::http::conns::{self, Connections};
@@ -17,6 +17,9 @@ use crate::http::{self, Ctx};
 use crate::queue::{self, Queue};
 use crate::store::{self, Access, Store};
 use crate::worker::order::TaskLocks;
+
+/// How often a full disk's free space is read again.
+const SPACE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +30,32 @@ pub enum Error {
     /// The task journal.
     #[error(transparent)]
     Queue(#[from] queue::Error),
+    /// A file under `auth/` that durable records prove existed is missing
+    /// or damaged (`auth::check`).
+    #[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+    Auth(Vec<check::Problem>),
+}
+
+/// What the task table says `auth/` must hold: every key id a task names
+/// (requester, claimant, parker) has a record, and the token secret
+/// exists while a task holds a live claim (its worker token was minted
+/// with it).
+pub fn auth_evidence(state: &queue::State) -> check::Expected {
+    let mut expected = check::Expected::default();
+    for t in state.tasks.values() {
+        for (id, part) in t.key_ids() {
+            expected.key(id, || format!("task {}'s {part}", t.id));
+        }
+        if let Some(lease) = &t.lease
+            && expected.live_claim.is_none()
+        {
+            expected.live_claim = Some(format!(
+                "task {}'s live claim (attempt {})",
+                t.id, lease.attempt.0
+            ));
+        }
+    }
+    expected
 }
 
 /// A daemon whose root is open and locked, ready to serve.
@@ -44,17 +73,28 @@ impl Daemon {
             Access::Exclusive,
             config.queue.segment_bytes(),
         )?;
-        let (keyring, admin_key) = Keyring::open(&store)?;
-        if let Some(path) = admin_key {
-            tracing::info!(path = %path, "created the admin key; its secret is in this file (mode 0600)");
-        }
-        let tokens = Minter::open(&store)?;
         let (queue, rec) = Queue::open(
             &store,
             config.queue.split_limits(),
             config.queue.segment_bytes(),
             config.queue.fold_after(),
         )?;
+        // Keys and the token secret are opened (and made, on a fresh root)
+        // only once the journal has said what they must be: a missing one
+        // that a task names is refused, never made again.
+        let blockers: Vec<check::Problem> = check::check(&store, &queue.peek(auth_evidence))?
+            .into_iter()
+            .filter(|p| p.blocks_start)
+            .collect();
+        if !blockers.is_empty() {
+            queue.close();
+            return Err(Error::Auth(blockers));
+        }
+        let (keyring, admin_key) = Keyring::open(&store)?;
+        if let Some(path) = admin_key {
+            tracing::info!(path = %path, "created the admin key; its secret is in this file (mode 0600)");
+        }
+        let tokens = Minter::open(&store)?;
         tracing::info!(
             snapshot_tasks = rec.snapshot_tasks,
             replayed = rec.records,
@@ -113,7 +153,18 @@ impl Daemon {
                 })
                 .await;
         });
+        // The periodic check of a full disk: an out-of-space episode ends
+        // once the space is back, even if its writer has not written since.
+        let store = self.ctx.store.clone();
+        let space = tokio::spawn(async move {
+            let mut every = tokio::time::interval(SPACE_CHECK);
+            loop {
+                every.tick().await;
+                store.recheck_space();
+            }
+        });
         http::serve(listener, self.ctx.clone(), shutdown).await;
+        space.abort();
         let _ = stop_sweeper.send(());
         let _ = sweeper.await;
         self.ctx.queue.close();

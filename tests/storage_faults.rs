@@ -275,3 +275,301 @@ fn a_full_disk_refuses_writes_with_507_keeps_reads_and_recovers_without_restart(
         String::from_utf8_lossy(&fsck.stdout)
     );
 }
+
+/// Sends a JSON-RPC message to `/mcp` (streamable HTTP, JSON answer).
+async fn mcp(c: &Client, message: Value) -> Value {
+    let r = c
+        .send(
+            http::Method::POST,
+            "/mcp",
+            Some(serde_json::to_vec(&message).unwrap().into()),
+            &[
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.status.is_success(),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    if r.body.is_empty() {
+        return Value::Null;
+    }
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    let data = text
+        .lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| !d.is_empty())
+        .map(str::to_string)
+        .unwrap_or(text);
+    serde_json::from_str(&data).unwrap()
+}
+
+/// Regression: on a full disk `GET /v1/worker/prompt` answered 500 (the
+/// work dir's owner mark could not be written, and the error became a
+/// string), and a `check_policy: warn` submit skipped its projection as
+/// if the placement were in the way. Every route that writes answers
+/// `507 insufficient_storage` with the API's error body, or succeeds into
+/// space the journal had reserved; never 500. The same through `/mcp`.
+#[test]
+fn every_route_that_writes_answers_507_on_a_full_disk_never_500() {
+    let fs = match Tmpfs::mount("16m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipping: cannot mount a tmpfs here ({why})");
+            return;
+        }
+    };
+    let root = fs.root();
+    let d = DaemonProcess::spawn_with_config(&root, "[queue]\njournal_segment_mib = 1\n");
+    let admin = d.admin.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let r = admin
+            .post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap();
+        assert_status!(r, 201);
+        let mut claims = Vec::new();
+        for i in 0..6 {
+            let r = enqueue(&admin, i).await;
+            assert_status!(r, 201);
+            let id = body(&r)["task_id"].as_str().unwrap().to_string();
+            let r = admin
+                .post_json(&format!("/v1/tasks/{id}/claim"), &json!({}))
+                .await
+                .unwrap();
+            assert_status!(r, 200);
+            claims.push(body(&r));
+        }
+        let handle = |n: usize| admin.with_bearer(claims[n]["handle"].as_str().unwrap());
+        let id = |n: usize| claims[n]["task"]["task_id"].as_str().unwrap().to_string();
+        let lease = |n: usize| claims[n]["lease"]["id"].clone();
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        mcp(&handle(5), init).await;
+        mcp(
+            &handle(5),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+
+        fill(&root.join("ballast"));
+
+        let key = json!({"label": "k", "grants": {"scopes": ["nouns:read"]}});
+        let part = b"a part".to_vec();
+        let cases: Vec<(&str, Reply)> = vec![
+            ("prompt", handle(0).get("/v1/worker/prompt").await.unwrap()),
+            (
+                "artifact",
+                handle(1)
+                    .post_bytes("/v1/worker/artifact?name=p.md", part.clone())
+                    .await
+                    .unwrap(),
+            ),
+            (
+                "worker submit (warn)",
+                handle(2)
+                    .post_bytes("/v1/worker/submit", b"the result".to_vec())
+                    .await
+                    .unwrap(),
+            ),
+            ("noun put", put(&admin, "full", 0, 1).await),
+            (
+                "key issue",
+                admin.post_json("/v1/keys", &key).await.unwrap(),
+            ),
+            (
+                "batch nouns",
+                admin
+                    .post_json(
+                        "/v1/batch/nouns",
+                        &json!({"items": [{"namespace": "ns", "store": "disk", "key": "b1", "envelope": {"expected_version": 0, "body": {"pad": "q".repeat(8192)}}}]}),
+                    )
+                    .await
+                    .unwrap(),
+            ),
+            ("enqueue", enqueue(&admin, 100).await),
+            (
+                "heartbeat",
+                admin
+                    .post_json(
+                        &format!("/v1/tasks/{}/heartbeat", id(3)),
+                        &json!({"lease_id": lease(3)}),
+                    )
+                    .await
+                    .unwrap(),
+            ),
+            (
+                "key submit",
+                admin
+                    .post_json(
+                        &format!("/v1/tasks/{}/submit", id(4)),
+                        &json!({"lease_id": lease(4), "ok": true}),
+                    )
+                    .await
+                    .unwrap(),
+            ),
+        ];
+        for (what, r) in &cases {
+            let s = r.status.as_u16();
+            assert!(
+                r.status.is_success() || (s, code(r).as_str()) == (507, "insufficient_storage"),
+                "{what} answered {s}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+            if s == 507 {
+                let b = body(r);
+                assert!(b["error"]["message"].is_string(), "{what}: {b}");
+            }
+        }
+        for item in body(&cases[5].1)["items"].as_array().into_iter().flatten() {
+            let s = item["status"].as_u64().unwrap_or(0);
+            assert!(s < 300 || s == 507, "batch item {item}");
+        }
+        let must_refuse = ["prompt", "artifact", "worker submit (warn)", "noun put", "key issue"];
+        for (what, r) in &cases {
+            if must_refuse.contains(what) {
+                assert_status!(r, 507, "insufficient_storage");
+            }
+        }
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_prompt", "arguments": {}}});
+        let answer = mcp(&handle(5), call).await;
+        let result = &answer["result"];
+        assert_eq!(result["isError"], json!(true), "{answer}");
+        assert_eq!(
+            (
+                result["structuredContent"]["status"].as_u64(),
+                result["structuredContent"]["error"]["code"].as_str()
+            ),
+            (Some(507), Some("insufficient_storage")),
+            "{answer}"
+        );
+
+        // Space back: the same calls go through.
+        std::fs::remove_file(root.join("ballast")).unwrap();
+        assert_status!(handle(0).get("/v1/worker/prompt").await.unwrap(), 200);
+        assert_status!(
+            handle(2)
+                .post_bytes("/v1/worker/submit", b"the result".to_vec())
+                .await
+                .unwrap(),
+            201
+        );
+    });
+    d.kill();
+}
+
+/// Fills the filesystem of `path` until `free` bytes are left.
+fn leave_free(path: &Path, free: u64) {
+    let dir = std::fs::File::open(path.parent().unwrap()).unwrap();
+    let fs = rustix::fs::fstatvfs(&dir).unwrap();
+    let avail = fs.f_bavail * fs.f_frsize;
+    let f = std::fs::File::create(path).unwrap();
+    rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, avail - free).unwrap();
+}
+
+/// Regression: `/healthz` kept showing an out-of-space cause after space
+/// came back, until the writer that reported it happened to write again
+/// (and another writer's success could hide an episode that then outlived
+/// itself, `store::health`'s unit test). A periodic check of the free
+/// space ends it; while it lasts, `/healthz` says what the refused write
+/// needed and what is free.
+#[test]
+fn healthz_clears_the_out_of_space_cause_once_space_is_back_without_a_write() {
+    let fs = match Tmpfs::mount("16m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipping: cannot mount a tmpfs here ({why})");
+            return;
+        }
+    };
+    let root = fs.root();
+    let d = DaemonProcess::spawn_with_config(&root, "[queue]\njournal_segment_mib = 1\n");
+    let admin = d.admin.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        fill(&root.join("ballast"));
+        assert_status!(put(&admin, "a", 0, 1).await, 507, "insufficient_storage");
+        let (status, h) = health(&admin).await;
+        assert_eq!(
+            (status, h["status"].as_str()),
+            (200, Some("out_of_space")),
+            "{h}"
+        );
+        assert!(h["storage"]["needed_bytes"].as_u64().unwrap() > 8192, "{h}");
+        assert!(h["storage"]["free_bytes"].as_u64().unwrap() < 8192, "{h}");
+        std::fs::remove_file(root.join("ballast")).unwrap();
+        let (status, h) = health(&admin).await;
+        assert_eq!((status, h["status"].as_str()), (200, Some("ok")), "{h}");
+        assert!(h.get("storage").is_none(), "{h}");
+    });
+    d.kill();
+}
+
+/// Regression: with the default 64 MiB segments, a start with less than
+/// 128 MiB free (a journal segment and a noun log segment) refused every
+/// task change and noun put as "disk full", even with 35 MiB free: a
+/// change needs room for its record, not a whole segment. Segments are
+/// made as large as still fits; when not even the record fits, the
+/// refusal says what the change needed and what is free.
+#[test]
+fn a_task_change_needs_room_for_its_record_not_a_whole_segment() {
+    let fs = match Tmpfs::mount("100m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipping: cannot mount a tmpfs here ({why})");
+            return;
+        }
+    };
+    let root = fs.root();
+    leave_free(&root.join("ballast"), 35 << 20);
+    let d = DaemonProcess::spawn_with_config(&root, "");
+    let admin = d.admin.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let r = admin
+            .post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap();
+        assert_status!(r, 201);
+        assert_status!(enqueue(&admin, 0).await, 201);
+        assert_status!(put(&admin, "a", 0, 1).await, 201);
+        let (_, h) = health(&admin).await;
+        assert_eq!(h["status"], json!("ok"), "{h}");
+
+        std::fs::remove_file(root.join("ballast")).unwrap();
+        fill(&root.join("ballast"));
+        let mut refused = None;
+        for i in 1..10_000 {
+            let r = enqueue(&admin, i).await;
+            match r.status.as_u16() {
+                201 => {}
+                507 => {
+                    refused = Some(r);
+                    break;
+                }
+                s => panic!("enqueue answered {s}: {}", String::from_utf8_lossy(&r.body)),
+            }
+        }
+        let r = refused.expect("the journal's space ran out");
+        let message = body(&r)["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            message.contains("the least this change needs") && message.contains("bytes are free"),
+            "{message}"
+        );
+        let (_, h) = health(&admin).await;
+        assert_eq!(
+            (h["status"].as_str(), h["storage"]["writer"].as_str()),
+            (Some("out_of_space"), Some("journal")),
+            "{h}"
+        );
+        let needed = h["storage"]["needed_bytes"].as_u64().unwrap();
+        assert!(needed < 64 << 10, "a record's worth, not a segment: {h}");
+    });
+    d.kill();
+}

@@ -348,18 +348,34 @@ impl Keyring {
             .cloned()
     }
 
-    fn save(&self, record: &KeyRecord) -> Result<(), store::Error> {
-        let dir = self
-            .store
+    /// Whether some admin key is neither revoked nor expired.
+    pub fn has_usable_admin(&self) -> bool {
+        let now = Timestamp::now();
+        self.keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .any(|e| e.principal.is_admin() && usable(&e.record, now))
+    }
+
+    /// Writes `record` as `auth/keys/<key_id>.json` (mode 0600), durably.
+    /// The one writer of key records: issuance, revocation, and
+    /// `tessera recover --accept-loss` recording a lost key.
+    pub fn write_record(store: &Store, record: &KeyRecord) -> Result<(), store::Error> {
+        let dir = store
             .root()
             .auth
             .open_dir("keys")
             .map_err(|e| store::io_err("opening auth/keys", e))?;
         let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
         bytes.push(b'\n');
-        self.store
+        store
             .writer()
-            .write_private(&dir, &format!("{}.json", record.key_id), &bytes)?;
+            .write_private(&dir, &format!("{}.json", record.key_id), &bytes)
+    }
+
+    fn save(&self, record: &KeyRecord) -> Result<(), store::Error> {
+        Keyring::write_record(&self.store, record)?;
         self.keys
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

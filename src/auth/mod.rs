@@ -34,6 +34,7 @@
 //! ```
 
 pub mod access;
+pub mod check;
 pub mod keyring;
 pub mod scope;
 pub mod throttle;

@@ -3,8 +3,11 @@
 //! A token is `wt1.<payload>.<mac>` (both base64url without padding): the
 //! payload is JSON `{task_id, attempt, role, verbs, exp}`, the MAC is
 //! HMAC-SHA256 over the payload bytes with a secret kept in
-//! `auth/token.secret` (mode 0600, created on first start), so tokens
-//! survive a restart. A handle is `wh-` + 26 lowercase RFC 4648 base32
+//! `auth/token.secret` (mode 0600, created on first start as one line,
+//! `tessera-token-secret-1 <secret hex> <sha256 of the secret, hex>`, so a
+//! damaged or cut secret is refused rather than taken for another one; a
+//! file of the bare 32 bytes, as older roots have, is read too), so
+//! tokens survive a restart. A handle is `wh-` + 26 lowercase RFC 4648 base32
 //! characters (`a`–`z`, `2`–`7`): 130 bits from the OS RNG, so guessing
 //! one is hopeless even with many attempts live (and failed guesses are
 //! throttled, `auth/throttle.rs`). The queue maps it to its (task, attempt). Whether the attempt is still
@@ -75,22 +78,59 @@ impl std::fmt::Debug for Minter {
 #[error("invalid worker token")]
 pub struct InvalidToken;
 
+/// The first word of a `token.secret` file.
+const SECRET_FORMAT: &str = "tessera-token-secret-1";
+
+/// The secret a `token.secret` file holds: its line (see the module doc),
+/// or (older roots) the bare 32 bytes; `Err` says why the file is not one.
+pub fn parse_secret(bytes: &[u8]) -> Result<[u8; 32], String> {
+    let Some(rest) = bytes.strip_prefix(SECRET_FORMAT.as_bytes()) else {
+        return <[u8; 32]>::try_from(bytes).map_err(|_| {
+            format!(
+                "is not a token secret: it holds {} bytes, neither a `{SECRET_FORMAT}` line nor the 32 bytes of an older root's",
+                bytes.len()
+            )
+        });
+    };
+    let text = std::str::from_utf8(rest).map_err(|_| "is not a token secret line".to_string())?;
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let ([secret, sum], true) = (words.as_slice(), text.ends_with('\n')) else {
+        return Err("is cut short: its line lacks the secret, its sha256 or its end".into());
+    };
+    let secret: [u8; 32] = hex::decode(secret)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or("holds a secret that is not 64 hex digits")?;
+    if store::Sha256::of(&secret).hex() != *sum {
+        return Err(
+            "holds a secret that does not hash to the sha256 beside it: it was damaged".into(),
+        );
+    }
+    Ok(secret)
+}
+
 impl Minter {
     /// Loads the secret, creating it on first start.
     pub fn open(store: &Store) -> Result<Minter, store::Error> {
         let auth = &store.root().auth;
         let mut secret = [0u8; 32];
         match auth.read(SECRET_FILE) {
-            Ok(bytes) if bytes.len() == 32 => secret.copy_from_slice(&bytes),
-            Ok(_) => {
-                return Err(store::Error::CorruptRef {
+            Ok(bytes) => {
+                secret = parse_secret(&bytes).map_err(|message| store::Error::CorruptRef {
                     path: format!("auth/{SECRET_FILE}"),
-                    message: "the token secret must be 32 bytes".into(),
-                });
+                    message,
+                })?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 getrandom::fill(&mut secret).expect("the OS random number generator is available");
-                store.writer().write_private(auth, SECRET_FILE, &secret)?;
+                let line = format!(
+                    "{SECRET_FORMAT} {} {}\n",
+                    hex::encode(secret),
+                    store::Sha256::of(&secret).hex()
+                );
+                store
+                    .writer()
+                    .write_private(auth, SECRET_FILE, line.as_bytes())?;
             }
             Err(e) => return Err(store::io_err(format!("reading auth/{SECRET_FILE}"), e)),
         }
@@ -246,5 +286,27 @@ mod tests {
             seen.extend(new_handle()[3..].bytes());
         }
         assert_eq!(seen.len(), 32, "{seen:?}");
+    }
+
+    #[test]
+    fn a_secret_file_is_its_line_or_an_older_roots_32_bytes_and_damage_is_refused() {
+        let secret = [9u8; 32];
+        let line = format!(
+            "{SECRET_FORMAT} {} {}\n",
+            hex::encode(secret),
+            crate::store::Sha256::of(&secret).hex()
+        );
+        assert_eq!(parse_secret(line.as_bytes()), Ok(secret));
+        assert_eq!(parse_secret(&secret), Ok(secret), "an older root's");
+        let bytes = line.as_bytes();
+        for cut in [32, bytes.len() / 2, bytes.len() - 1] {
+            assert!(parse_secret(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for at in SECRET_FORMAT.len() + 1..bytes.len() - 1 {
+            let mut bad = bytes.to_vec();
+            bad[at] = if bad[at] == b'0' { b'1' } else { b'0' };
+            assert!(parse_secret(&bad).is_err(), "changed at {at}");
+        }
+        assert!(parse_secret(&[0u8; 96]).is_err(), "zeros");
     }
 }

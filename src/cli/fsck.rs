@@ -1,63 +1,59 @@
 //! `tessera fsck`: check a root offline and print each problem with its
 //! path: every object and noun ref (`store::fsck`), every journal record's
 //! checksum and order and the snapshot's checksum (a replay that changes
-//! nothing), every receipt the queue names, and every ctx-dir against the
-//! receipt that says it was written.
+//! nothing), every receipt the queue names, every ctx-dir against the
+//! latest receipt that says it was written there, the files under `auth/`
+//! against what the tasks, receipts and refs name (`auth::check`), every
+//! pin a brief or receipt holds against the ref files, and every object
+//! against what names it: an object nothing names is what a deleted ref
+//! file leaves behind.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::auth::check::{self, Expected};
 use crate::config::QueueLimits;
-use crate::queue::Receipt;
 use crate::queue::recover::{self, OnFinding};
-use crate::store::{Access, Store, fsck};
+use crate::queue::{Brief, Receipt, State};
+use crate::store::fsck::Report;
+use crate::store::object::object_path;
+use crate::store::{Access, Name, Pin, Sha256, Store, fsck};
 use crate::worker::audit;
+
+/// Unreferenced objects listed one by one before the rest are counted.
+const LISTED: usize = 20;
 
 /// Checks the root; exit 1 when any problem is found.
 pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
     let store = Store::open(root, Access::ReadOnly)?;
-    let report = fsck::check(&store)?;
-    let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
-    let mut receipts = 0u64;
-    match recover::replay(
-        &store,
-        QueueLimits::default().split_limits(),
-        OnFinding::Report,
-    ) {
-        Err(e) => problems.push(e.to_string()),
-        Ok((state, _, rec, finding)) => {
-            problems.extend(finding.map(|f| f.to_string()));
-            for t in state.tasks.values() {
-                for (i, sha) in t.receipts.iter().enumerate() {
-                    receipts += 1;
-                    match Receipt::read(&store, sha) {
-                        Ok(receipt) if i + 1 == t.receipts.len() => {
-                            if let Err(e) = audit::check_ctx(&store, &receipt) {
-                                let path = receipt.projection.map(|p| p.path).unwrap_or_default();
-                                problems.push(format!("{path}: {e} (task {})", t.id));
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(_) if rec.journal_receipts.contains(sha) => {}
-                        Err(e) => problems.push(format!("receipt {sha} of task {}: {e}", t.id)),
-                    }
-                }
-            }
-        }
+    let survey = survey(&store)?;
+    let mut problems = survey.problems;
+    let mut notes = Vec::new();
+    match &survey.lost {
+        None => notes.push(
+            "unreferenced objects are not looked for while the journal cannot be read whole"
+                .to_string(),
+        ),
+        Some(lost) => problems.extend(describe(lost)),
     }
     for problem in &problems {
         println!("{problem}");
     }
-    if report.noun_log_records > 0 {
+    if survey.report.noun_log_records > 0 {
         println!(
             "the noun log holds {} record(s) the next start writes into their files (until then a ref file may lag its log)",
-            report.noun_log_records
+            survey.report.noun_log_records
         );
     }
+    for note in &notes {
+        println!("{note}");
+    }
     println!(
-        "checked {} objects, {} noun refs, the journal and {receipts} receipts: {}",
-        report.objects,
-        report.refs,
+        "checked {} objects, {} noun refs, the journal, {} receipts and auth/: {}",
+        survey.report.objects,
+        survey.report.refs,
+        survey.receipts,
         match problems.len() {
             0 => "clean".to_string(),
             n => format!("{n} problem(s)"),
@@ -68,4 +64,201 @@ pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What a whole check found.
+pub(super) struct Survey {
+    /// The store's own check.
+    pub report: Report,
+    /// Every problem but the unreferenced objects, as lines.
+    pub problems: Vec<String>,
+    /// Receipts read.
+    pub receipts: u64,
+    /// The loose objects nothing names; `None` when what names an object
+    /// is not fully known yet (journal damage, a receipt or noun change
+    /// only a log carries until the next start).
+    pub lost: Option<Vec<(Sha256, u64)>>,
+}
+
+/// Checks everything `tessera fsck` checks.
+pub(super) fn survey(store: &Store) -> anyhow::Result<Survey> {
+    let report = fsck::check(store)?;
+    let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+    let mut seen = Seen::default();
+    match recover::replay(
+        store,
+        QueueLimits::default().split_limits(),
+        OnFinding::Report,
+    ) {
+        Err(e) => {
+            problems.push(e.to_string());
+            seen.partial = true;
+        }
+        Ok((state, _, rec, finding)) => {
+            seen.partial |= finding.is_some();
+            problems.extend(finding.map(|f| f.to_string()));
+            seen.tasks(store, &report, &state, &rec.journal_receipts, &mut problems);
+        }
+    }
+    for (id, file) in &report.writers {
+        if let Ok(id) = Name::parse("key_id", id) {
+            seen.expected.key(&id, || file.clone());
+        }
+    }
+    problems.extend(
+        check::check(store, &seen.expected)?
+            .iter()
+            .map(|p| p.to_string()),
+    );
+    let lost = (!seen.partial).then(|| unreferenced(store, &report, &seen.named));
+    Ok(Survey {
+        report,
+        problems,
+        receipts: seen.receipts,
+        lost,
+    })
+}
+
+/// What the queue's tasks and receipts name.
+#[derive(Default)]
+struct Seen {
+    /// Receipts read.
+    receipts: u64,
+    /// Objects named: receipts, their bodies and parts, staged parts
+    /// (dropped ones too).
+    named: HashSet<Sha256>,
+    /// What `auth/` must hold.
+    expected: Expected,
+    /// Something the queue names could not be read (journal damage, a
+    /// receipt only its journal record carries yet): what names an object
+    /// is not fully known.
+    partial: bool,
+}
+
+impl Seen {
+    /// Reads every task's receipts: each is checked, its ctx-dirs against
+    /// the latest receipt that wrote them, each pin against the ref files.
+    fn tasks(
+        &mut self,
+        store: &Store,
+        report: &Report,
+        state: &State,
+        journal_receipts: &hashbrown::HashSet<Sha256>,
+        problems: &mut Vec<String>,
+    ) {
+        self.expected = crate::daemon::auth_evidence(state);
+        for t in state.tasks.values() {
+            self.named.extend(t.staged.values().copied());
+            self.named.extend(t.dropped.iter().copied());
+            for (field, pin) in Brief::of(&t.spec.brief).pins() {
+                pinned(report, &pin, &t.spec.namespace, problems, || {
+                    format!("task {}'s {field}", t.id)
+                });
+            }
+            let mut read = Vec::with_capacity(t.receipts.len());
+            // A receipt still carried only by its journal record may be
+            // the one that wrote a ctx-dir: the task's ctx-dirs are
+            // checked once the next start has written it out.
+            let mut unread = false;
+            for sha in &t.receipts {
+                self.receipts += 1;
+                self.named.insert(*sha);
+                match Receipt::read(store, sha) {
+                    Ok(receipt) => read.push(receipt),
+                    Err(_) if journal_receipts.contains(sha) => unread = true,
+                    Err(e) => {
+                        unread = true;
+                        problems.push(format!("receipt {sha} of task {}: {e}", t.id));
+                    }
+                }
+            }
+            self.partial |= unread;
+            for r in &read {
+                self.named.extend(r.out.map(|o| o.sha256));
+                self.named
+                    .extend(r.parts.iter().flat_map(|p| p.values().copied()));
+                self.expected.key(&r.by_key, || {
+                    format!("the receipt of task {} attempt {}", t.id, r.attempt.0)
+                });
+                for pin in r.outputs.iter().chain(&r.evidence) {
+                    pinned(report, pin, &t.spec.namespace, problems, || {
+                        format!("the receipt of task {} attempt {}", t.id, r.attempt.0)
+                    });
+                }
+            }
+            if unread {
+                continue;
+            }
+            for receipt in audit::latest_written(read) {
+                if let Err(e) = audit::check_ctx(store, &receipt) {
+                    let path = receipt.projection.map(|p| p.path).unwrap_or_default();
+                    problems.push(format!("{path}: {e} (task {})", t.id));
+                }
+            }
+        }
+    }
+}
+
+/// A pin names a version a ref file holds (nouns are never deleted, so a
+/// pin the daemon accepted always does, unless the ref file was lost).
+fn pinned(
+    report: &Report,
+    pin: &Pin,
+    ns: &Name,
+    problems: &mut Vec<String>,
+    by: impl FnOnce() -> String,
+) {
+    let ns = pin.namespace.as_ref().unwrap_or(ns);
+    let noun = format!("{ns}/{}/{}", pin.store, pin.key);
+    if !report.holds(&noun, pin.version, pin.sha256) {
+        problems.push(format!(
+            "nouns/{noun}.json: {} pins version {} ({}), which no ref file holds: restore the ref file from a backup",
+            by(),
+            pin.version,
+            pin.sha256
+        ));
+    }
+}
+
+/// The loose objects nothing names: what a deleted ref file leaves (its
+/// versions' bodies), or a write that never completed. A promotion record
+/// names itself (it is kept for audit; nothing points at it).
+fn unreferenced(store: &Store, report: &Report, named: &HashSet<Sha256>) -> Vec<(Sha256, u64)> {
+    report
+        .unreferenced(named)
+        .into_iter()
+        .filter(|(sha, _)| {
+            !store.get_object(sha).is_ok_and(|bytes| {
+                serde_json::from_slice::<crate::promotion::Promoted>(&bytes).is_ok()
+            })
+        })
+        .collect()
+}
+
+/// The unreferenced objects as problem lines, with what to do.
+fn describe(lost: &[(Sha256, u64)]) -> Vec<String> {
+    if lost.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = lost
+        .iter()
+        .take(LISTED)
+        .map(|(sha, size)| {
+            format!(
+                "{}: {size} bytes that no noun ref, receipt or task names",
+                object_path(sha)
+            )
+        })
+        .collect();
+    if lost.len() > LISTED {
+        out.push(format!(
+            "... and {} more unreferenced object(s)",
+            lost.len() - LISTED
+        ));
+    }
+    out.push(format!(
+        "{} unreferenced object(s): a noun ref file that was deleted leaves its versions' bodies like this; restore nouns/<namespace>/<store>/<key>.json from a backup (its versions name these objects) and fsck is clean again. If no ref file was lost, they are left by writes that never completed (a submit or a part refused or cut short by a crash); `tessera recover --accept-loss` (daemon stopped) moves them to objects/unreferenced/",
+        lost.len()
+    ));
+    out
 }

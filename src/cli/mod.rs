@@ -51,8 +51,10 @@ pub enum Command {
         #[arg(long, default_value = DEFAULT_ROOT)]
         root: PathBuf,
     },
-    /// Show journal damage that stops the daemon from starting, and with
-    /// `--salvage` keep every record before it (the daemon must be stopped).
+    /// Show every blocker that stops the daemon from starting; with
+    /// `--salvage` keep every journal record before the damage, with
+    /// `--accept-loss` accept lost keys, a lost token secret and
+    /// unreferenced objects (the daemon must be stopped).
     Recover {
         /// The root directory.
         #[arg(long, default_value = DEFAULT_ROOT)]
@@ -60,6 +62,10 @@ pub enum Command {
         /// Keep what precedes the damage and move the rest to journal/salvaged/.
         #[arg(long)]
         salvage: bool,
+        /// Accept what cannot be restored: record lost keys as revoked, make
+        /// a lost token secret again, move unreferenced objects aside.
+        #[arg(long)]
+        accept_loss: bool,
     },
     /// Read and write nouns through a running daemon.
     #[command(subcommand)]
@@ -100,7 +106,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Fsck { root } => fsck::run(&root),
-        Command::Recover { root, salvage } => recover::run(&root, salvage),
+        Command::Recover {
+            root,
+            salvage,
+            accept_loss,
+        } => recover::run(&root, salvage, accept_loss),
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
         Command::Key(cmd) => remote::block_on(key::run(cmd)),
         Command::Import(args) => remote::block_on(import::run(args)),

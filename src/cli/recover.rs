@@ -1,36 +1,41 @@
-//! `tessera recover --root DIR [--salvage]`: what to do when the daemon
-//! refuses to start on a damaged journal. Without `--salvage` it reads
-//! only and shows the damage and what salvaging would drop; with it, it
-//! keeps every record before the damage, moves the rest to
-//! `journal/salvaged/` (nothing is deleted) and compacts, so the daemon
-//! starts again. The daemon must be stopped (it holds the root's lock).
+//! `tessera recover --root DIR [--salvage] [--accept-loss]`: what to do
+//! when the daemon refuses to start. Without a flag it reads only and
+//! shows every blocker the start would refuse on (a damaged noun log, a
+//! damaged task journal, a file under `auth/` that durable records prove
+//! existed), with what salvaging or accepting the loss would do. With
+//! `--salvage`, it keeps every journal record before the damage, moves
+//! the rest to `journal/salvaged/` (nothing is deleted) and compacts.
+//! With `--accept-loss`, it records each lost key as revoked, makes a lost
+//! token secret again, issues a new admin key when none is usable, and
+//! moves the objects nothing names to `objects/unreferenced/`. The daemon
+//! must be stopped (it holds the root's lock).
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::auth::check;
 use crate::config::QueueLimits;
 use crate::queue::recover::{self, OnFinding};
 use crate::queue::snapshot::Image;
-use crate::store::{Access, Store};
+use crate::store::{Access, Store, fsck};
 
-/// Exit 0 when the journal is clean or was salvaged, 1 when damage was
+/// Exit 0 when nothing blocks the start (any longer), 1 when a blocker was
 /// found and left as it is, 2 (an error) when it cannot be salvaged.
-pub fn run(root: &Path, salvage: bool) -> anyhow::Result<ExitCode> {
-    let access = if salvage {
-        Access::Exclusive
-    } else {
-        Access::ReadOnly
-    };
-    let store = Store::open(root, access)?;
-    let on = if salvage {
-        OnFinding::Salvage
-    } else {
-        OnFinding::Report
-    };
-    let limits = QueueLimits::default().split_limits();
-    let (state, next, rec, finding) = recover::replay(&store, limits, on)?;
-    let Some(finding) = finding else {
+pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<ExitCode> {
+    let mut blocked = false;
+    let store = Store::open(root, Access::ReadOnly)?;
+    let (_, noun_damage) = fsck::noun_log(&store, &mut fsck::Report::default())?;
+    if let Some(damage) = &noun_damage {
+        blocked = true;
+        println!("damage: {damage}");
         println!(
+            "the noun log cannot be salvaged here: restore the segment from a backup, or move it out of journal/nouns/ to give up the puts it holds from that record on"
+        );
+    }
+    let limits = QueueLimits::default().split_limits();
+    let (state, _, rec, finding) = recover::replay(&store, limits, OnFinding::Report)?;
+    match &finding {
+        None => println!(
             "journal: clean ({} tasks in the snapshot, {} records replayed{})",
             rec.snapshot_tasks,
             rec.records,
@@ -39,27 +44,93 @@ pub fn run(root: &Path, salvage: bool) -> anyhow::Result<ExitCode> {
             } else {
                 ""
             }
-        );
-        return Ok(ExitCode::SUCCESS);
-    };
-    println!("damage: {finding}");
-    if salvage {
-        recover::compact(&store, &Image::of(&state), next, &|| false)?;
-        println!(
-            "salvaged: kept the {} record(s) before the damage ({} tasks); moved {} record(s) to journal/salvaged/; the daemon can start",
-            rec.records,
-            state.tasks.len(),
-            finding.following
-        );
-        return Ok(ExitCode::SUCCESS);
+        ),
+        Some(finding) => {
+            println!("damage: {finding}");
+            if salvage && finding.salvageable {
+                // Done below, with the root held.
+            } else if finding.salvageable {
+                blocked = true;
+                println!(
+                    "salvaging would keep the {} record(s) before the damage and move the damaged record and the {} after it to journal/salvaged/ (run again with --salvage, with the daemon stopped)",
+                    rec.records, finding.following
+                );
+            } else {
+                blocked = true;
+                println!("this cannot be salvaged: restore the file from a backup");
+            }
+        }
     }
-    if finding.salvageable {
-        println!(
-            "salvaging would keep the {} record(s) before the damage and move the damaged record and the {} after it to journal/salvaged/ (run again with --salvage, with the daemon stopped)",
-            rec.records, finding.following
-        );
+    let auth: Vec<check::Problem> = check::check(&store, &crate::daemon::auth_evidence(&state))?
+        .into_iter()
+        .filter(|p| p.blocks_start)
+        .collect();
+    if auth.is_empty() {
+        println!("auth/: every file the journal names is there");
+    }
+    for problem in &auth {
+        println!("damage: {problem}");
+        if problem.loss.is_none() || !accept_loss {
+            blocked = true;
+        }
+    }
+    let accepting = accept_loss && !blocked;
+    let lost = if accepting {
+        super::fsck::survey(&store)?.lost
     } else {
-        println!("this cannot be salvaged: restore the file from a backup");
+        None
+    };
+    drop(store);
+    let salvaging = salvage && finding.as_ref().is_some_and(|f| f.salvageable);
+    if !salvaging && !accepting {
+        return Ok(exit(blocked));
     }
-    Ok(ExitCode::FAILURE)
+    if noun_damage.is_some() {
+        println!("nothing was changed: the noun log must be repaired first");
+        return Ok(ExitCode::FAILURE);
+    }
+    let store = Store::open(root, Access::Exclusive)?;
+    if salvaging {
+        let (state, next, rec, finding) = recover::replay(&store, limits, OnFinding::Salvage)?;
+        if let Some(finding) = finding {
+            recover::compact(&store, &Image::of(&state), next, &|| false)?;
+            println!(
+                "salvaged: kept the {} record(s) before the damage ({} tasks); moved {} record(s) to journal/salvaged/",
+                rec.records,
+                state.tasks.len(),
+                finding.following
+            );
+        }
+    }
+    if accepting {
+        for line in check::accept_loss(&store, &auth)? {
+            println!("accepted: {line}");
+        }
+        match lost {
+            Some(lost) if !lost.is_empty() => {
+                fsck::set_aside(&store, &lost)?;
+                println!(
+                    "accepted: moved {} unreferenced object(s) to objects/{}/",
+                    lost.len(),
+                    fsck::SET_ASIDE
+                );
+            }
+            Some(_) => {}
+            None => println!(
+                "unreferenced objects were not looked for: the journal or the noun log still carries changes the next start writes out; start and stop the daemon, then run this again"
+            ),
+        }
+    }
+    if !blocked {
+        println!("the daemon can start");
+    }
+    Ok(exit(blocked))
+}
+
+fn exit(blocked: bool) -> ExitCode {
+    if blocked {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -7,7 +7,9 @@
 //! answered. A reservation the budget cannot cover is refused at once
 //! (`503 busy` with `Retry-After`); nothing ever waits for budget, so a
 //! slow client holds its own bytes and never the others' turn. Bodies are
-//! counted in KiB, rounded up. Reading the body itself, its size limit and
+//! counted in KiB, rounded up. A JSON body's reservation then grows by
+//! what parsing it may take ([`parsed_cost`]), held until the handler has
+//! answered like the bytes. Reading the body itself, its size limit and
 //! its pauses, is `request.rs`'s.
 
 use std::sync::Arc;
@@ -82,6 +84,65 @@ impl BodyBudget {
         held.units = want;
         Ok(())
     }
+}
+
+/// Bytes a JSON value's slot may take once parsed: a `serde_json::Value`
+/// (32 bytes) in a `Vec` grown by doubling, or an entry of a `BTreeMap`
+/// node filled to its minimum of 5 (11 keys and values in about 630 bytes).
+const SLOT: u64 = 128;
+/// Bytes an object may take besides its entries: one whole B-tree node,
+/// even for one entry.
+const OBJECT: u64 = 640;
+/// Bytes a string takes besides its text: a `String` header and the
+/// allocator's rounding.
+const STRING: u64 = 40;
+
+/// An upper bound of the memory parsing `text` as a `serde_json::Value`
+/// takes besides the text (what a noun body, an MCP message or a worker's
+/// JSON body becomes): a scan that counts slots (values and object
+/// entries: the commas and openings of non-empty containers), non-empty
+/// objects and strings, and half as much again as the text for string
+/// contents and the parser's scratch (measured at about 1.3 times). Typed bodies (a `TaskSpec`, whose brief stays raw text) take
+/// less. So the body budget holds what parsing a body takes, not only its
+/// bytes: `[0,0,0,...]` is 2 bytes a value and 32 to 64 once parsed. Not
+/// valid JSON is whatever the scan counts; the parse refuses it anyway.
+pub fn parsed_cost(text: &[u8]) -> u64 {
+    let (mut slots, mut objects, mut strings) = (1u64, 0u64, 0u64);
+    let (mut in_str, mut escaped) = (false, false);
+    // An opening bracket just seen: its container allocates (and holds a
+    // first slot) only when something other than its closing follows.
+    let mut opened: Option<u8> = None;
+    for &b in text {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        if b.is_ascii_whitespace() {
+            continue;
+        }
+        if let Some(open) = opened.take()
+            && b != b'}'
+            && b != b']'
+        {
+            slots += 1;
+            objects += u64::from(open == b'{');
+        }
+        match b {
+            b'"' => {
+                in_str = true;
+                strings += 1;
+            }
+            b'{' | b'[' => opened = Some(b),
+            b',' => slots += 1,
+            _ => {}
+        }
+    }
+    text.len() as u64 * 3 / 2 + slots * SLOT + objects * OBJECT + strings * STRING
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ const CHUNK_DEPTH: usize = 16;
 pub async fn serve(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let limit = ctx.limits.max_body_bytes.max(ctx.limits.worker_body_bytes);
     let body = req.bytes(limit).await?;
+    req.parsing(&body)?;
     let mut parts = req.parts.clone();
     parts.extensions.insert(Peer(req.peer()));
     accept_both(&mut parts.headers);

@@ -12,7 +12,7 @@ use crate::store::Condition;
 
 /// `GET /healthz`.
 pub fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
-    let (status, body) = report(ctx.store.health().condition());
+    let (status, body) = report(&ctx.store);
     Ok(json_response(status, &body))
 }
 
@@ -33,10 +33,24 @@ pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
     Ok(resp)
 }
 
+/// The root's health now, after the periodic check of a full disk
+/// (`Store::recheck_space`), with what the refused write needed and how
+/// much is free.
+pub(super) fn report(store: &crate::store::Store) -> (StatusCode, Health) {
+    let free = store.recheck_space();
+    let condition = store.health().condition();
+    let needed = match &condition {
+        Condition::OutOfSpace(i) => store.health().needed(i.writer),
+        _ => None,
+    };
+    answer(condition, needed, free)
+}
+
 /// The answer for a condition: `200` when ok or out of space (reads are
 /// served and writes resume by themselves once space is freed), `503`
 /// after a failed fsync (only a restart clears it).
-pub(super) fn report(condition: Condition) -> (StatusCode, Health) {
+fn answer(condition: Condition, needed: Option<u64>, free: Option<u64>) -> (StatusCode, Health) {
+    let out_of_space = matches!(condition, Condition::OutOfSpace(_));
     let (status, name, incident) = match condition {
         Condition::Ok => (StatusCode::OK, "ok", None),
         Condition::OutOfSpace(i) => (StatusCode::OK, "out_of_space", Some(i)),
@@ -49,6 +63,8 @@ pub(super) fn report(condition: Condition) -> (StatusCode, Health) {
             writer: i.writer.as_str().into(),
             cause: i.cause,
             since: i.since,
+            needed_bytes: needed.filter(|_| out_of_space),
+            free_bytes: free.filter(|_| out_of_space),
         }),
     };
     (status, health)
@@ -82,7 +98,7 @@ mod tests {
             ),
         ];
         for (condition, status, name, writer) in cases {
-            let (got, health) = report(condition);
+            let (got, health) = answer(condition, Some(10), Some(5));
             assert_eq!(got.as_u16(), status, "{name}");
             assert_eq!(health.status, name);
             assert_eq!(
@@ -92,6 +108,8 @@ mod tests {
             );
             if let Some(s) = &health.storage {
                 assert_eq!(s.cause, "fsync failed: EIO");
+                let space = (name == "out_of_space").then_some(10);
+                assert_eq!(s.needed_bytes, space, "{name}");
             }
         }
     }

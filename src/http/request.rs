@@ -2,13 +2,19 @@
 //! size-limited bodies and strict JSON. Every failure here is a client
 //! mistake with a 400, 408 or 413 that says what to fix, or a `503 busy`
 //! when the body budget (`budget.rs`) cannot hold one more body right now.
+//! A connection whose request body was not read to its end is settled
+//! before the answer ([`Leftover`]): kept, or closed with `Connection:
+//! close` said.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::request::Parts;
 use http::{HeaderMap, Method, header};
 use http_body_util::BodyExt;
+use hyper::body::Body as _;
 use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -25,11 +31,88 @@ enum Source {
     Whole(Bytes),
 }
 
+/// The most of a refused request's unread body that is read and thrown
+/// away so its connection can serve the next request; past it, the answer
+/// says `Connection: close` ([`Leftover::settle`]).
+pub const DRAIN_BYTES: u64 = 64 * 1024;
+
+/// Where a request's body goes when its handler answered without reading
+/// all of it: the connection's task, which settles it after the answer.
+#[derive(Clone, Default)]
+pub struct Leftover(Arc<Mutex<Option<Unread>>>);
+
+/// What a handler left of its request's body.
+enum Unread {
+    /// Never read: it may be short enough to read and throw away.
+    Body(Incoming),
+    /// Refused while it was read (too large, over the budget, stalled):
+    /// the rest is not read.
+    Refused,
+}
+
+impl Leftover {
+    /// Before an answer goes out on the connection: a body the handler
+    /// never read keeps the connection only if it is read to its end
+    /// here, within [`DRAIN_BYTES`] and the body budget's stall time; a
+    /// body refused while it was read is not read further. Hyper would
+    /// close such a connection after the answer without saying so (a race
+    /// with how much of the body had arrived), so the answer says
+    /// `Connection: close`, and hyper closes it.
+    pub async fn settle(&self, resp: &mut http::Response<super::body::Body>, stall: Duration) {
+        let unread = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let mut body = match unread {
+            None => return,
+            Some(Unread::Body(body)) if body.is_end_stream() => return,
+            Some(Unread::Body(body)) => body,
+            Some(Unread::Refused) => {
+                close(resp);
+                return;
+            }
+        };
+        let drained = async {
+            let mut left = DRAIN_BYTES;
+            if body.size_hint().lower() > left {
+                return false;
+            }
+            loop {
+                match body.frame().await {
+                    None => return true,
+                    Some(Err(_)) => return false,
+                    Some(Ok(frame)) => {
+                        let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                        let Some(rest) = left.checked_sub(n) else {
+                            return false;
+                        };
+                        left = rest;
+                    }
+                }
+            }
+        };
+        let kept = tokio::time::timeout(stall, drained).await.unwrap_or(false);
+        if !kept {
+            close(resp);
+        }
+    }
+
+    fn put(&self, unread: Unread) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(unread);
+    }
+}
+
+/// Says in the answer that the connection closes after it (hyper then
+/// closes it).
+fn close(resp: &mut http::Response<super::body::Body>) {
+    resp.headers_mut()
+        .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+}
+
 /// A request split into its head and its (not yet read) body.
 pub struct Req {
     /// Method, URI, headers.
     pub parts: Parts,
     body: Option<Source>,
+    /// Where an unread wire body goes when the request is dropped.
+    leftover: Leftover,
     query: Vec<(String, String)>,
     peer: SocketAddr,
     budget: BodyBudget,
@@ -61,11 +144,18 @@ impl Req {
         Req {
             parts,
             body: Some(body),
+            leftover: Leftover::default(),
             query,
             peer,
             budget,
             reservation: Reservation::default(),
         }
+    }
+
+    /// Where this request's body goes if its handler leaves it unread
+    /// (for the connection to settle after the answer).
+    pub fn leftover(&self) -> Leftover {
+        self.leftover.clone()
     }
 
     /// The address the connection came from (the TCP peer, not a header).
@@ -160,7 +250,30 @@ impl Req {
             }
             Some(Source::Wire(body)) => body,
         };
-        let declared = declared.unwrap_or(0);
+        let read = self
+            .read_wire(&mut body, limit, declared.unwrap_or(0))
+            .await;
+        if read.is_err() {
+            self.leftover.put(Unread::Refused);
+        }
+        read
+    }
+
+    /// Reads the rest of a wire body (`declared` bytes announced), within
+    /// `limit` and the body budget.
+    async fn read_wire(
+        &mut self,
+        body: &mut Incoming,
+        limit: u64,
+        declared: u64,
+    ) -> Result<Bytes, ApiError> {
+        let too_large = || {
+            ApiError::new(
+                ErrorCode::BodyTooLarge,
+                format!("request body is over the {limit}-byte limit"),
+            )
+            .with(json!({"limit": limit}))
+        };
         self.reserve(declared)?;
         let stall = self.budget.stall();
         let mut buf = BytesMut::with_capacity(declared as usize);
@@ -214,10 +327,33 @@ impl Req {
             })
     }
 
-    /// Reads the body as strict JSON of type `T`.
+    /// Reads the body as strict JSON of type `T`, its parsed form held in
+    /// the body budget too ([`Req::parsing`]).
     pub async fn json<T: DeserializeOwned>(&mut self, limit: usize) -> Result<T, ApiError> {
         let bytes = self.bytes(limit).await?;
+        self.parsing(&bytes)?;
         parse_json(&bytes)
+    }
+
+    /// Before `text` (this request's body) is parsed: grows the request's
+    /// share of the body budget to the text and what parsing it may take
+    /// ([`budget::parsed_cost`]), so bodies in flight hold their parsed
+    /// forms within the budget, not only their bytes. One the budget can
+    /// never hold is `413`; one it cannot hold now is `503 busy`.
+    pub fn parsing(&mut self, text: &[u8]) -> Result<(), ApiError> {
+        let cost = text.len() as u64 + super::budget::parsed_cost(text);
+        let total = self.budget.total_bytes();
+        if cost > total {
+            return Err(ApiError::new(
+                ErrorCode::BodyTooLarge,
+                format!(
+                    "parsed, this {}-byte JSON body would take about {cost} bytes, over the {total}-byte budget for bodies in flight; send fewer, larger values (a long string rather than many small ones)",
+                    text.len()
+                ),
+            )
+            .with(json!({"limit": total, "parsed_bytes": cost})));
+        }
+        self.reserve(cost)
     }
 }
 
@@ -284,4 +420,12 @@ pub fn json_refusal(e: &serde_json::Error) -> ApiError {
         _ => (ErrorCode::MalformedJson, format!("malformed JSON: {msg}")),
     };
     ApiError::new(code, message).with(serde_json::Value::Object(details))
+}
+
+impl Drop for Req {
+    fn drop(&mut self) {
+        if let Some(Source::Wire(body)) = self.body.take() {
+            self.leftover.put(Unread::Body(body));
+        }
+    }
 }

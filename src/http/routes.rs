@@ -27,7 +27,11 @@ use super::{
 /// poisoning, so one request never takes the others down.
 pub async fn dispatch(ctx: Arc<Ctx>, req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
     let req = Req::new(req, peer, ctx.bodies.clone());
-    answer(ctx, req).await
+    let leftover = req.leftover();
+    let stall = ctx.bodies.stall();
+    let mut resp = answer(ctx, req).await;
+    leftover.settle(&mut resp, stall).await;
+    resp
 }
 
 /// Routes one request already split into a [`Req`] (a connection's, or an

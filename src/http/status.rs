@@ -40,7 +40,7 @@ pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     } else {
         None
     };
-    let (_, health) = ops::report(ctx.store.health().condition());
+    let (_, health) = ops::report(&ctx.store);
     Ok(json_response(
         StatusCode::OK,
         &Status {

@@ -226,6 +226,8 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let ok = req.query("ok").is_none() || flag(&req, "ok")?;
     let final_failure = flag(&req, "final")?;
     let bytes = body(ctx, &mut req, &s).await?;
+    // The final body is read as JSON too (contract checks, the fold).
+    req.parsing(&bytes)?;
     let (id, done) = to_the_end(ctx, move |ctx| async move {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;

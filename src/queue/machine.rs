@@ -144,7 +144,11 @@ impl State {
                 let t = self.task_mut(*id);
                 t.attempt = lease.attempt;
                 t.lease = Some(held);
-                t.staged.clear();
+                for sha in std::mem::take(&mut t.staged).into_values() {
+                    if !t.dropped.contains(&sha) {
+                        t.dropped.push(sha);
+                    }
+                }
                 t.handles.push(lease.handle.clone());
                 t.park = None;
                 t.updated_at = *at;
@@ -257,7 +261,13 @@ impl State {
             Event::Staged {
                 id, name, sha256, ..
             } => {
-                self.task_mut(*id).staged.insert(name.clone(), *sha256);
+                let t = self.task_mut(*id);
+                if let Some(old) = t.staged.insert(name.clone(), *sha256)
+                    && old != *sha256
+                    && !t.dropped.contains(&old)
+                {
+                    t.dropped.push(old);
+                }
             }
         }
     }
@@ -312,6 +322,7 @@ impl State {
             not_before,
             receipts: Vec::new(),
             staged: Default::default(),
+            dropped: Vec::new(),
             handles: Vec::new(),
             fingerprint,
             submission: None,

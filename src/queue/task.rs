@@ -256,6 +256,13 @@ pub struct Task {
     /// Parts the current attempt's worker staged, by name.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub staged: std::collections::BTreeMap<String, Sha256>,
+    /// Objects of parts staged and then dropped: staged again under the
+    /// same name, or staged by an attempt before the current one (a claim
+    /// starts with none staged). Nothing reads them; they are kept so every
+    /// object a worker wrote stays named (`tessera fsck` reports objects
+    /// nothing names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Sha256>,
     /// The worker handle of each attempt, in order (attempt n is index n-1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handles: Vec<String>,
@@ -308,7 +315,21 @@ impl Task {
         self.spec.shrink_to_fit();
         refit(&mut self.children);
         refit(&mut self.receipts);
+        refit(&mut self.dropped);
         refit(&mut self.handles);
+    }
+
+    /// The key ids the task names, each with its part in the task: its
+    /// requester, the holder of its live lease, the key that parked it.
+    pub fn key_ids(&self) -> impl Iterator<Item = (&Name, &'static str)> {
+        std::iter::once((&self.requester, "requester"))
+            .chain(self.lease.as_ref().map(|l| (&l.holder, "claimant")))
+            .chain(
+                self.park
+                    .as_ref()
+                    .and_then(|p| p.by.as_ref())
+                    .map(|by| (by, "parker")),
+            )
     }
 
     /// `ok` of a terminal task: true iff it succeeded.

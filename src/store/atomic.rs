@@ -25,6 +25,9 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use super::health::{self, Health, Writer};
 use super::{Error, io_err};
 
+/// A filesystem block: what a file needs besides its bytes, at most.
+const BLOCK: u64 = 4096;
+
 /// How far a write must reach before `write` returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
@@ -61,12 +64,18 @@ impl AtomicWriter {
 
     /// Replaces `dir/name` with `bytes` (mode 0644).
     pub fn write(&self, dir: &Dir, name: &str, bytes: &[u8], d: Durability) -> Result<(), Error> {
-        self.noted(self.write_mode(dir, name, bytes, d, 0o644))
+        self.noted(
+            self.write_mode(dir, name, bytes, d, 0o644),
+            Some(bytes.len()),
+        )
     }
 
     /// Replaces `dir/name` with `bytes`, readable by the owner only (mode 0600).
     pub fn write_private(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.noted(self.write_mode(dir, name, bytes, Durability::Synced, 0o600))
+        self.noted(
+            self.write_mode(dir, name, bytes, Durability::Synced, 0o600),
+            Some(bytes.len()),
+        )
     }
 
     /// Replaces `dir/name` with what `fill` writes (buffered, then synced):
@@ -77,7 +86,7 @@ impl AtomicWriter {
         name: &str,
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), Error> {
-        self.noted(self.write_filled(dir, name, fill))
+        self.noted(self.write_filled(dir, name, fill), None)
     }
 
     /// Replaces the contents of `dir/name` in place (creating it, mode
@@ -88,17 +97,20 @@ impl AtomicWriter {
     /// flushed to disk as it is closed (ext4's `auto_da_alloc`), which
     /// would put a write out to the device on every noun put.
     pub fn overwrite(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.noted(self.check().and_then(|()| {
-            let mut file = dir
-                .open_with(
-                    name,
-                    OpenOptions::new().write(true).create(true).mode(0o644),
-                )
-                .map_err(|e| io_err(format!("opening {name}"), e))?;
-            file.write_all(bytes)
-                .and_then(|()| file.set_len(bytes.len() as u64))
-                .map_err(|e| io_err(format!("writing {name}"), e))
-        }))
+        self.noted(
+            self.check().and_then(|()| {
+                let mut file = dir
+                    .open_with(
+                        name,
+                        OpenOptions::new().write(true).create(true).mode(0o644),
+                    )
+                    .map_err(|e| io_err(format!("opening {name}"), e))?;
+                file.write_all(bytes)
+                    .and_then(|()| file.set_len(bytes.len() as u64))
+                    .map_err(|e| io_err(format!("writing {name}"), e))
+            }),
+            Some(bytes.len()),
+        )
     }
 
     /// Swaps `dir/shadow` in as `dir/name`, without fsync: with
@@ -131,7 +143,7 @@ impl AtomicWriter {
         let created = match dir.create_dir(name) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-            Err(e) => return self.noted(Err(io_err(format!("creating {name}"), e))),
+            Err(e) => return self.noted(Err(io_err(format!("creating {name}"), e)), None),
         };
         if created {
             self.fsync(|| sync_dir(dir))?;
@@ -168,6 +180,35 @@ impl AtomicWriter {
         drop(file);
         self.place_temp(&tmp_name, dir, name)?;
         self.fsync(|| sync_dir(dir))
+    }
+
+    /// Writes `bytes` into a temp file in `tmp/` (mode 0644, not synced)
+    /// to be put in place later with [`Staged::place`]: for a file whose
+    /// durable copy is a log record, placed once the record is durable, so
+    /// a crash before it leaves nothing but a temp file (which the next
+    /// exclusive open clears). A full disk refuses here, before anything
+    /// is logged.
+    pub fn stage(&self, bytes: &[u8]) -> Result<Staged<'_>, Error> {
+        self.noted(
+            self.check().and_then(|()| {
+                let tmp_name = self.temp_name();
+                let mut file = self
+                    .tmp
+                    .open_with(
+                        &tmp_name,
+                        OpenOptions::new().write(true).create_new(true).mode(0o644),
+                    )
+                    .map_err(|e| io_err("creating a temp file", e))?;
+                let staged = Staged {
+                    writer: self,
+                    tmp_name: Some(tmp_name),
+                };
+                file.write_all(bytes)
+                    .map_err(|e| io_err("writing a staged file", e))?;
+                Ok(staged)
+            }),
+            Some(bytes.len()),
+        )
     }
 
     fn temp_name(&self) -> String {
@@ -254,16 +295,43 @@ impl AtomicWriter {
         }
     }
 
-    /// Reports a write's outcome: out of space, or written.
-    fn noted<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
+    /// Reports a write of `len` bytes (when known): out of space (with
+    /// what it needed, a block more than its bytes), or written.
+    fn noted<T>(&self, r: Result<T, Error>, len: Option<usize>) -> Result<T, Error> {
         match &r {
             Ok(_) => self.health.report_written(Writer::Files),
             Err(Error::OutOfSpace { context }) => {
-                self.health.report_full(Writer::Files, context.clone());
+                let needed = len.map(|n| n as u64 + BLOCK);
+                self.health
+                    .report_full(Writer::Files, context.clone(), needed);
             }
             Err(_) => {}
         }
         r
+    }
+}
+
+/// A file written into `tmp/` and not yet in place ([`AtomicWriter::stage`]);
+/// dropped unplaced, it is removed.
+#[derive(Debug)]
+pub struct Staged<'a> {
+    writer: &'a AtomicWriter,
+    tmp_name: Option<String>,
+}
+
+impl Staged<'_> {
+    /// Renames the staged file into place as `dir/name`, without fsync.
+    pub fn place(mut self, dir: &Dir, name: &str) -> Result<(), Error> {
+        let tmp_name = self.tmp_name.take().expect("placed once");
+        self.writer.place_temp(&tmp_name, dir, name)
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if let Some(tmp_name) = self.tmp_name.take() {
+            let _ = self.writer.tmp.remove_file(tmp_name);
+        }
     }
 }
 

@@ -1,7 +1,13 @@
 //! `tessera fsck`: re-hashes every object and checks every noun ref against
-//! the objects it names (skipping the refs' hidden shadows, `noun.rs`). It reads only, through the root's `Dir` handles,
-//! and reports each problem with its path under the root.
+//! the objects it names (a ref's hidden shadow, `noun.rs`, is not a noun;
+//! one left without its ref file says the ref file was deleted). It
+//! records what the refs name, so the caller, which knows what the queue
+//! names too, can report the objects nothing names. It reads only,
+//! through the root's `Dir` handles, and reports each problem with its
+//! path under the root; [`set_aside`] is the one write, for `tessera
+//! recover --accept-loss`.
 
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use cap_std::fs::Dir;
@@ -37,6 +43,35 @@ pub struct Report {
     pub noun_log_records: u64,
     /// Every problem, in walk order.
     pub problems: Vec<Problem>,
+    /// Every object under `objects/sha256/` whose name is a sha256, with
+    /// its size.
+    pub loose: Vec<(Sha256, u64)>,
+    /// Every version the ref files hold, as `(namespace/store/key,
+    /// version, sha256)`: the objects they name, and what a pin may name.
+    pub versions: HashSet<(String, u64, Sha256)>,
+    /// Each key id a ref file names (a version's writer or owner), with
+    /// the first file naming it.
+    pub writers: BTreeMap<String, String>,
+}
+
+impl Report {
+    /// Whether a ref file holds `version` of `ns/store/key` with `sha`.
+    pub fn holds(&self, noun: &str, version: u64, sha: Sha256) -> bool {
+        self.versions.contains(&(noun.to_string(), version, sha))
+    }
+
+    /// The loose objects that neither a ref file nor `named` (the
+    /// receipts, staged parts and records the queue and others keep)
+    /// names, with their sizes. A ref's hidden shadow names nothing: a
+    /// put places its object only once its record is durable (`noun.rs`).
+    pub fn unreferenced(&self, named: &HashSet<Sha256>) -> Vec<(Sha256, u64)> {
+        let by_refs: HashSet<Sha256> = self.versions.iter().map(|(_, _, sha)| *sha).collect();
+        self.loose
+            .iter()
+            .filter(|(sha, _)| !by_refs.contains(sha) && !named.contains(sha))
+            .copied()
+            .collect()
+    }
 }
 
 /// Checks the whole store.
@@ -46,12 +81,28 @@ pub fn check(store: &Store) -> Result<Report, Error> {
     report.objects += store.packs().len() as u64;
     report.problems.extend(store.packs().check());
     check_refs(store, &mut report)?;
-    let (records, damage) = super::noun_log::pending(store)?;
+    let (records, damage) = noun_log(store, &mut report)?;
     report.noun_log_records = records;
-    if let Some(Error::CorruptLog { path, message }) = damage {
-        report.problems.push(Problem { path, message });
-    }
+    report.problems.extend(damage);
     Ok(report)
+}
+
+/// The noun log's records waiting for the next start (the versions they
+/// name join `report.versions`: their ref files hold them once replayed),
+/// and the damage that would refuse it (the start's own reading, without
+/// changing anything).
+pub fn noun_log(store: &Store, report: &mut Report) -> Result<(u64, Option<Problem>), Error> {
+    let pending = super::noun_log::pending(store)?;
+    report.versions.extend(pending.versions);
+    let problem = match pending.refusal {
+        Some(Error::CorruptLog { path, message }) => Some(Problem { path, message }),
+        Some(other) => Some(Problem {
+            path: "journal/nouns/".into(),
+            message: other.to_string(),
+        }),
+        None => None,
+    };
+    Ok((pending.records, problem))
 }
 
 /// The entries of `dir` as (name, is a directory), sorted by name.
@@ -94,7 +145,7 @@ fn check_objects(store: &Store, report: &mut Report) -> Result<(), Error> {
             };
             report.objects += 1;
             match store.get_object(&sha) {
-                Ok(_) => {}
+                Ok(bytes) => report.loose.push((sha, bytes.len() as u64)),
                 Err(Error::CorruptObject { .. }) => report.problems.push(Problem {
                     path,
                     message: "bytes do not hash to the file name".into(),
@@ -119,10 +170,15 @@ fn check_refs(store: &Store, report: &mut Report) -> Result<(), Error> {
             let st_dir = ns_dir
                 .open_dir(&st)
                 .map_err(|e| io_err(format!("opening nouns/{ns}/{st}"), e))?;
-            for (file, _) in sorted_entries(&st_dir, &format!("nouns/{ns}/{st}"))? {
+            let files = sorted_entries(&st_dir, &format!("nouns/{ns}/{st}"))?;
+            for (file, _) in &files {
+                if is_shadow(file) {
+                    let has_ref = |name: &str| files.iter().any(|(f, _)| f == name);
+                    shadow(&st_dir, &format!("nouns/{ns}/{st}"), file, has_ref, report);
+                }
+            }
+            for (file, _) in files {
                 if is_shadow(&file) {
-                    // A ref file's hidden shadow: the previous ref, or the
-                    // next one before it is logged (`noun.rs`), not a noun.
                     continue;
                 }
                 let path = format!("nouns/{ns}/{st}/{file}");
@@ -141,33 +197,108 @@ fn check_refs(store: &Store, report: &mut Report) -> Result<(), Error> {
     Ok(())
 }
 
-fn check_ref(store: &Store, path: &str, r: &NounRef, report: &mut Report) {
-    let mut problem = |message: String| {
-        report.problems.push(Problem {
-            path: path.to_string(),
-            message,
-        })
+/// A ref file's hidden shadow is not a noun: it holds the previous ref,
+/// or the next one before its record is logged (`noun.rs`). With no ref
+/// file beside it, a shadow of one version may be a first put a crash cut
+/// short; one of more versions is what a deleted ref file leaves, since a
+/// ref file is only ever one version behind its shadow.
+fn shadow(dir: &Dir, at: &str, file: &str, has_ref: impl Fn(&str) -> bool, report: &mut Report) {
+    let Some(parsed) = dir
+        .read(file)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<NounRef>(&b).ok())
+    else {
+        // Torn by a crash while it was rewritten: it says nothing.
+        return;
     };
-    if r.versions.is_empty() {
-        problem("no versions".into());
+    let ref_file = format!("{}.json", parsed.key);
+    if parsed.versions.len() >= 2 && !has_ref(&ref_file) {
+        let held = parsed.versions.len() + 1;
+        report.problems.push(Problem {
+            path: format!("{at}/{ref_file}"),
+            message: format!(
+                "missing, but its shadow {file} shows it held at least {held} versions: the ref file was deleted (its versions' objects are listed as unreferenced); restore it from a backup"
+            ),
+        });
     }
+}
+
+fn check_ref(store: &Store, path: &str, r: &NounRef, report: &mut Report) {
+    let mut problems = Vec::new();
+    if r.versions.is_empty() {
+        problems.push("no versions".to_string());
+    }
+    let noun = format!("{}/{}/{}", r.namespace, r.store, r.key);
     for (i, entry) in r.versions.iter().enumerate() {
         let v = entry.version;
+        report.versions.insert((noun.clone(), v, entry.sha256));
+        for id in std::iter::once(&entry.created_by).chain(&entry.owner) {
+            if !report.writers.contains_key(id) {
+                report
+                    .writers
+                    .insert(id.clone(), format!("{path} version {v}"));
+            }
+        }
         if v != i as u64 + 1 {
-            problem(format!(
+            problems.push(format!(
                 "entry {} has version {v}; versions must be 1, 2, 3, ...",
                 i + 1
             ));
         }
         match store.get_object(&entry.sha256) {
-            Ok(bytes) if bytes.len() as u64 != entry.size => problem(format!(
+            Ok(bytes) if bytes.len() as u64 != entry.size => problems.push(format!(
                 "version {v}: size {} recorded, object {} has {} bytes",
                 entry.size,
                 object_path(&entry.sha256),
                 bytes.len()
             )),
             Ok(_) => {}
-            Err(e) => problem(format!("version {v}: {e}")),
+            Err(e) => problems.push(format!("version {v}: {e}")),
         }
     }
+    report
+        .problems
+        .extend(problems.into_iter().map(|message| Problem {
+            path: path.to_string(),
+            message,
+        }));
+}
+
+/// Where [`set_aside`] moves unreferenced objects, under `objects/`.
+pub const SET_ASIDE: &str = "unreferenced";
+
+/// Moves each of `objects` (loose objects nothing names) from
+/// `objects/sha256/` to `objects/unreferenced/<sha256>`, durably; the root
+/// is held exclusively. Nothing is deleted: an object a restored ref file
+/// turns out to name can be moved back.
+pub fn set_aside(store: &Store, objects: &[(Sha256, u64)]) -> Result<(), Error> {
+    let root = store.root();
+    super::root::create_dir_if_missing(&root.object_area, SET_ASIDE)?;
+    let aside = root
+        .object_area
+        .open_dir(SET_ASIDE)
+        .map_err(|e| io_err(format!("opening objects/{SET_ASIDE}"), e))?;
+    let mut fanouts = std::collections::BTreeSet::new();
+    for (sha, _) in objects {
+        let hex = sha.hex();
+        let fan = root
+            .objects
+            .open_dir(&hex[..2])
+            .map_err(|e| io_err(format!("opening objects/sha256/{}", &hex[..2]), e))?;
+        fan.rename(&hex[2..], &aside, &hex)
+            .map_err(|e| io_err(format!("moving {} aside", object_path(sha)), e))?;
+        fanouts.insert(hex[..2].to_string());
+    }
+    let sync = |dir: &Dir, what: &str| {
+        super::atomic::sync_dir(dir).map_err(|e| io_err(format!("syncing {what}"), e))
+    };
+    sync(&aside, "objects/unreferenced")?;
+    for fan in fanouts {
+        let dir = root
+            .objects
+            .open_dir(&fan)
+            .map_err(|e| io_err(format!("opening objects/sha256/{fan}"), e))?;
+        sync(&dir, &format!("objects/sha256/{fan}"))?;
+    }
+    Ok(())
 }

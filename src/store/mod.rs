@@ -318,6 +318,20 @@ impl Store {
         self.inner.writer.health()
     }
 
+    /// The health state after the periodic check of a full disk: while a
+    /// writer is out of space, the root's free space is read and each
+    /// episode whose refused write now fits is over ([`Health::recheck`]).
+    /// Returns the free bytes when they were read.
+    pub fn recheck_space(&self) -> Option<u64> {
+        let health = self.health();
+        if !health.out_of_space() {
+            return None;
+        }
+        let free = health::free_bytes(&self.inner.root.journal).ok()?;
+        health.recheck(free);
+        Some(free)
+    }
+
     /// The object area.
     pub fn objects(&self) -> &object::Objects {
         &self.inner.objects

@@ -31,7 +31,6 @@ use cap_std::fs::Dir;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::atomic::Durability;
 use super::health::Writer;
 use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err, noun_log};
 
@@ -374,11 +373,13 @@ impl Store {
     }
 
     /// The one way a ref file changes (the caller holds the key's write
-    /// lock): `body`'s object and the shadow are written, the record is
-    /// logged and waited for, the shadow is swapped in. Refused before
-    /// anything is logged when the disk is full; after the record is
-    /// durable, a failure fails the root's health (invariant 3 of
-    /// `noun_log`), so the next start materializes it.
+    /// lock): `body`'s object is staged in `tmp/` and the shadow written,
+    /// the record is logged and waited for, the object is put in place
+    /// and the shadow swapped in. Refused before anything is logged when
+    /// the disk is full; after the record is durable, a failure fails the
+    /// root's health (invariant 3 of `noun_log`), so the next start
+    /// materializes it. A crash before the record leaves no object behind
+    /// (`tessera fsck` reports an object nothing names).
     fn change_ref(
         &self,
         path: &NounPath,
@@ -386,20 +387,24 @@ impl Store {
         body: Option<&[u8]>,
     ) -> Result<(), Error> {
         let log = self.noun_log()?;
-        if let Some(body) = body {
-            self.put_object(body, Durability::Journaled)?;
-        }
+        let object = match body {
+            Some(body) => self.inner.objects.stage(&self.inner.writer, body)?,
+            None => None,
+        };
         let bytes = ref_bytes(next);
         let dir = self.store_dir(path, true)?.expect("created");
         self.stage_ref(path, &dir, &bytes)?;
         let ticket = log.append(&noun_log::encode(&bytes, body))?;
         log.wait(ticket)?;
-        self.swap_ref(path, &dir).map_err(|e| {
-            Error::StorageFailed(self.health().report_failed(
-                Writer::NounLog,
-                format!("a logged change of nouns/{path}.json could not be put in place: {e}"),
-            ))
-        })?;
+        object
+            .map_or(Ok(()), |o| o.place())
+            .and_then(|()| self.swap_ref(path, &dir))
+            .map_err(|e| {
+                Error::StorageFailed(self.health().report_failed(
+                    Writer::NounLog,
+                    format!("a logged change of nouns/{path}.json could not be put in place: {e}"),
+                ))
+            })?;
         log.done(ticket);
         Ok(())
     }

@@ -67,6 +67,46 @@ impl Objects {
         let sha = Sha256::of(bytes);
         let dir = self.fanout_dir(&sha, Some(writer))?.expect("created above");
         let name = &sha.hex()[2..];
+        if self.present(dir, &sha, writer, bytes, durability)? {
+            return Ok(sha);
+        }
+        writer.write(dir, name, bytes, durability)?;
+        Ok(sha)
+    }
+
+    /// Stores `bytes` in two steps (a put whose durable copy is a log
+    /// record): here they are written into `tmp/`, and the returned
+    /// [`StagedObject`] puts them in place once the record is durable, so
+    /// an object is never left by a record that was never written. `None`
+    /// when an object with these bytes is already in place.
+    pub fn stage<'a>(
+        &'a self,
+        writer: &'a AtomicWriter,
+        bytes: &[u8],
+    ) -> Result<Option<StagedObject<'a>>, Error> {
+        let sha = Sha256::of(bytes);
+        let dir = self.fanout_dir(&sha, Some(writer))?.expect("created above");
+        if self.present(dir, &sha, writer, bytes, Durability::Journaled)? {
+            return Ok(None);
+        }
+        Ok(Some(StagedObject {
+            staged: writer.stage(bytes)?,
+            dir,
+            name: sha.hex()[2..].to_string(),
+        }))
+    }
+
+    /// Whether the object of `sha` is in `dir` with `bytes` (fsynced again
+    /// for a synced put, since it may have been written journaled).
+    fn present(
+        &self,
+        dir: &Dir,
+        sha: &Sha256,
+        writer: &AtomicWriter,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<bool, Error> {
+        let name = &sha.hex()[2..];
         match dir.open(name) {
             Ok(mut existing) => {
                 let len = existing
@@ -77,15 +117,14 @@ impl Objects {
                     if durability == Durability::Synced {
                         writer.fsync(|| existing.sync_all().and_then(|()| sync_dir(dir)))?;
                     }
-                    return Ok(sha);
+                    return Ok(true);
                 }
-                tracing::warn!(path = %object_path(&sha), "object has the wrong size or bytes; rewriting it");
+                tracing::warn!(path = %object_path(sha), "object has the wrong size or bytes; rewriting it");
+                Ok(false)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(format!("opening {}", object_path(&sha)), e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err(format!("opening {}", object_path(sha)), e)),
         }
-        writer.write(dir, name, bytes, durability)?;
-        Ok(sha)
     }
 
     /// Reads an object and verifies its hash.
@@ -111,6 +150,22 @@ impl Objects {
     /// The object area's directory, for fsck's walk.
     pub fn dir(&self) -> &Dir {
         &self.dir
+    }
+}
+
+/// An object's bytes written into `tmp/`, to be put in place.
+#[derive(Debug)]
+pub struct StagedObject<'a> {
+    staged: super::atomic::Staged<'a>,
+    dir: &'a Dir,
+    name: String,
+}
+
+impl StagedObject<'_> {
+    /// Renames the object into place, without fsync (its durable copy is
+    /// the record logged before this).
+    pub fn place(self) -> Result<(), Error> {
+        self.staged.place(self.dir, &self.name)
     }
 }
 

@@ -47,6 +47,9 @@ pub struct Root {
     /// The root's absolute path, for the paths shown to workers (prompt
     /// context, ctx-dir files) and for reading `@file:` references back.
     pub absolute: PathBuf,
+    /// `objects/`, the parent of the object and pack areas (where
+    /// `tessera recover --accept-loss` sets unreferenced objects aside).
+    pub object_area: Dir,
     /// `objects/sha256`.
     pub objects: Dir,
     /// `objects/packs` (absent on a read-only open of a root that has none).
@@ -99,6 +102,7 @@ impl Root {
         let root = Root {
             path: path.to_path_buf(),
             absolute,
+            object_area: open("objects")?,
             objects: open("objects/sha256")?,
             packs: match access {
                 Access::Exclusive => Some(open("objects/packs")?),

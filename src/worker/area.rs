@@ -29,7 +29,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::queue::TaskId;
 use crate::queue::placement::{self, OWNER_MARK};
-use crate::store::{Durability, Name, Store};
+use crate::store::{self, Durability, Name, Store};
 
 /// Which of a task's directories a mark names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +103,52 @@ pub enum Entry {
     Owned(Mark),
     /// A directory with no owner mark (one the daemon made on the way).
     Unowned,
+}
+
+/// Why a directory the daemon makes for a task (a ctx-dir, a work dir)
+/// is not ready.
+#[derive(Debug)]
+pub enum Unplaced {
+    /// Something is in the way or cannot be written: for a projection,
+    /// the task's check policy decides whether the attempt completes
+    /// without it.
+    Blocked(String),
+    /// The store refused a write (a full disk, a failed fsync): not a
+    /// placement problem, so no check policy skips it and the call is
+    /// answered as the store's error (`507`, `503`).
+    Storage(store::Error),
+}
+
+impl From<String> for Unplaced {
+    fn from(why: String) -> Unplaced {
+        Unplaced::Blocked(why)
+    }
+}
+
+impl std::fmt::Display for Unplaced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unplaced::Blocked(why) => f.write_str(why),
+            Unplaced::Storage(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// A store error while making a directory ready: a storage condition
+/// stays typed, anything else blocks it.
+pub(super) fn written(what: &str, e: store::Error) -> Unplaced {
+    match e {
+        store::Error::OutOfSpace { .. } | store::Error::StorageFailed(_) => Unplaced::Storage(e),
+        other => Unplaced::Blocked(format!("{what}: {other}")),
+    }
+}
+
+/// An I/O error while making a directory ready (a full disk stays typed).
+pub(super) fn io_failed(what: &str, e: std::io::Error) -> Unplaced {
+    match store::io_err(what, e) {
+        e @ store::Error::OutOfSpace { .. } => Unplaced::Storage(e),
+        other => Unplaced::Blocked(other.to_string()),
+    }
 }
 
 /// `workspace/<namespace>/<rel>`, as shown in messages and receipts.
@@ -184,7 +230,12 @@ pub fn entry(parent: &Dir, name: &str, at: &str) -> Result<Entry, String> {
 /// time, creating missing ones when `create` (the area itself included).
 /// `Ok(None)`: something on the way is missing and `create` is false.
 /// Every directory on the way must be unmarked (rule 3).
-pub fn walk(store: &Store, ns: &Name, segs: &[&str], create: bool) -> Result<Option<Dir>, String> {
+pub fn walk(
+    store: &Store,
+    ns: &Name,
+    segs: &[&str],
+    create: bool,
+) -> Result<Option<Dir>, Unplaced> {
     let mut dir = store
         .root()
         .workspace
@@ -199,19 +250,21 @@ pub fn walk(store: &Store, ns: &Name, segs: &[&str], create: bool) -> Result<Opt
                 match dir.create_dir(seg) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(format!("creating {at}: {e}")),
+                    Err(e) => return Err(io_failed(&format!("creating {at}"), e)),
                 }
                 open_child(&dir, seg).map_err(|e| format!("opening {at}: {e}"))?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("{at} is not a directory the daemon may use: {e}")),
+            Err(e) => {
+                return Err(format!("{at} is not a directory the daemon may use: {e}").into());
+            }
         };
         match read_mark(&next) {
             Ok(None) => {}
             Ok(Some(mark)) => {
-                return Err(format!("{at} is {mark}; nothing may be placed inside it"));
+                return Err(format!("{at} is {mark}; nothing may be placed inside it").into());
             }
-            Err(why) => return Err(format!("{at} is refused: {why}")),
+            Err(why) => return Err(format!("{at} is refused: {why}").into()),
         }
         dir = next;
     }
@@ -221,7 +274,7 @@ pub fn walk(store: &Store, ns: &Name, segs: &[&str], create: bool) -> Result<Opt
 /// The task's work dir, created with its mark when missing (it is the
 /// daemon's: `workspace/<ns>/tasks/<task_id>/work`). Returns its
 /// absolute path, for the prompt.
-pub fn make_work_dir(store: &Store, ns: &Name, id: TaskId) -> Result<PathBuf, String> {
+pub fn make_work_dir(store: &Store, ns: &Name, id: TaskId) -> Result<PathBuf, Unplaced> {
     let rel = placement::work_dir(id);
     let (parent_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
     let segs: Vec<&str> = parent_rel.split('/').collect();
@@ -234,16 +287,16 @@ pub fn make_work_dir(store: &Store, ns: &Name, id: TaskId) -> Result<PathBuf, St
     };
     match entry(&parent, name, &at)? {
         Entry::Owned(mark) if mark == mine => {}
-        Entry::Owned(mark) => return Err(format!("{at} is {mark}")),
+        Entry::Owned(mark) => return Err(format!("{at} is {mark}").into()),
         Entry::Absent | Entry::Unowned => {
             match parent.create_dir(name) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(format!("creating {at}: {e}")),
+                Err(e) => return Err(io_failed(&format!("creating {at}"), e)),
             }
             let dir = open_child(&parent, name).map_err(|e| format!("opening {at}: {e}"))?;
             mine.write(store, &dir)
-                .map_err(|e| format!("writing the owner mark: {e}"))?;
+                .map_err(|e| written("writing the owner mark", e))?;
         }
     }
     Ok(absolute(store, ns, &rel))
@@ -255,7 +308,7 @@ pub fn open_work_dir(store: &Store, ns: &Name, id: TaskId) -> Result<Option<Dir>
     let rel = placement::work_dir(id);
     let (parent_rel, name) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
     let segs: Vec<&str> = parent_rel.split('/').collect();
-    let Some(parent) = walk(store, ns, &segs, false)? else {
+    let Some(parent) = walk(store, ns, &segs, false).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
     let at = shown(ns, &rel);

@@ -1,7 +1,9 @@
 //! Ctx-dirs against the receipts that name them: `tessera fsck` reports a
-//! ctx-dir whose files are not exactly its task's last written result, and
-//! after a restart [`settle`] makes sure no ctx-dir holds a result the
-//! journal does not have.
+//! ctx-dir whose files are not exactly the result of the latest receipt
+//! that wrote it, and after a restart [`settle`] makes sure no ctx-dir
+//! holds a result no receipt records.
+
+use cap_std::fs::Dir;
 
 use super::area::{self, Entry, Kind};
 use super::front_matter;
@@ -10,27 +12,54 @@ use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Receipt, State, TaskId, placement};
 use crate::store::{Name, Sha256, Store};
 
+/// The receipts whose result a ctx-dir should hold: for each path the
+/// task's projections wrote, the latest receipt that wrote it. A receipt
+/// that projected nothing (the key route's, or one whose projection was
+/// skipped) leaves the directory as the one before it left it, so it is
+/// never the one a directory is held to. `receipts` are oldest first.
+pub fn latest_written(receipts: impl IntoIterator<Item = Receipt>) -> Vec<Receipt> {
+    let mut latest: Vec<Receipt> = Vec::new();
+    for r in receipts {
+        let Some(path) = written_path(&r) else {
+            continue;
+        };
+        latest.retain(|l| written_path(l) != Some(path));
+        latest.push(r);
+    }
+    latest
+}
+
+/// The ctx-dir a receipt's projection wrote, if it wrote one.
+fn written_path(r: &Receipt) -> Option<&str> {
+    r.projection
+        .as_ref()
+        .filter(|p| p.status == ProjectionStatus::Written)
+        .map(|p| p.path.as_str())
+}
+
 /// Whether the ctx-dir the receipt says was written holds exactly its
 /// result: `<step>.md` with this task, attempt and body hash, and each
 /// part with its hash. `Ok` when the receipt projected nothing.
 pub fn check_ctx(store: &Store, receipt: &Receipt) -> Result<(), String> {
-    let (Some(projection), Some(step), Some(out)) =
-        (&receipt.projection, &receipt.step, &receipt.out)
-    else {
+    let Some(path) = written_path(receipt) else {
         return Ok(());
     };
-    if projection.status != ProjectionStatus::Written {
-        return Ok(());
-    }
-    let rel = projection
-        .path
+    let rel = path
         .strip_prefix("workspace/")
-        .ok_or_else(|| format!("the receipt names {} outside workspace/", projection.path))?;
+        .ok_or_else(|| format!("the receipt names {path} outside workspace/"))?;
     let dir = store
         .root()
         .workspace
         .open_dir(rel)
         .map_err(|e| format!("the ctx-dir cannot be opened: {e}"))?;
+    holds(&dir, receipt)
+}
+
+/// Whether `dir` holds exactly the result `receipt` recorded.
+fn holds(dir: &Dir, receipt: &Receipt) -> Result<(), String> {
+    let (Some(step), Some(out)) = (&receipt.step, &receipt.out) else {
+        return Err("the receipt names no step or body".into());
+    };
     let file = format!("{step}.md");
     let bytes = dir
         .read(&file)
@@ -45,6 +74,15 @@ pub fn check_ctx(store: &Store, receipt: &Receipt) -> Result<(), String> {
     }
     if Sha256::of(body) != out.sha256 {
         return Err(format!("{file}'s body does not hash to the receipt's out"));
+    }
+    if header.step != *step
+        || header.ok != receipt.ok
+        || header.sha256 != out.sha256.hex()
+        || header.size != out.size
+    {
+        return Err(format!(
+            "{file}'s front matter (step, ok, sha256, size) differs from its receipt's"
+        ));
     }
     for (name, sha) in receipt.parts.iter().flatten() {
         let part = dir
@@ -69,8 +107,8 @@ pub struct Unsettled {
     pub template: String,
     /// Its step name.
     pub step: String,
-    /// Its last receipt, if any.
-    pub last_receipt: Option<Sha256>,
+    /// Its receipts, oldest first.
+    pub receipts: Vec<Sha256>,
 }
 
 impl Unsettled {
@@ -85,18 +123,22 @@ impl Unsettled {
                 namespace: t.spec.namespace.clone(),
                 template: state.template_of(&t.spec),
                 step: t.spec.step_name().to_string(),
-                last_receipt: t.receipts.last().copied(),
+                receipts: t.receipts.clone(),
             })
             .collect()
     }
 }
 
 /// After a restart, makes each unsettled task's ctx-dir hold exactly what
-/// the journal recorded: its last written receipt's result (projected
-/// again from the receipt's objects when the directory says otherwise),
-/// or no result at all (a projection whose submit was never recorded is
-/// removed). Only directories carrying the task's own ctx mark are
-/// touched. Returns one line per directory changed.
+/// the journal recorded there: the result of the latest receipt whose
+/// projection wrote that directory ([`latest_written`]; projected again
+/// from the receipt's objects when the directory says otherwise), or no
+/// result when no receipt wrote it (a projection whose submit was never
+/// recorded is removed). A receipt that projected nothing (the key
+/// route's, a skipped projection's) changes nothing here, as it changed
+/// nothing when it was written. Only directories carrying the task's own
+/// ctx mark are touched, and nothing is removed while a receipt cannot be
+/// read. Returns one line per directory changed or left in doubt.
 pub fn settle(store: &Store, tasks: &[Unsettled]) -> Vec<String> {
     tasks.iter().filter_map(|t| settle_one(store, t)).collect()
 }
@@ -112,30 +154,28 @@ fn settle_one(store: &Store, t: &Unsettled) -> Option<String> {
         _ => return None,
     }
     let dir = parent.open_dir(name).ok()?;
-    let file = format!("{}.md", t.step);
-    let found = dir.read(&file).ok().and_then(|bytes| {
-        front_matter::decode(&bytes).map(|(h, body)| (h.attempt, Sha256::of(body)))
-    });
-    let recorded = t
-        .last_receipt
-        .and_then(|sha| Receipt::read(store, &sha).ok())
-        .filter(|r| {
-            r.projection
-                .as_ref()
-                .is_some_and(|p| p.status == ProjectionStatus::Written)
-        });
-    let matches = |r: &Receipt| {
-        found.is_some_and(|(attempt, sha)| {
-            attempt == r.attempt.0 && r.out.is_some_and(|o| o.sha256 == sha)
-        })
-    };
+    let mut receipts = Vec::with_capacity(t.receipts.len());
+    for sha in &t.receipts {
+        match Receipt::read(store, sha) {
+            Ok(r) => receipts.push(r),
+            Err(e) => {
+                return Some(format!(
+                    "{at}: left as it is: task {}'s receipt {sha} cannot be read ({e}), so what the directory should hold is unknown",
+                    t.id
+                ));
+            }
+        }
+    }
+    let recorded = latest_written(receipts)
+        .into_iter()
+        .find(|r| written_path(r) == Some(at.as_str()));
     match recorded {
-        Some(r) if matches(&r) => None,
+        Some(r) if holds(&dir, &r).is_ok() => None,
         Some(r) => Some(reproject(store, t, &r).map_or_else(
             |e| format!("{at}: does not hold task {}'s recorded result and could not be projected again: {e}", t.id),
             |()| format!("{at}: projected task {}'s recorded result (attempt {}) again", t.id, r.attempt.0),
         )),
-        None if found.is_none() => None,
+        None if dir.metadata(format!("{}.md", t.step)).is_err() => None,
         None => Some(match parent.remove_dir_all(name) {
             Ok(()) => format!(
                 "{at}: removed a result the journal does not have (a submit of task {} interrupted before its record)",

@@ -27,12 +27,13 @@
 use cap_std::fs::Dir;
 use rustix::fs::RenameFlags;
 
-use super::area::{self, Entry, Kind, Mark};
+pub use super::area::Unplaced;
+use super::area::{self, Entry, Kind, Mark, io_failed, written};
 use super::front_matter::{self, Header};
 use crate::auth::keyring::random_hex;
 use crate::queue::placement;
 use crate::store::atomic::{Durability, sync_dir};
-use crate::store::{self, Name, Sha256, Store};
+use crate::store::{Name, Sha256, Store};
 
 /// What to project.
 pub struct Projection<'a> {
@@ -75,42 +76,8 @@ pub struct Swap {
     pub path: String,
 }
 
-/// Why a ctx-dir was not written.
-#[derive(Debug)]
-pub enum Unplaced {
-    /// The placement is in the way or cannot be written: the task's check
-    /// policy decides whether the attempt completes without it.
-    Blocked(String),
-    /// The store refused the write (a full disk, a failed fsync): the
-    /// submit is refused and the attempt stays open.
-    Storage(store::Error),
-}
-
-impl From<String> for Unplaced {
-    fn from(why: String) -> Unplaced {
-        Unplaced::Blocked(why)
-    }
-}
-
 fn err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
-}
-
-/// A store error while building the ctx-dir: a storage condition stays
-/// typed, anything else blocks the placement.
-fn written(what: &str, e: store::Error) -> Unplaced {
-    match e {
-        store::Error::OutOfSpace { .. } | store::Error::StorageFailed(_) => Unplaced::Storage(e),
-        other => Unplaced::Blocked(err(what, other)),
-    }
-}
-
-/// An I/O error while building or placing the ctx-dir.
-fn io_failed(what: &str, e: std::io::Error) -> Unplaced {
-    match store::io_err(what, e) {
-        e @ store::Error::OutOfSpace { .. } => Unplaced::Storage(e),
-        other => Unplaced::Blocked(other.to_string()),
-    }
 }
 
 /// Writes the ctx-dir; `Err` says why it was not written.
@@ -268,7 +235,9 @@ pub fn check_placement(store: &Store, ns: &Name, template: &str) -> Result<(), S
         .split('/')
         .take_while(|seg| !seg.contains("{task_id}"))
         .collect();
-    area::walk(store, ns, &fixed, false).map(drop)
+    area::walk(store, ns, &fixed, false)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

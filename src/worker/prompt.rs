@@ -68,11 +68,13 @@ impl Facts {
 pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Value, Error> {
     let t = &facts.task;
     let ns = &t.spec.namespace;
-    let work_dir =
-        area::make_work_dir(store, ns, t.id).map_err(|reason| Error::WorkDirUnavailable {
+    let work_dir = area::make_work_dir(store, ns, t.id).map_err(|e| match e {
+        area::Unplaced::Blocked(reason) => Error::WorkDirUnavailable {
             path: area::shown(ns, &placement::work_dir(t.id)),
             reason,
-        })?;
+        },
+        area::Unplaced::Storage(e) => Error::Store(e),
+    })?;
     let brief = t.spec.brief();
     let step = t.spec.step_name();
     let readable = |pin| match pins::read_as(store, holder, pin, ns) {

@@ -457,7 +457,6 @@ pub async fn submit_body(
     let step_for_files = step.clone();
     let projected = store
         .blocking(move |store| {
-            store.put_object(&body, Durability::Synced)?;
             let mut parts = Vec::with_capacity(staged.len());
             for (name, sha) in &staged {
                 parts.push((name.clone(), store.get_object(sha)?));
@@ -472,11 +471,24 @@ pub async fn submit_body(
                 body: &body,
                 parts: &parts,
             };
-            match projection::project(store, &p) {
-                Ok(swap) => Ok(Ok(swap)),
-                Err(Unplaced::Blocked(reason)) => Ok(Err((p.path(), reason))),
-                Err(Unplaced::Storage(e)) => Err(Error::Store(e)),
+            // The body is stored only once the submit will be recorded
+            // with it (not for a strict task whose projection failed), so a
+            // refused submit leaves no object nothing names.
+            let projected = match projection::project(store, &p) {
+                Ok(swap) => Ok(swap),
+                Err(Unplaced::Blocked(reason)) if policy == CheckPolicy::Strict => {
+                    return Ok(Err((p.path(), reason)));
+                }
+                Err(Unplaced::Blocked(reason)) => Err((p.path(), reason)),
+                Err(Unplaced::Storage(e)) => return Err(Error::Store(e)),
+            };
+            if let Err(e) = store.put_object(&body, Durability::Synced) {
+                if let Ok(swap) = projected {
+                    swap.undo();
+                }
+                return Err(Error::Store(e));
             }
+            Ok(projected)
         })
         .await?;
     let (swap, projection) = match projected {

@@ -123,6 +123,13 @@ pub struct HealthIncident {
     /// When it was first reported.
     #[schema(value_type = String, format = DateTime)]
     pub since: Timestamp,
+    /// Out of space: the free bytes the refused write needed (for a task
+    /// change, the least journal segment its record fits in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_bytes: Option<u64>,
+    /// Out of space: the free bytes on the root's filesystem now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
 }
 
 /// `POST /v1/keys`.

@@ -208,25 +208,40 @@ impl Pending {
             self.open_next(spare);
             return Ok(());
         }
-        let len = self.segment_len.max(size);
-        match segments.create(self.next, len, Fill::Reserve) {
-            Ok(created) => {
-                self.open_next(Open::made(self.next, false, len, created));
-                self.next += 1;
-                health.report_written(writer);
-                Ok(())
-            }
-            Err(e) => {
-                let context = format!(
-                    "preallocating {len} bytes for {} segment {}",
-                    writer.as_str(),
-                    segment_name(self.next)
-                );
-                let err = store::io_err(context, e);
-                if let Error::OutOfSpace { context } = &err {
-                    health.report_full(writer, context.clone());
+        // A change needs room for its record, not a whole segment: on a
+        // full disk the segment is made as large as still fits, down to
+        // what this record (and the segment's header) needs.
+        let least = size + segment::header_record(self.next).len() as u64;
+        let mut len = self.segment_len.max(least);
+        loop {
+            match segments.create(self.next, len, Fill::Reserve) {
+                Ok(created) => {
+                    self.open_next(Open::made(self.next, false, len, created));
+                    self.next += 1;
+                    health.report_written(writer);
+                    return Ok(());
                 }
-                Err(err)
+                Err(e) if store::health::is_out_of_space(&e) && len > least => {
+                    len = (len / 2).max(least);
+                }
+                Err(e) => {
+                    let mut context = format!(
+                        "preallocating {len} bytes for {} segment {}",
+                        writer.as_str(),
+                        segment_name(self.next)
+                    );
+                    if store::health::is_out_of_space(&e) {
+                        let free = segments
+                            .free_bytes()
+                            .map_or_else(String::new, |f| format!(", {f} bytes are free"));
+                        context.push_str(&format!(" (the least this change needs{free})"));
+                    }
+                    let err = store::io_err(context, e);
+                    if let Error::OutOfSpace { context } = &err {
+                        health.report_full(writer, context.clone(), Some(len));
+                    }
+                    return Err(err);
+                }
             }
         }
     }

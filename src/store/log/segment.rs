@@ -315,6 +315,11 @@ pub trait Segments: Send + Sync + std::fmt::Debug {
     /// (`sealed.len` bytes, `sealed.records` records); called before any
     /// of its space is trimmed.
     fn seal(&self, number: u64, sealed: Sealed) -> std::io::Result<()>;
+
+    /// The free bytes where segments are made, for a full disk's message.
+    fn free_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Preallocated segments in one directory (`journal/`, `journal/nouns/`),
@@ -343,6 +348,10 @@ fn as_io(e: crate::store::Error) -> std::io::Error {
 }
 
 impl Segments for SegmentDir {
+    fn free_bytes(&self) -> Option<u64> {
+        crate::store::health::free_bytes(&self.dir).ok()
+    }
+
     fn create(&self, number: u64, len: u64, fill: Fill) -> std::io::Result<Created> {
         use std::os::unix::fs::FileExt;
         let name = segment_name(number);

@@ -42,7 +42,7 @@ use cap_std::fs::Dir;
 
 pub use record::{Record, decode, encode};
 pub(super) use replay::replay;
-pub use replay::{Replayed, pending};
+pub use replay::{Pending, Replayed, pending};
 
 use super::atomic::sync_dir;
 use super::health::{Health, Writer};

@@ -164,12 +164,23 @@ fn ahead(on_disk: Option<&[u8]>, logged: &[u8]) -> Order {
     }
 }
 
-/// Reads the log without changing anything (fsck): the records waiting
-/// to be replayed, and the damage that would refuse the next start.
-pub fn pending(store: &Store) -> Result<(u64, Option<Error>), Error> {
+/// What a read of the log for fsck found.
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// Records waiting to be replayed.
+    pub records: u64,
+    /// The versions the latest records name, as `(namespace/store/key,
+    /// version, sha256)`: what their ref files hold once replayed.
+    pub versions: Vec<(String, u64, crate::store::Sha256)>,
+    /// The damage that would refuse the next start.
+    pub refusal: Option<Error>,
+}
+
+/// Reads the log without changing anything (fsck): see [`Pending`].
+pub fn pending(store: &Store) -> Result<Pending, Error> {
     let dir = match store.root().journal.open_dir(DIR) {
         Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, None)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Pending::default()),
         Err(e) => return Err(io_err("opening journal/nouns/", e)),
     };
     let reach = Reach::load(
@@ -191,7 +202,21 @@ pub fn pending(store: &Store) -> Result<(u64, Option<Error>), Error> {
         Some(r) => Some(r),
         None => lagging(store, &latest).err(),
     };
-    Ok((walked.records, refusal))
+    let mut versions = Vec::new();
+    for (path, (bytes, _)) in &latest {
+        if let Ok(noun) = serde_json::from_slice::<NounRef>(bytes) {
+            versions.extend(
+                noun.versions
+                    .iter()
+                    .map(|v| (path.to_string(), v.version, v.sha256)),
+            );
+        }
+    }
+    Ok(Pending {
+        records: walked.records,
+        versions,
+        refusal,
+    })
 }
 
 /// How a read of the log ended.
