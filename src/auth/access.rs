@@ -10,27 +10,14 @@
 
 use super::scope::{GrantSet, Scope};
 use super::{Error, Principal, PrincipalInfo};
-pub use crate::store::envelope::{Envelope, TaskFacts};
+pub use crate::store::envelope::{Envelope, Refusal, TaskFacts, Viewer};
 use crate::store::{EffectClass, Name, VersionEntry, VersionMeta, Visibility};
 
 /// Whether the principal may see a record with this envelope (namespace
-/// membership is checked separately, before the record is read).
+/// membership is checked separately, before the record is read): the
+/// rule is its viewer's (`store::envelope::Viewer::sees`).
 pub fn sees(p: &Principal, env: Envelope<'_>) -> bool {
-    if p.is_admin() {
-        return true;
-    }
-    if env.quarantined {
-        return false;
-    }
-    let holds = |s: Option<&Name>| s.is_some_and(|s| p.grants.surfaces.contains(s));
-    match env.visibility {
-        Visibility::Private => p.owns(env.owner),
-        Visibility::SurfaceOnly => holds(env.producer_surface),
-        Visibility::AllowlistSurfaces => {
-            holds(env.producer_surface) || env.allowed_surfaces.iter().any(|s| holds(Some(s)))
-        }
-        Visibility::Public => true,
-    }
+    p.viewer.sees(env)
 }
 
 /// Requires an action scope (403 without it).
@@ -162,7 +149,7 @@ pub fn new_producer_surface(p: &Principal, wanted: Option<&Name>) -> Result<Opti
 
 /// Whether the principal may see a task at all.
 pub fn sees_task(p: &Principal, f: &TaskFacts<'_>) -> bool {
-    p.is_admin() || (p.grants.namespaces.contains(f.namespace) && sees(p, f.envelope))
+    p.viewer.sees_task(f)
 }
 
 /// A task the principal wants to read.
@@ -191,7 +178,7 @@ pub fn may_use_queue(p: &Principal, queue: &Name, server: bool) -> Result<(), Er
 /// either: a key may see a task (by namespace and surface) on a server
 /// queue or another queue of its team, but not where it runs.
 pub fn shows_queue(p: &Principal, queue: &Name) -> bool {
-    p.is_admin() || p.grants.queues.contains(queue)
+    p.viewer.shows_queue(queue)
 }
 
 /// Whether the key was issued the queue of a task it can see. A server
@@ -200,8 +187,7 @@ pub fn shows_queue(p: &Principal, queue: &Name) -> bool {
 /// (and that it is a server queue) only to admin: to any other key the
 /// queue is one it was not issued, whose name it is never shown.
 fn queue_granted(p: &Principal, queue: &Name, server: bool) -> Result<(), Error> {
-    let named = p.grants.queues.contains(queue);
-    if named || (p.is_admin() && !server) {
+    if p.viewer.has_queue(queue, server) {
         Ok(())
     } else if p.is_admin() {
         Err(Error::Forbidden(format!(
@@ -215,26 +201,28 @@ fn queue_granted(p: &Principal, queue: &Name, server: bool) -> Result<(), Error>
 }
 
 fn may_do_kind_and_effect(p: &Principal, kind: &Name, effect: EffectClass) -> Result<(), Error> {
-    if effect.needs_admin() && !p.is_admin() {
-        return Err(Error::Forbidden(format!(
+    p.viewer
+        .kind_and_effect(kind, effect)
+        .map_or(Ok(()), |r| Err(refused(r, kind, effect)))
+}
+
+/// The words of a viewer's refusal (`Refusal::Queue` and `Hidden` are
+/// answered where the queue and the task are known).
+fn refused(r: Refusal, kind: &Name, effect: EffectClass) -> Error {
+    match r {
+        Refusal::AdminEffect => Error::Forbidden(format!(
             "{} tasks need an admin key",
             serde_json::to_value(effect)
                 .expect("effect classes serialize")
                 .as_str()
                 .unwrap_or("this effect class")
-        )));
+        )),
+        Refusal::Kind => Error::Forbidden(format!("this key was not issued kind {kind}")),
+        Refusal::Effect => Error::Forbidden("this key was not issued that effect class".into()),
+        Refusal::NoClaimScope => Error::Forbidden("this key was not issued `verbs:claim`".into()),
+        Refusal::Hidden => Error::Hidden,
+        Refusal::Queue { .. } => Error::Forbidden("this key was not issued the task's queue".into()),
     }
-    if !p.is_admin() && !p.grants.kinds.contains(kind) {
-        return Err(Error::Forbidden(format!(
-            "this key was not issued kind {kind}"
-        )));
-    }
-    if !p.is_admin() && !p.grants.effect_classes.contains(&effect) {
-        return Err(Error::Forbidden(
-            "this key was not issued that effect class".into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Before a queue claim touches the queue: `verbs:claim` and the queue.
@@ -246,10 +234,11 @@ pub fn may_claim_from(p: &Principal, queue: &Name, server: bool) -> Result<(), E
 /// Whether the principal may claim this task: it sees it (else hidden),
 /// holds `verbs:claim`, the queue, the kind and the effect class.
 pub fn may_claim(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
-    require(p, Scope::VerbsClaim)?;
-    read_task(p, f)?;
-    queue_granted(p, f.queue, f.server_queue)?;
-    may_do_kind_and_effect(p, f.kind, f.effect_class)
+    match p.viewer.claim_refusal(f) {
+        None => Ok(()),
+        Some(Refusal::Queue { .. }) => queue_granted(p, f.queue, f.server_queue),
+        Some(r) => Err(refused(r, f.kind, f.effect_class)),
+    }
 }
 
 /// Whether the principal may enqueue a task with these facts; returns the
@@ -311,13 +300,13 @@ pub fn split_authority(requester: &Principal, splitter: &Principal) -> Result<Pr
         )
     })?;
     let grants = requester.grants.intersect(&splitter.grants);
-    Ok(Principal::new(PrincipalInfo {
-        key_id: requester.key_id.clone(),
-        account_id: requester.account_id.clone(),
-        kind: requester.kind,
+    Ok(Principal::new(PrincipalInfo::new(
+        requester.key_id.clone(),
+        requester.account_id.clone(),
+        requester.kind,
         grants,
-        owns: requester.key_id == splitter.key_id,
-    }))
+        requester.key_id == splitter.key_id,
+    )))
 }
 
 /// Whether a split child may be enqueued under `within` (from

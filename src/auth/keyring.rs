@@ -116,13 +116,13 @@ struct Entry {
 
 impl Entry {
     fn new(record: KeyRecord) -> Arc<Entry> {
-        let principal = Principal(Arc::new(PrincipalInfo {
-            key_id: record.key_id.clone(),
-            account_id: record.account_id.clone(),
-            kind: record.principal_kind,
-            grants: GrantSet::compile(&record.grants),
-            owns: true,
-        }));
+        let principal = Principal(Arc::new(PrincipalInfo::new(
+            record.key_id.clone(),
+            record.account_id.clone(),
+            record.principal_kind,
+            GrantSet::compile(&record.grants),
+            true,
+        )));
         Arc::new(Entry { record, principal })
     }
 }

@@ -50,6 +50,7 @@ pub use crate::store::envelope::parse_surface;
 pub use keyring::{IssueRequest, KeyRecord, Keyring};
 pub use scope::{GrantSet, Grants, Scope};
 
+use crate::store::envelope::Viewer;
 use crate::store::{self, Name};
 
 /// How a key was issued, for audit only (never network attestation).
@@ -78,11 +79,43 @@ pub struct PrincipalInfo {
     pub kind: PrincipalKind,
     /// Its grants as sets.
     pub grants: GrantSet,
-    /// Whether the records `key_id` owns (`private` nouns and tasks) are
-    /// this principal's own: true for a key, false for an authority that
-    /// acts for another key under narrowed grants (a split's children,
+    /// What it may see and claim, compiled from its grants once: the
+    /// rules the queue filters by (`store::envelope::Viewer`).
+    pub viewer: Viewer,
+}
+
+impl PrincipalInfo {
+    /// A principal's parts, its viewer compiled from `grants`. `owns`
+    /// says whether the records `key_id` owns (`private` nouns and tasks)
+    /// are its own: true for a key, false for an authority that acts for
+    /// another key under narrowed grants (a split's children,
     /// `access::split_authority`), which owns nothing.
-    pub owns: bool,
+    pub fn new(
+        key_id: Name,
+        account_id: Option<String>,
+        kind: PrincipalKind,
+        grants: GrantSet,
+        owns: bool,
+    ) -> PrincipalInfo {
+        let viewer = Viewer {
+            key: key_id.clone(),
+            owns,
+            admin: grants.admin,
+            claims: grants.can(&Scope::VerbsClaim),
+            namespaces: grants.namespaces.clone(),
+            surfaces: grants.surfaces.clone(),
+            queues: grants.queues.clone(),
+            kinds: grants.kinds.clone(),
+            effect_classes: grants.effect_classes.clone(),
+        };
+        PrincipalInfo {
+            key_id,
+            account_id,
+            kind,
+            grants,
+            viewer,
+        }
+    }
 }
 
 impl Deref for Principal {
@@ -107,7 +140,7 @@ impl Principal {
     /// Whether a record with this `owner` (a key id) is the principal's
     /// own: its key made it, and the principal owns what its key owns.
     pub fn owns(&self, owner: Option<&str>) -> bool {
-        self.owns && owner == Some(self.key_id.as_str())
+        self.viewer.owns(owner)
     }
 }
 
