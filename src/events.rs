@@ -19,7 +19,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
-use crate::queue::{self, Observer, State, TaskId, TaskState, Transition};
+use crate::queue::shelf::Sight;
+use crate::queue::{self, Observer, TaskId, TaskState, Transition};
 use crate::store::{Name, NounPath, NounWatcher, VersionEntry};
 
 /// Events kept for readers that reconnect.
@@ -50,14 +51,15 @@ pub enum What {
     },
 }
 
-/// What a task event tells besides the task and its state. Built under
-/// the queue's lock on every change, so it only shares the task's names
-/// (no allocation); it becomes JSON when a reader takes it.
+/// What a task event tells besides the task and its state: the task's
+/// sight (its queue, kind, namespace, and the envelope that decides who
+/// may see the event, with no look at the queue) and its attempt. Built
+/// under the queue's lock on every change, so it only shares the task's
+/// names; it becomes JSON when a reader takes it.
 #[derive(Clone, Debug)]
 pub struct TaskData {
-    queue: Name,
-    kind: Name,
-    namespace: Name,
+    /// The task's sight.
+    pub sight: Sight,
     attempt: u32,
 }
 
@@ -115,9 +117,9 @@ impl Event {
     pub fn data(&self, shows_queue: impl Fn(&Name) -> bool) -> Value {
         match &self.what {
             What::Task { id, state, data } => json!({
-                "queue": shows_queue(&data.queue).then_some(&data.queue),
-                "kind": data.kind,
-                "namespace": data.namespace,
+                "queue": shows_queue(&data.sight.queue).then_some(&data.sight.queue),
+                "kind": data.sight.kind,
+                "namespace": data.sight.namespace,
                 "attempt": data.attempt,
                 "task_id": id.to_string(),
                 "state": state.as_str(),
@@ -277,16 +279,6 @@ impl Events {
 }
 
 /// The reader-facing facts of a task.
-fn task_data(st: &State, id: TaskId) -> Option<TaskData> {
-    let t = st.tasks.get(&id)?;
-    Some(TaskData {
-        queue: t.spec.queue.clone(),
-        kind: t.spec.kind.clone(),
-        namespace: t.spec.namespace.clone(),
-        attempt: t.attempt.0,
-    })
-}
-
 impl NounWatcher for Events {
     fn written(&self, path: &NounPath, entry: &VersionEntry) {
         let (path, entry) = (path.clone(), Box::new(entry.clone()));
@@ -296,19 +288,19 @@ impl NounWatcher for Events {
 }
 
 impl Observer for Events {
-    fn committed(&self, seq: u64, _ev: &queue::Event, moved: &[Transition], st: &State) {
+    fn committed(&self, seq: u64, _ev: &queue::Event, moved: &[Transition]) {
         if moved.is_empty() {
             return;
         }
         let mut inner = self.inner();
         for m in moved {
-            let Some(data) = task_data(st, m.id) else {
-                continue;
-            };
             let what = What::Task {
                 id: m.id,
                 state: m.to,
-                data,
+                data: TaskData {
+                    sight: m.sight.clone(),
+                    attempt: m.attempt.0,
+                },
             };
             // The journal thread may have synced the record already: it
             // can run between the append and this call.

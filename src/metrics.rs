@@ -27,7 +27,8 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::http::conns::Counts;
-use crate::queue::{Event, Observer, State, TaskId, TaskState, Transition};
+use crate::queue::{Event, Observer, Op, TaskId, TaskState, Transition};
+use crate::store::Name;
 
 /// The content type of [`Metrics::render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -47,6 +48,11 @@ struct SubmitLabels {
 struct TaskLabels {
     queue: String,
     state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabel {
+    op: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -85,6 +91,12 @@ fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 18))
 }
 
+/// Buckets from 1 µs to about 0.5 s, doubling: the time the queue's lock
+/// is held.
+fn micros() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_001, 2.0, 20))
+}
+
 /// What a scrape reads from outside the queue, at the moment of the scrape.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Readings {
@@ -110,6 +122,9 @@ pub struct Metrics {
     http: Histograms<HttpLabels>,
     noun_put: Histogram,
     noun_get: Histogram,
+    /// The lock's hold time per operation, indexed by `Op as usize` (the
+    /// family's own histograms, so no lookup per observation).
+    lock_held: Vec<Histogram>,
     /// When each live lease was taken (this run's claims only).
     claimed_at: Mutex<HashMap<TaskId, Timestamp>>,
 }
@@ -137,9 +152,21 @@ impl Metrics {
             http: Family::new_with_constructor(seconds),
             noun_put: seconds(),
             noun_get: seconds(),
+            lock_held: Vec::new(),
             claimed_at: Mutex::default(),
         };
+        let held = Histograms::<OpLabel>::new_with_constructor(micros);
+        let lock_held = Op::ALL
+            .iter()
+            .map(|op| held.get_or_create(&OpLabel { op: op.as_str() }).clone())
+            .collect();
         let mut r = Registry::default();
+        r.register_with_unit(
+            "tessera_queue_lock_held",
+            "How long each queue operation held the queue's lock",
+            Unit::Seconds,
+            held,
+        );
         r.register(
             "tessera_tasks_enqueued",
             "Tasks enqueued (children of splits included)",
@@ -207,7 +234,11 @@ impl Metrics {
             "The daemon's version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
-        Metrics { registry: r, ..m }
+        Metrics {
+            registry: r,
+            lock_held,
+            ..m
+        }
     }
 
     /// One HTTP request answered: `route` is the template of the route
@@ -236,13 +267,14 @@ impl Metrics {
         self.noun_get.observe(took.as_secs_f64());
     }
 
-    /// The scrape: everything kept, then the tasks per queue and state in
-    /// `st` (every state of every queue, zeros included) and what `now`
-    /// read (failed authentications, connections).
-    pub fn render(&self, st: &State, now: &Readings) -> String {
+    /// The scrape: everything kept, then the tasks per queue and state
+    /// (`counts`: every state of every queue, zeros included, as
+    /// `Queue::task_counts` reads them) and what `now` read (failed
+    /// authentications, connections).
+    pub fn render(&self, counts: &[(Name, Vec<(TaskState, u64)>)], now: &Readings) -> String {
         let tasks = Family::<TaskLabels, Gauge>::default();
-        for queue in st.queues.keys() {
-            for (state, n) in st.index.counts_of(queue) {
+        for (queue, counts) in counts {
+            for &(state, n) in counts {
                 let labels = TaskLabels {
                     queue: queue.to_string(),
                     state: state.as_str(),
@@ -310,14 +342,14 @@ fn label(queue: impl ToString) -> QueueLabel {
 }
 
 impl Observer for Metrics {
-    fn committed(&self, _seq: u64, ev: &Event, moved: &[Transition], st: &State) {
-        // Only a provisioned queue's name becomes a label (enqueue and
-        // split refuse any other, and this keeps it so).
+    fn committed(&self, _seq: u64, ev: &Event, moved: &[Transition]) {
+        // Only a provisioned queue's name becomes a label: enqueue and
+        // split refuse any other, so a task's queue is one.
         let queue_of = |id: &TaskId| {
-            let t = st.tasks.get(id)?;
-            st.queues
-                .contains_key(&t.spec.queue)
-                .then(|| label(&t.spec.queue))
+            moved
+                .iter()
+                .find(|m| m.id == *id)
+                .map(|m| label(&m.sight.queue))
         };
         match ev {
             Event::Claimed { id, at, .. } => {
@@ -354,7 +386,7 @@ impl Observer for Metrics {
             Event::Submitted { .. } | Event::Released { expired: true, .. }
         );
         for m in moved {
-            let Some(q) = queue_of(&m.id) else { continue };
+            let q = label(&m.sight.queue);
             match (m.from, m.to) {
                 (None, _) => self.enqueued.get_or_create(&q).inc(),
                 (Some(TaskState::Failed | TaskState::Cancelled), TaskState::Queued) => {
@@ -369,6 +401,10 @@ impl Observer for Metrics {
                 self.claimed().remove(&m.id);
             }
         }
+    }
+
+    fn held(&self, op: Op, took: Duration) {
+        self.lock_held[op as usize].observe(took.as_secs_f64());
     }
 }
 

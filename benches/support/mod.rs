@@ -180,12 +180,13 @@ pub async fn nouns(client: &Client, clients: usize, seconds: u64) {
 /// Claims and submits `n` tasks, 64 at a time.
 async fn submit(queue: &tessera::queue::Queue, n: usize) {
     use tessera::queue::SubmitInput;
+    use tessera::store::envelope::Viewer;
     use tessera::store::{Name, Sha256};
     let queue_name = Name::parse("queue", "bench.q").expect("name");
-    let worker = Name::parse("key", "kworker").expect("name");
+    let worker = Viewer::admin(Name::parse("key", "kworker").expect("name"));
     let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
     let workers: Vec<_> = (0..64)
-        .map(|w| {
+        .map(|_| {
             let (queue, queue_name, worker, left) = (
                 queue.clone(),
                 queue_name.clone(),
@@ -193,39 +194,30 @@ async fn submit(queue: &tessera::queue::Queue, n: usize) {
                 left.clone(),
             );
             tokio::spawn(async move {
-                let mut i = 0u64;
                 while left
                     .fetch_update(SeqCst, SeqCst, |l| l.checked_sub(1))
                     .is_ok()
                 {
-                    i += 1;
-                    let handle = move || format!("wh-bench-{w}-{i}");
                     let claim = queue
-                        .claim_next(
-                            &queue_name,
-                            None,
-                            &worker,
-                            &handle,
-                            &|_| true,
-                            Duration::ZERO,
-                            |_, c| c.clone(),
-                        )
+                        .claim_next(&queue_name, None, &worker, Duration::ZERO)
                         .await
                         .expect("claim")
                         .expect("a ready task");
+                    claim.handover.delivered();
+                    let id = claim.task.task.id;
                     let input = SubmitInput {
                         ok: true,
                         outputs: Vec::new(),
                         evidence: Vec::new(),
-                        note: Some(format!("bench result {}", claim.id)),
+                        note: Some(format!("bench result {id}")),
                         worker: None,
                         checks: None,
                         failure: None,
                         final_failure: false,
-                        request: Sha256::of(claim.id.to_string().as_bytes()),
+                        request: Sha256::of(id.to_string().as_bytes()),
                     };
                     queue
-                        .submit(claim.id, &claim.lease.id, &input, &worker)
+                        .submit(id, &claim.lease.id, &input, &worker.key)
                         .await
                         .expect("submit");
                 }

@@ -221,7 +221,9 @@ fn refused(r: Refusal, kind: &Name, effect: EffectClass) -> Error {
         Refusal::Effect => Error::Forbidden("this key was not issued that effect class".into()),
         Refusal::NoClaimScope => Error::Forbidden("this key was not issued `verbs:claim`".into()),
         Refusal::Hidden => Error::Hidden,
-        Refusal::Queue { .. } => Error::Forbidden("this key was not issued the task's queue".into()),
+        Refusal::Queue { .. } => {
+            Error::Forbidden("this key was not issued the task's queue".into())
+        }
     }
 }
 

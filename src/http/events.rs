@@ -49,13 +49,9 @@ pub async fn stream(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
 }
 
 /// Whether `p` may see what `ev` is about, now.
-fn visible(ctx: &Ctx, p: &Principal, ev: &Event) -> bool {
+fn visible(p: &Principal, ev: &Event) -> bool {
     match &ev.what {
-        What::Task { id, .. } => ctx.queue.peek(|st| {
-            st.tasks
-                .get(id)
-                .is_some_and(|t| access::sees_task(p, &st.facts(t)))
-        }),
+        What::Task { data, .. } => p.viewer.sees_task(&data.sight.facts(false)),
         What::Noun { path, entry } => {
             access::may_read_nouns(p, &path.namespace).is_ok()
                 && access::read_noun(p, entry).is_ok()
@@ -108,7 +104,7 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
         return;
     }
     for ev in first {
-        if visible(&ctx, &p, &ev) && tx.send(frame(&p, &ev)).await.is_err() {
+        if visible(&p, &ev) && tx.send(frame(&p, &ev)).await.is_err() {
             return;
         }
     }
@@ -126,7 +122,7 @@ async fn write(ctx: Arc<Ctx>, p: Principal, sub: Subscription, tx: mpsc::Sender<
                         continue;
                     }
                     last_sent = ev.n;
-                    if !visible(&ctx, &p, &ev) {
+                    if !visible(&p, &ev) {
                         continue;
                     }
                     frame(&p, &ev)

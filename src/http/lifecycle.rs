@@ -89,8 +89,8 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         .claim_next
         .clone()
         .map(|n| {
-            let server = super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms)?;
-            Ok::<_, ApiError>((n, server))
+            super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms)?;
+            Ok::<_, ApiError>(n)
         })
         .transpose()?;
     let (lease, input) = body.input()?;
@@ -109,9 +109,9 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     .await?;
     let next = match next {
         None => None,
-        Some((n, server)) => {
+        Some(n) => {
             let kinds = n.kinds.as_deref();
-            let got = super::queues::claim_for(ctx, &p, &n.queue, server, kinds, n.wait_ms, 1);
+            let got = super::queues::claim_for(ctx, &p, &n.queue, kinds, n.wait_ms, 1);
             Some(got.await?)
         }
     };
@@ -273,19 +273,17 @@ pub async fn bulk(ctx: &Ctx, mut req: Req, action: BulkAction) -> Result<Resp, A
         BulkAction::Retry => access::may_retry,
         BulkAction::Cancel => access::may_cancel,
     };
-    let filter = super::tasks::Filter {
+    let filter = crate::queue::query::Filter {
         queue: body.queue,
         kind: body.kind,
         state: body.state,
         namespace: body.namespace,
         source_pack: body.source_pack,
     };
-    let select = |st: &crate::queue::State, t: &Task| {
-        filter.matches(&p, t) && rule(&p, &st.facts(t)).is_ok()
-    };
+    let allowed = |f: &access::TaskFacts<'_>| rule(&p, f).is_ok();
     let done = ctx
         .queue
-        .bulk(action, &p.key_id, &select, limit, body.dry_run)
+        .bulk(action, &p.viewer, &filter, &allowed, limit, body.dry_run)
         .await?;
     if !done.done.is_empty() {
         tracing::info!(by = %p.key_id, action = ?action, tasks = done.done.len(), remaining = done.remaining, "bulk task change");

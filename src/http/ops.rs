@@ -24,7 +24,8 @@ pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
         failed_authentications: ctx.keyring.failed_authentications(),
         connections: ctx.connections.counts(),
     };
-    let text = ctx.queue.peek(|st| ctx.metrics.render(st, &now));
+    let counts = ctx.queue.task_counts();
+    let text = ctx.metrics.render(&counts, &now);
     let mut resp = Response::new(super::body::full(text));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -8,11 +8,11 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id, view};
-use super::wire::{ClaimNext, Claimed, ClaimedMany, LeaseView, QueueList, QueueView, TaskView};
+use super::wire::{ClaimNext, Claimed, ClaimedMany, LeaseView, QueueList, QueueView};
 use super::{Ctx, Resp, json_response};
-use crate::auth::token::{Claims, new_handle};
+use crate::auth::token::Claims;
 use crate::auth::{self, Principal, access};
-use crate::queue::{Claim, Handover, Lease, QueueConfig, State, Task};
+use crate::queue::{self, Handover, QueueConfig};
 use crate::store::Name;
 
 /// Longest long-poll a claim may ask for.
@@ -43,39 +43,32 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let queues = ctx
         .queue
-        .read(|st| {
-            let mine: Vec<&crate::queue::QueueConfig> = st
-                .queues
-                .values()
-                .filter(|q| access::shows_queue(&p, &q.name))
-                .collect();
-            let mut seen = if p.is_admin() {
-                Default::default()
-            } else {
-                let names: Vec<&Name> = mine.iter().map(|q| &q.name).collect();
-                st.counts_where(&names, |t| access::sees_task(&p, &st.facts(t)))
-            };
-            mine.into_iter()
-                .map(|q| QueueView {
-                    config: q.clone(),
-                    counts: seen
-                        .remove(&q.name)
-                        .unwrap_or_else(|| st.index_counts(&q.name))
-                        .into_iter()
-                        .map(|(s, n)| (s.as_str().to_string(), n))
-                        .collect(),
-                })
-                .collect()
+        .queue_counts(&p.viewer)
+        .await?
+        .into_iter()
+        .map(|q| QueueView {
+            config: q.config,
+            counts: q
+                .counts
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_string(), n))
+                .collect(),
         })
-        .await?;
+        .collect();
     Ok(json_response(StatusCode::OK, &QueueList { queues }))
 }
 
-/// The answer to a claim: the task as `p` sees it and its lease, read
-/// under the claim's lock, then (after it) a worker token and the handle.
-fn claimed(ctx: &Ctx, task: TaskView, lease: Lease) -> Claimed {
+/// The answer to a claim as `p` gets it, with its handover: the queue's
+/// snapshot of it rendered, a worker token minted, after the claim's lock.
+fn claimed(ctx: &Ctx, p: &Principal, c: queue::Claimed) -> (Claimed, Handover) {
+    let queue::Claimed {
+        task,
+        lease,
+        handover,
+    } = c;
+    let task = view(task, p);
     let claims = Claims::worker(task.task_id.to_string(), lease.attempt.0, lease.expires_at);
-    Claimed {
+    let answer = Claimed {
         task,
         lease: LeaseView {
             id: Some(lease.id.0.clone()),
@@ -86,19 +79,8 @@ fn claimed(ctx: &Ctx, task: TaskView, lease: Lease) -> Claimed {
         token: ctx.tokens.mint(&claims),
         handle: lease.handle,
         prompt_url: "/v1/worker/prompt".into(),
-    }
-}
-
-/// What a claim reads under its lock: the task's view, its new lease, and
-/// the handover that releases the lease if the answer never leaves.
-fn seen<'a>(
-    ctx: &'a Ctx,
-    p: &'a Principal,
-) -> impl Fn(&State, &Claim) -> (TaskView, Lease, Handover) + 'a {
-    move |st, c| {
-        let task = view(st, &st.tasks[&c.id], p);
-        (task, c.lease.clone(), ctx.queue.handover(c))
-    }
+    };
+    (answer, handover)
 }
 
 /// Claims made for one request, each released when dropped before
@@ -122,14 +104,14 @@ impl Made {
     }
 }
 
-/// Checks a claim request (`wait_ms` bound, the queue, the key's grants)
-/// and returns whether `queue` is a server queue.
+/// Checks a claim request: the `wait_ms` bound, the queue, the key's
+/// grants.
 pub fn may_claim_from(
     ctx: &Ctx,
     p: &Principal,
     queue: &Name,
     wait_ms: u64,
-) -> Result<bool, ApiError> {
+) -> Result<(), ApiError> {
     access::require(p, auth::Scope::VerbsClaim)?;
     if wait_ms > MAX_WAIT_MS {
         return Err(ApiError::new(
@@ -139,10 +121,10 @@ pub fn may_claim_from(
     }
     let server = ctx
         .queue
-        .peek(|st| st.queues.get(queue).map(|q| q.server))
+        .queue_config(queue)
+        .map(|q| q.server)
         .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()))?;
-    access::may_claim_from(p, queue, server)?;
-    Ok(server)
+    Ok(access::may_claim_from(p, queue, server)?)
 }
 
 /// Claims up to `max` tasks on `queue` for `p` (checked by
@@ -154,27 +136,17 @@ pub async fn claim_for(
     ctx: &Ctx,
     p: &Principal,
     queue: &Name,
-    server: bool,
     kinds: Option<&[Name]>,
     wait_ms: u64,
     max: u32,
 ) -> Result<Made, ApiError> {
-    let can = |t: &Task| access::may_claim(p, &t.facts(server)).is_ok();
     let mut out = Vec::with_capacity(max as usize);
     let mut wait = Duration::from_millis(wait_ms);
     let started = std::time::Instant::now();
     let unusable = ctx.keyring.unusable(&p.key_id);
     let mut unusable = std::pin::pin!(unusable);
     while out.len() < max as usize {
-        let next = ctx.queue.claim_next(
-            queue,
-            kinds,
-            &p.key_id,
-            &new_handle,
-            &can,
-            wait,
-            seen(ctx, p),
-        );
+        let next = ctx.queue.claim_next(queue, kinds, &p.viewer, wait);
         let got = tokio::select! {
             biased;
             () = &mut unusable => {
@@ -185,11 +157,11 @@ pub async fn claim_for(
         if out.is_empty() {
             ctx.metrics.claim_waited(started.elapsed());
         }
-        let Some((task, lease, handover)) = got else {
+        let Some(got) = got else {
             break;
         };
-        tracing::debug!(task = %task.task_id, attempt = lease.attempt.0, by = %p.key_id, "task claimed");
-        out.push((claimed(ctx, task, lease), handover));
+        tracing::debug!(task = %got.task.task.id, attempt = got.lease.attempt.0, by = %p.key_id, "task claimed");
+        out.push(claimed(ctx, p, got));
         wait = Duration::ZERO;
     }
     Ok(Made(out))
@@ -203,18 +175,18 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     let queue = Name::parse("queue", queue)?;
     access::require(&p, auth::Scope::VerbsClaim)?;
     let body: ClaimNext = req.json(ctx.limits.max_body_bytes).await?;
-    let server = may_claim_from(ctx, &p, &queue, body.wait_ms)?;
+    may_claim_from(ctx, &p, &queue, body.wait_ms)?;
     let kinds = body.kinds.as_deref();
     match body.max {
         None => {
-            let got = claim_for(ctx, &p, &queue, server, kinds, body.wait_ms, 1).await?;
+            let got = claim_for(ctx, &p, &queue, kinds, body.wait_ms, 1).await?;
             Ok(match got.delivered().pop() {
                 Some(c) => json_response(StatusCode::OK, &c),
                 None => super::empty(StatusCode::NO_CONTENT),
             })
         }
         Some(max @ 1..=MAX_CLAIMS) => {
-            let got = claim_for(ctx, &p, &queue, server, kinds, body.wait_ms, max).await?;
+            let got = claim_for(ctx, &p, &queue, kinds, body.wait_ms, max).await?;
             let claims = got.delivered();
             Ok(json_response(StatusCode::OK, &ClaimedMany { claims }))
         }
@@ -230,12 +202,10 @@ pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> 
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_claim)?;
-    let (task, lease, handover) = ctx
-        .queue
-        .claim(id, &p.key_id, &new_handle, seen(ctx, &p))
-        .await?;
+    let got = ctx.queue.claim(id, &p.viewer).await?;
     tracing::debug!(task = %id, by = %p.key_id, "task claimed");
-    let answer = json_response(StatusCode::OK, &claimed(ctx, task, lease));
+    let (answer, handover) = claimed(ctx, &p, got);
+    let answer = json_response(StatusCode::OK, &answer);
     handover.delivered();
     Ok(answer)
 }

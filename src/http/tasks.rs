@@ -6,11 +6,14 @@ use serde_json::json;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::wire::{Enqueued as EnqueuedReply, LeaseView, Related, TaskList, TaskOutcome, TaskView};
+use super::wire::{
+    Enqueued as EnqueuedReply, LeaseView, Related as WireRelated, TaskList, TaskOutcome, TaskView,
+};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, TaskFacts};
 use crate::auth::{self, Principal};
-use crate::queue::{Enqueued, State, Task, TaskId, TaskSpec, TaskState};
+use crate::queue::query::{Filter, Related, TaskSnap};
+use crate::queue::{Enqueued, Task, TaskId, TaskSpec, TaskState};
 use crate::store::Name;
 
 /// Largest page of `GET /v1/tasks`.
@@ -51,57 +54,59 @@ pub fn check_then<T>(
     })
 }
 
-/// How a task looks to `p` (who may see it). Related tasks `p` may not
-/// see are left out, so their ids never show, and so is the name of a
-/// queue `p` was not issued (`access::shows_queue`).
-pub fn view(st: &State, t: &Task, p: &Principal) -> TaskView {
-    let visible = |id: &TaskId| {
-        st.tasks
-            .get(id)
-            .filter(|r| access::sees_task(p, &st.facts(r)))
+/// How a task looks to `p`, from the queue's snapshot of it for `p`
+/// (related tasks `p` may not see are already left out, so their ids
+/// never show); so is the name of a queue `p` was not issued
+/// (`access::shows_queue`), and a lease id `p` does not hold.
+pub fn view(snap: TaskSnap, p: &Principal) -> TaskView {
+    let related = |r: Related| WireRelated {
+        task_id: r.id,
+        state: Some(r.state),
+        ok: r.ok,
+        receipt: r.receipt,
     };
-    let related = |id: &TaskId| {
-        visible(id).map(|r| Related {
-            task_id: r.id,
-            state: Some(r.state),
-            ok: r.ok(),
-            receipt: r.receipts.last().copied(),
-        })
-    };
+    let TaskSnap {
+        task: t,
+        max_attempts,
+        parent,
+        children,
+        upstream,
+    } = snap;
     let lease = t.lease.as_ref().map(|l| LeaseView {
         id: (p.is_admin() || l.holder == p.key_id).then(|| l.id.0.clone()),
         fence: l.attempt.0,
         expires_at: l.expires_at,
         holder: l.holder.to_string(),
     });
+    let spec = t.spec;
     TaskView {
         task_id: t.id,
         state: t.state,
         attempt: t.attempt.0,
-        max_attempts: st.max_attempts(t),
-        namespace: t.spec.namespace.clone(),
-        queue: access::shows_queue(p, &t.spec.queue).then(|| t.spec.queue.clone()),
-        kind: t.spec.kind.clone(),
-        effect_class: t.spec.effect_class,
-        producer_surface: t.spec.producer_surface.clone(),
-        visibility_scope: t.spec.visibility_scope,
-        allowed_surfaces: t.spec.allowed_surfaces.clone(),
-        priority: t.spec.priority,
-        tags: t.spec.tags.clone(),
-        target_cohorts: t.spec.target_cohorts.clone(),
-        idempotency_key: t.spec.idempotency_key.clone(),
-        brief: t.spec.brief.clone(),
-        requester: t.requester.clone(),
-        source_pack: t.source_pack.clone(),
+        max_attempts,
+        queue: access::shows_queue(p, &spec.queue).then_some(spec.queue),
+        namespace: spec.namespace,
+        kind: spec.kind,
+        effect_class: spec.effect_class,
+        producer_surface: spec.producer_surface,
+        visibility_scope: spec.visibility_scope,
+        allowed_surfaces: spec.allowed_surfaces,
+        priority: spec.priority,
+        tags: spec.tags,
+        target_cohorts: spec.target_cohorts,
+        idempotency_key: spec.idempotency_key,
+        brief: spec.brief,
+        requester: t.requester,
+        source_pack: t.source_pack,
         lease,
         not_before: t.not_before,
-        parent: t.parent.filter(|id| visible(id).is_some()),
-        children: t.children.iter().filter_map(related).collect(),
-        upstream: t.spec.depends_on.iter().filter_map(related).collect(),
-        receipts: t.receipts.clone(),
-        park: t.park.as_deref().cloned(),
-        reason: t.reason.clone(),
-        staged: t.staged.clone(),
+        parent,
+        children: children.into_iter().map(related).collect(),
+        upstream: upstream.into_iter().map(related).collect(),
+        receipts: t.receipts,
+        park: t.park.map(|p| *p),
+        reason: t.reason,
+        staged: t.staged,
         created_at: t.created_at,
         updated_at: t.updated_at,
     }
@@ -238,52 +243,13 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 pub async fn show(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let v = ctx
+    let snap = ctx
         .queue
-        .read(|st| {
-            let t = st.task(id)?;
-            access::read_task(&p, &st.facts(t))?;
-            Ok::<_, ApiError>(view(st, t, &p))
+        .task(id, &p.viewer, |f| {
+            access::read_task(&p, f).map_err(ApiError::from)
         })
-        .await??;
-    Ok(json_response(StatusCode::OK, &v))
-}
-
-/// The task list's filters (`GET /v1/tasks`), also those of the bulk
-/// retry and cancel routes. They select; they grant nothing.
-#[derive(Clone, Debug, Default)]
-pub struct Filter {
-    /// Only this queue.
-    pub queue: Option<Name>,
-    /// Only this kind.
-    pub kind: Option<Name>,
-    /// Only this state.
-    pub state: Option<TaskState>,
-    /// Only this namespace.
-    pub namespace: Option<Name>,
-    /// Only tasks the import of this seed pack enqueued.
-    pub source_pack: Option<Name>,
-}
-
-impl Filter {
-    /// Whether the task passes every filter given, as `p` sees it: a
-    /// queue `p` may not see named (`access::shows_queue`) selects
-    /// nothing, as a queue never provisioned does.
-    pub fn matches(&self, p: &Principal, t: &Task) -> bool {
-        self.queue
-            .as_ref()
-            .is_none_or(|q| t.spec.queue == *q && access::shows_queue(p, q))
-            && self.kind.as_ref().is_none_or(|k| t.spec.kind == *k)
-            && self.state.is_none_or(|s| t.state == s)
-            && self
-                .namespace
-                .as_ref()
-                .is_none_or(|n| t.spec.namespace == *n)
-            && self
-                .source_pack
-                .as_ref()
-                .is_none_or(|p| t.source_pack.as_ref() == Some(p))
-    }
+        .await?;
+    Ok(json_response(StatusCode::OK, &view(snap, &p)))
 }
 
 /// A name-valued query parameter.
@@ -316,29 +282,16 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         namespace: query_name(&req, "namespace")?,
         source_pack: query_name(&req, "source_pack")?,
     };
-    let page = ctx
-        .queue
-        .read(|st| {
-            let mut matching = st
-                .tasks
-                .after(cursor)
-                .filter(|t| filter.matches(&p, t) && access::sees_task(&p, &st.facts(t)));
-            let tasks: Vec<TaskView> = matching
-                .by_ref()
-                .take(limit)
-                .map(|t| view(st, t, &p))
-                .collect();
-            let more = matching.next().is_some();
-            TaskList {
-                next_cursor: if more {
-                    tasks.last().map(|t| t.task_id)
-                } else {
-                    None
-                },
-                tasks,
-            }
-        })
-        .await?;
+    let page = ctx.queue.page(&p.viewer, &filter, cursor, limit).await?;
+    let tasks: Vec<TaskView> = page.tasks.into_iter().map(|t| view(t, &p)).collect();
+    let page = TaskList {
+        next_cursor: if page.more {
+            tasks.last().map(|t| t.task_id)
+        } else {
+            None
+        },
+        tasks,
+    };
     Ok(json_response(StatusCode::OK, &page))
 }
 

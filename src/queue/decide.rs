@@ -10,6 +10,7 @@ use super::machine::State;
 use super::receipt::{Receipt, SubmitInput};
 use super::spec::{QueueConfig, TaskSpec};
 use super::task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
+use crate::store::envelope::Viewer;
 use crate::store::{Name, Pin, Sha256};
 
 /// The outcome of an enqueue: a new task, or the existing one for the same
@@ -121,27 +122,28 @@ impl State {
         ))
     }
 
-    /// The best claimable task on `queue`: ready now, of an allowed kind,
-    /// passing `can`, highest priority then oldest.
+    /// The best task on `queue` that `viewer` may claim: ready now, of
+    /// one of `kinds` (any when `None`), highest priority then oldest.
+    /// Each ready set holds tasks of one sight, so one look at a set's
+    /// first task decides for all of it.
     pub fn find_claimable(
         &self,
         queue: &Name,
         kinds: Option<&[Name]>,
-        can: &dyn Fn(&Task) -> bool,
+        viewer: &Viewer,
     ) -> Option<TaskId> {
-        let mut best: Option<super::index::ReadyKey> = None;
-        for ((q, kind), set) in &self.index.ready {
-            if q != queue || kinds.is_some_and(|ks| !ks.contains(kind)) {
-                continue;
-            }
-            let first = set.iter().find(|(_, _, id)| can(&self.tasks[id]));
-            if let Some(key) = first
-                && best.is_none_or(|b| *key < b)
-            {
-                best = Some(*key);
-            }
-        }
-        best.map(|(_, _, id)| id)
+        let server = self.queues.get(queue).is_some_and(|q| q.server);
+        self.index
+            .shelves
+            .ready_sets()
+            .filter(|(sight, _)| {
+                sight.queue == *queue
+                    && kinds.is_none_or(|ks| ks.contains(&sight.kind))
+                    && viewer.claim_refusal(&sight.facts(server)).is_none()
+            })
+            .filter_map(|(_, set)| set.first())
+            .min()
+            .map(|(_, _, id)| *id)
     }
 
     /// Claim a ready task: a new lease for attempt + 1.

@@ -219,7 +219,7 @@ fn run(queue: &Weak<Inner>, control: &Control, after: FoldAfter) {
         // The image and the cut, under the queue's lock: no record falls
         // between them.
         let taken = {
-            let st = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let st = super::held::Held::lock(&inner, super::Op::Fold);
             inner
                 .committer
                 .cut()

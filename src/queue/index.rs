@@ -1,8 +1,8 @@
 //! In-memory indexes over the tasks, derived from them and kept in step by
 //! `machine` (never journaled; rebuilt by replay):
-//! ready sets per (queue, kind) in claim order, delayed tasks by due time,
+//! ready sets per sight in claim order (on the shelves), delayed tasks by due time,
 //! live leases by expiry, idempotency keys (`idempotency`), dependents,
-//! handles, and counts.
+//! handles, and the shelves every listing and count reads (`shelf`).
 //!
 //! Invariants:
 //! 1. A task is in exactly one of `ready` or `delayed` iff it is `queued`.
@@ -17,18 +17,22 @@ use hashbrown::HashMap;
 use jiff::Timestamp;
 
 use super::idempotency::Idempotency;
-use super::task::{Attempt, TaskId, TaskState};
+use super::shelf::Shelves;
+use super::task::{Attempt, Task, TaskId, TaskState};
 use crate::store::Name;
 
 /// Claim order inside one ready set: higher priority first, then older
 /// (the task's creation order, `TaskTable::order`).
 pub type ReadyKey = (Reverse<i32>, u64, TaskId);
 
+/// Where task `t` (created `order`-th) stands in its ready set.
+fn ready_key(t: &Task, order: u64) -> ReadyKey {
+    (Reverse(t.spec.priority), order, t.id)
+}
+
 /// The indexes.
 #[derive(Debug, Default)]
 pub struct Index {
-    /// Claimable now, per (queue, kind).
-    pub ready: HashMap<(Name, Name), BTreeSet<ReadyKey>>,
     /// Queued but not before the instant.
     pub delayed: BTreeSet<(Timestamp, TaskId)>,
     /// Claimed, by lease expiry.
@@ -41,68 +45,33 @@ pub struct Index {
     pub blocked: HashMap<TaskId, usize>,
     /// Worker handle → (task, attempt).
     pub handles: HashMap<String, (TaskId, Attempt)>,
-    /// Tasks per (queue, state).
-    pub counts: HashMap<Name, [u64; 8]>,
-}
-
-fn state_slot(s: TaskState) -> usize {
-    TaskState::ALL
-        .iter()
-        .position(|x| *x == s)
-        .expect("every state is listed")
+    /// Every task, by what decides who sees it and by state.
+    pub shelves: Shelves,
 }
 
 impl Index {
-    /// Counts a task entering `state` on `queue`.
-    pub fn count_in(&mut self, queue: &Name, state: TaskState) {
-        self.counts.entry(queue.clone()).or_default()[state_slot(state)] += 1;
-    }
-
-    /// Counts a task leaving `state` on `queue`.
-    pub fn count_out(&mut self, queue: &Name, state: TaskState) {
-        if let Some(c) = self.counts.get_mut(queue) {
-            let slot = &mut c[state_slot(state)];
-            *slot = slot.saturating_sub(1);
-        }
-    }
-
-    /// Files a queued task (created `order`-th) as ready or delayed.
-    pub fn file_queued(
-        &mut self,
-        queue: &Name,
-        kind: &Name,
-        priority: i32,
-        (order, id): (u64, TaskId),
-        not_before: Option<Timestamp>,
-        now: Timestamp,
-    ) {
-        match not_before {
-            Some(t) if t > now => {
-                self.delayed.insert((t, id));
+    /// Files queued task `t` (created `order`-th) as ready, or as delayed
+    /// when its `not_before` is after `now`.
+    pub fn file_queued(&mut self, t: &Task, order: u64, now: Timestamp) {
+        match t.not_before {
+            Some(nb) if nb > now => {
+                self.delayed.insert((nb, t.id));
             }
-            _ => {
-                self.ready
-                    .entry((queue.clone(), kind.clone()))
-                    .or_default()
-                    .insert((Reverse(priority), order, id));
-            }
+            _ => self.make_ready(t, order),
         }
     }
 
-    /// Removes a task (created `order`-th) from the ready and delayed sets.
-    pub fn unfile_queued(
-        &mut self,
-        queue: &Name,
-        kind: &Name,
-        priority: i32,
-        (order, id): (u64, TaskId),
-        not_before: Option<Timestamp>,
-    ) {
-        if let Some(set) = self.ready.get_mut(&(queue.clone(), kind.clone())) {
-            set.remove(&(Reverse(priority), order, id));
-        }
-        if let Some(t) = not_before {
-            self.delayed.remove(&(t, id));
+    /// Files queued task `t` (created `order`-th) as ready now.
+    pub fn make_ready(&mut self, t: &Task, order: u64) {
+        self.shelves.ready(t, ready_key(t, order));
+    }
+
+    /// Takes task `t` (created `order`-th) out of the ready and delayed
+    /// sets.
+    pub fn unfile_queued(&mut self, t: &Task, order: u64) {
+        self.shelves.unready(t, ready_key(t, order));
+        if let Some(nb) = t.not_before {
+            self.delayed.remove(&(nb, t.id));
         }
     }
 
@@ -119,9 +88,15 @@ impl Index {
         due
     }
 
-    /// The states counted per queue, as (state, count) pairs.
+    /// The tasks on `queue` per state, as (state, count) pairs (every
+    /// state, zeros included), summed over its shelves.
     pub fn counts_of(&self, queue: &Name) -> Vec<(TaskState, u64)> {
-        let c = self.counts.get(queue).copied().unwrap_or_default();
-        TaskState::ALL.iter().copied().zip(c).collect()
+        let mut counts: Vec<(TaskState, u64)> = TaskState::ALL.iter().map(|s| (*s, 0)).collect();
+        for v in self.shelves.all().filter(|v| v.sight.queue == *queue) {
+            if let Some(c) = counts.iter_mut().find(|(s, _)| *s == v.state) {
+                c.1 += v.len as u64;
+            }
+        }
+        counts
     }
 }

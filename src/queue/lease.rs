@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Claim, Event, JournalError as Error, LeaseId, Queue, TaskId};
+use super::{Event, JournalError as Error, LeaseId, Op, Queue, TaskId};
 
 /// How often lapsed leases and due retries are looked for.
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
@@ -20,7 +20,7 @@ impl Queue {
     pub fn sweep(&self) -> Result<usize, Error> {
         let now = Timestamp::now();
         let (promoted, expired) = {
-            let mut st = self.lock();
+            let mut st = self.lock(Op::Sweep);
             let promoted = st.promote_due(now);
             let events = st.decide_expiries(now);
             for ev in &events {
@@ -85,12 +85,12 @@ pub struct Handover {
 }
 
 impl Queue {
-    /// The handover of `claim`, just made.
-    pub fn handover(&self, claim: &Claim) -> Handover {
+    /// The handover of the claim of `id` under `lease`, just made.
+    pub(super) fn handover(&self, id: TaskId, lease: &LeaseId) -> Handover {
         Handover {
             queue: Some(self.clone()),
-            id: claim.id,
-            lease: claim.lease.id.clone(),
+            id,
+            lease: lease.clone(),
         }
     }
 
@@ -99,7 +99,7 @@ impl Queue {
     /// expiry is: nobody waits for it.
     fn release_undelivered(&self, id: TaskId, lease: &LeaseId) {
         let released = {
-            let mut st = self.lock();
+            let mut st = self.lock(Op::Release);
             st.decide_release(id, lease, None, Timestamp::now())
                 .and_then(|ev| Ok(self.commit(&mut st, &ev)?))
         };
@@ -132,13 +132,13 @@ impl Drop for Handover {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
     use serde_json::json;
 
-    use super::super::{Claim, Enqueued, Handover, Queue, State, Task, TaskId, TaskState};
+    use super::super::{Enqueued, Handover, Queue, TaskId, TaskState};
     use crate::config::QueueLimits;
+    use crate::store::envelope::Viewer;
     use crate::store::{Access, Name, Store};
 
     /// Enqueues a task on `q`; its id.
@@ -178,15 +178,17 @@ mod tests {
 
     /// Claims the next task of `q`, waiting `wait`, with its handover.
     async fn claim(queue: &Queue, wait: Duration) -> Option<(TaskId, Handover)> {
-        let holder = Name::parse("key", "k1").unwrap();
-        let render = |_: &State, c: &Claim| (c.id, queue.handover(c));
         let q = Name::parse("queue", "q").unwrap();
-        static HANDLES: AtomicU64 = AtomicU64::new(0);
-        let handle = || format!("wh-test{}", HANDLES.fetch_add(1, Ordering::Relaxed));
-        queue
-            .claim_next(&q, None, &holder, &handle, &|_: &Task| true, wait, render)
+        let claimed = queue
+            .claim_next(
+                &q,
+                None,
+                &Viewer::admin(Name::parse("key", "k1").unwrap()),
+                wait,
+            )
             .await
-            .unwrap()
+            .unwrap()?;
+        Some((claimed.task.task.id, claimed.handover))
     }
 
     fn state_and_attempt(queue: &Queue, id: TaskId) -> (TaskState, u32) {

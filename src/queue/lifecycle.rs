@@ -8,55 +8,60 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::decide::Submit;
+use super::query::Filter;
+use super::shelf::ShelfView;
 use super::{
-    Attempt, Bulk, BulkAction, Claim, Event, JournalError, LeaseId, Park, Queue, SplitError, State,
-    SubmitError, SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, task,
+    Attempt, Bulk, BulkAction, Claimed, Event, JournalError, LeaseId, Op, Park, Queue, SplitError,
+    State, SubmitError, SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced,
+    task,
 };
+use crate::auth::token::new_handle;
+use crate::store::envelope::{TaskFacts, Viewer};
 use crate::store::{Name, Pin, Sha256};
 
 impl Queue {
-    /// Claims `id` under the state lock with a lease id and handle drawn
-    /// before the lock (the OS RNG is not called under it, but for a
-    /// handle that is already taken, which 130 random bits make moot).
+    /// Claims `id` for `viewer` under the state lock, with a lease id and
+    /// handle drawn before the lock (the RNG is not called under it, but
+    /// for a handle that is already taken, which 130 random bits make
+    /// moot): the claim as `viewer` sees it, and the journal record to
+    /// wait for.
     fn claim_now(
         &self,
         st: &mut State,
         id: TaskId,
-        holder: &Name,
+        viewer: &Viewer,
         (lease_id, handle): (LeaseId, String),
-        fresh_handle: &(dyn Fn() -> String + Sync),
         at: Timestamp,
-    ) -> Result<(u64, Claim), TaskCallError> {
+    ) -> Result<(u64, Claimed), TaskCallError> {
         let handle = std::iter::once(handle)
-            .chain(std::iter::repeat_with(fresh_handle))
+            .chain(std::iter::repeat_with(new_handle))
             .find(|h| !st.index.handles.contains_key(h))
             .expect("an unused handle turns up");
-        let ev = st.decide_claim(id, holder, lease_id, handle, at)?;
+        let ev = st.decide_claim(id, &viewer.key, lease_id, handle, at)?;
         let seq = self.commit(st, &ev)?;
-        let lease = st.tasks[&id]
-            .lease
-            .as_deref()
-            .cloned()
-            .expect("just claimed");
-        Ok((seq, Claim { id, lease }))
+        let t = &st.tasks[&id];
+        let lease = t.lease.as_deref().cloned().expect("just claimed");
+        let handover = self.handover(id, &lease.id);
+        let claimed = Claimed {
+            task: st.snapshot(t, viewer),
+            lease,
+            handover,
+        };
+        Ok((seq, claimed))
     }
 
-    /// Claims the next task on `queue` that `can` allows, waiting up to
-    /// `wait` for one to become ready; `None` when none did, or once long
-    /// polls have ended (shutdown). `render` reads what the caller shows of
-    /// the claim, under the claim's own lock.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn claim_next<R>(
+    /// Claims the next task on `queue` that `viewer` may claim (of one of
+    /// `kinds`, any when `None`), waiting up to `wait` for one to become
+    /// ready; `None` when none did, or once long polls have ended
+    /// (shutdown). Durable when it returns; the claim is released unless
+    /// its [`Handover`] is delivered.
+    pub async fn claim_next(
         &self,
         queue: &Name,
         kinds: Option<&[Name]>,
-        holder: &Name,
-        handle: &(dyn Fn() -> String + Sync),
-        can: &(dyn Fn(&Task) -> bool + Sync),
+        viewer: &Viewer,
         wait: Duration,
-        render: impl FnOnce(&State, &Claim) -> R,
-    ) -> Result<Option<R>, TaskCallError> {
-        let mut render = Some(render);
+    ) -> Result<Option<Claimed>, TaskCallError> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let notified = self.inner.ready.notified();
@@ -67,24 +72,19 @@ impl Queue {
             if self.long_polls_ended() {
                 return Ok(None);
             }
-            let fresh = (task::new_lease_id(), handle());
+            let fresh = (task::new_lease_id(), new_handle());
             let found = {
-                let mut st = self.lock();
+                let mut st = self.lock(Op::Claim);
                 let at = Timestamp::now();
                 st.promote_due(at);
-                match st.find_claimable(queue, kinds, can) {
-                    Some(id) => {
-                        let (seq, claim) =
-                            self.claim_now(&mut st, id, holder, fresh, handle, at)?;
-                        let render = render.take().expect("rendered once");
-                        Some((seq, render(&st, &claim)))
-                    }
+                match st.find_claimable(queue, kinds, viewer) {
+                    Some(id) => Some(self.claim_now(&mut st, id, viewer, fresh, at)?),
                     None => None,
                 }
             };
-            if let Some((seq, out)) = found {
+            if let Some((seq, claimed)) = found {
                 self.durable(seq).await?;
-                return Ok(Some(out));
+                return Ok(Some(claimed));
             }
             tokio::select! {
                 () = &mut notified => {}
@@ -93,24 +93,18 @@ impl Queue {
         }
     }
 
-    /// Claims one task by id (the caller has checked it may).
-    pub async fn claim<R>(
-        &self,
-        id: TaskId,
-        holder: &Name,
-        handle: &(dyn Fn() -> String + Sync),
-        render: impl FnOnce(&State, &Claim) -> R,
-    ) -> Result<R, TaskCallError> {
-        let fresh = (task::new_lease_id(), handle());
-        let (seq, out) = {
-            let mut st = self.lock();
+    /// Claims task `id` for `viewer` (the caller has checked it may);
+    /// durable when it returns.
+    pub async fn claim(&self, id: TaskId, viewer: &Viewer) -> Result<Claimed, TaskCallError> {
+        let fresh = (task::new_lease_id(), new_handle());
+        let (seq, claimed) = {
+            let mut st = self.lock(Op::Claim);
             let at = Timestamp::now();
             st.promote_due(at);
-            let (seq, claim) = self.claim_now(&mut st, id, holder, fresh, handle, at)?;
-            (seq, render(&st, &claim))
+            self.claim_now(&mut st, id, viewer, fresh, at)?
         };
         self.durable(seq).await?;
-        Ok(out)
+        Ok(claimed)
     }
 
     /// Extends a live lease held by `by`; returns the new expiry.
@@ -120,7 +114,7 @@ impl Queue {
         lease_id: &LeaseId,
         by: &Name,
     ) -> Result<Timestamp, TaskCallError> {
-        self.run(|st| {
+        self.run(Op::Heartbeat, |st| {
             let ev = st.decide_heartbeat(id, lease_id, by, Timestamp::now())?;
             let Event::Heartbeat { expires_at, .. } = &ev else {
                 unreachable!("heartbeat")
@@ -140,6 +134,7 @@ impl Queue {
         by: Option<&Name>,
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
+            Op::Release,
             |st| Ok((st.decide_release(id, lease_id, by, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
         )
@@ -175,7 +170,7 @@ impl Queue {
         by: &Name,
     ) -> Result<((Sha256, bool, TaskState), Unsynced), SubmitError> {
         let (seq, sha, created, state) = {
-            let mut st = self.lock();
+            let mut st = self.lock(Op::Submit);
             match st.decide_submit(id, lease_id, input, by, Timestamp::now())? {
                 Submit::Existing(id) => {
                     let t = &st.tasks[&id];
@@ -216,6 +211,7 @@ impl Queue {
         park: Park,
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
+            Op::Park,
             |st| {
                 Ok((
                     st.decide_park(id, lease_id, by, park, Timestamp::now())?,
@@ -235,6 +231,7 @@ impl Queue {
         by: &Name,
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
+            Op::Resume,
             |st| Ok((st.decide_resume(id, input_ref, by, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
         )
@@ -250,7 +247,7 @@ impl Queue {
         children: Vec<TaskSpec>,
         sees: &(dyn Fn(&Task) -> bool + Sync),
     ) -> Result<Vec<TaskId>, SplitError> {
-        self.run(|st| {
+        self.run(Op::Split, |st| {
             let draw = &mut TaskId::random;
             let ev = st.decide_split(id, lease_id, by, children, sees, draw, Timestamp::now())?;
             let Event::Split { children, .. } = &ev else {
@@ -273,6 +270,7 @@ impl Queue {
         only: Option<&[TaskState]>,
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
+            Op::Cancel,
             |st| {
                 let state = st.task(id)?.state;
                 if only.is_some_and(|states| !states.contains(&state)) {
@@ -296,60 +294,60 @@ impl Queue {
         by: &Name,
     ) -> Result<(TaskState, Attempt), TaskCallError> {
         self.run_then(
+            Op::Retry,
             |st| Ok((st.decide_retry(id, by, Timestamp::now())?, ())),
             |st, ()| (st.tasks[&id].state, st.tasks[&id].attempt),
         )
         .await
     }
 
-    /// Retries or cancels (`action`) the tasks `select` picks, at most
-    /// `limit` of them in id order, under one lock and one durability
-    /// wait; with `dry_run`, only counts them. A task `action` cannot take
-    /// (a cancelled one, a succeeded one) is never selected.
+    /// Retries or cancels, as `action` says, up to `limit` of the tasks
+    /// `filter` selects that `viewer` may see, whose facts `rule` allows
+    /// and whose state the action takes, oldest first; with `dry_run`,
+    /// only counts them. Selected from the shelves, so the work under the
+    /// lock follows the shelves and `limit`, not the table.
     pub async fn bulk(
         &self,
         action: BulkAction,
-        by: &Name,
-        select: &(dyn Fn(&State, &Task) -> bool + Sync),
+        viewer: &Viewer,
+        filter: &Filter,
+        rule: &(dyn Fn(&TaskFacts<'_>) -> bool + Sync),
         limit: usize,
         dry_run: bool,
     ) -> Result<Bulk, JournalError> {
-        let takes = |st: &State, t: &Task| action.takes(t.state) && select(st, t);
         let (seq, out) = {
-            let mut st = self.lock();
-            let matched: Vec<TaskId> = st
-                .tasks
-                .values()
-                .filter(|t| takes(&st, t))
-                .map(|t| t.id)
-                .collect();
+            let mut st = self.lock(Op::Bulk);
+            let takes = |st: &State, v: ShelfView<'_>| {
+                filter.selects(viewer, v)
+                    && action.takes(v.state)
+                    && rule(&v.sight.facts(st.is_server(&v.sight.queue)))
+            };
+            let matched = st.count_where(|v| takes(&st, v));
             let mut done = Vec::new();
-            if !dry_run {
-                let now = Timestamp::now();
-                for id in &matched {
-                    if done.len() == limit {
-                        break;
-                    }
+            let mut after = None;
+            let now = Timestamp::now();
+            while !dry_run && done.len() < limit {
+                let round = st.ids_where(|v| takes(&st, v), after, limit - done.len());
+                let Some((last, _)) = round.last() else { break };
+                after = Some(*last);
+                for (_, id) in round {
                     // An earlier cancel in this call may have ended it.
-                    if !takes(&st, &st.tasks[id]) {
+                    if !action.takes(st.tasks[&id].state) {
                         continue;
                     }
                     let ev = match action {
-                        BulkAction::Retry => st.decide_retry(*id, by, now),
-                        BulkAction::Cancel => st.decide_cancel(*id, by, now),
+                        BulkAction::Retry => st.decide_retry(id, &viewer.key, now),
+                        BulkAction::Cancel => st.decide_cancel(id, &viewer.key, now),
                     };
                     let Ok(ev) = ev else { continue };
                     self.commit(&mut st, &ev)?;
-                    let t = &st.tasks[id];
+                    let t = &st.tasks[&id];
                     done.push((t.id, t.state, t.attempt));
                 }
             }
-            let remaining = matched
-                .iter()
-                .filter(|id| takes(&st, &st.tasks[*id]))
-                .count();
+            let remaining = st.count_where(|v| takes(&st, v));
             let out = Bulk {
-                matched: matched.len(),
+                matched,
                 done,
                 remaining,
             };
@@ -370,7 +368,7 @@ impl Queue {
         name: String,
         sha256: Sha256,
     ) -> Result<(), TaskCallError> {
-        self.run(|st| {
+        self.run(Op::Stage, |st| {
             let t = st.task(id)?;
             if t.state != TaskState::Claimed || t.attempt != attempt {
                 return Err(TaskCallError::StaleLease {

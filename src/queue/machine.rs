@@ -16,6 +16,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::event::{Event, NewTask};
 use super::index::Index;
 use super::names::Names;
+use super::shelf::Sight;
 use super::spec::{QueueConfig, UpstreamFailure};
 use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
@@ -57,8 +58,9 @@ pub struct State {
     names: Names,
 }
 
-/// One task's change of state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One task's change of state, owned: what an observer needs of the task
+/// comes with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transition {
     /// The task.
     pub id: TaskId,
@@ -66,6 +68,10 @@ pub struct Transition {
     pub from: Option<TaskState>,
     /// Its state now.
     pub to: TaskState,
+    /// Its attempt now.
+    pub attempt: Attempt,
+    /// Its queue, kind, namespace and envelope.
+    pub sight: Sight,
 }
 
 impl State {
@@ -290,6 +296,13 @@ impl State {
         self.enter(id, TaskState::Waiting, at);
     }
 
+    /// A task's position in creation order, its place on a shelf.
+    fn position(&self, id: TaskId) -> u32 {
+        self.tasks
+            .position(&id)
+            .expect("events name existing tasks")
+    }
+
     fn task_mut(&mut self, id: TaskId) -> &mut Task {
         self.tasks.get_mut(&id).expect("events name existing tasks")
     }
@@ -397,15 +410,11 @@ impl State {
     /// Takes a task out of the indexes of its current state.
     fn leave(&mut self, id: TaskId) {
         let t = &self.tasks[&id];
-        let (queue, state) = (t.spec.queue.clone(), t.state);
+        let state = t.state;
         match state {
-            TaskState::Queued => self.index.unfile_queued(
-                &t.spec.queue,
-                &t.spec.kind,
-                t.spec.priority,
-                (self.tasks.order(&id).expect("known"), id),
-                t.not_before,
-            ),
+            TaskState::Queued => self
+                .index
+                .unfile_queued(t, self.tasks.order(&id).expect("known")),
             TaskState::Pending => {
                 self.index.blocked.remove(&id);
                 for u in &t.spec.depends_on {
@@ -421,7 +430,8 @@ impl State {
             }
             _ => {}
         }
-        self.index.count_out(&queue, state);
+        let pos = self.position(id);
+        self.index.shelves.take(t, pos);
         let t = self.task_mut(id);
         if state == TaskState::Claimed {
             t.lease = None;
@@ -432,26 +442,23 @@ impl State {
     /// from it: a terminal task releases its dependents and maybe its parent.
     fn enter(&mut self, id: TaskId, state: TaskState, at: Timestamp) {
         if let Some(record) = &mut self.transitions {
+            let t = &self.tasks[&id];
             record.push(Transition {
                 id,
-                from: self.tasks.get(&id).map(|t| t.state),
+                from: Some(t.state),
                 to: state,
+                attempt: t.attempt,
+                sight: Sight::of(t),
             });
         }
         let t = self.task_mut(id);
         t.state = state;
         t.updated_at = at;
-        let (queue, kind, priority, not_before) = (
-            t.spec.queue.clone(),
-            t.spec.kind.clone(),
-            t.spec.priority,
-            t.not_before,
-        );
-        self.index.count_in(&queue, state);
+        let pos = self.position(id);
+        let t = &self.tasks[&id];
+        self.index.shelves.put(t, pos);
         if state == TaskState::Queued {
-            let order = self.tasks.order(&id).expect("known");
-            self.index
-                .file_queued(&queue, &kind, priority, (order, id), not_before, at);
+            self.index.file_queued(t, u64::from(pos), at);
         }
         if !state.is_terminal() {
             return;
@@ -475,8 +482,8 @@ impl State {
             if left == Some(0) {
                 self.index.blocked.remove(&d);
                 if self.tasks[&d].state == TaskState::Pending {
-                    self.index
-                        .count_out(&self.tasks[&d].spec.queue.clone(), TaskState::Pending);
+                    let pos = self.position(d);
+                    self.index.shelves.take(&self.tasks[&d], pos);
                     self.enter(d, TaskState::Queued, at);
                 }
             }
@@ -517,13 +524,11 @@ impl State {
         let mut index = Index::default();
         for t in tasks.values() {
             let (id, s) = (&t.id, &t.spec);
-            index.count_in(&s.queue, t.state);
+            let pos =
+                u32::try_from(tasks.order(id).expect("known")).expect("fewer than 2^32 tasks");
+            index.shelves.put(t, pos);
             match t.state {
-                TaskState::Queued => {
-                    let order = tasks.order(id).expect("known");
-                    let at = (order, *id);
-                    index.file_queued(&s.queue, &s.kind, s.priority, at, t.not_before, now)
-                }
+                TaskState::Queued => index.file_queued(t, u64::from(pos), now),
                 TaskState::Claimed => {
                     if let Some(l) = &t.lease {
                         index.leases.insert((l.expires_at, *id));
@@ -566,9 +571,8 @@ impl State {
         for id in &due {
             let t = &self.tasks[id];
             if t.state == TaskState::Queued {
-                let (q, k, p) = (t.spec.queue.clone(), t.spec.kind.clone(), t.spec.priority);
                 let order = self.tasks.order(id).expect("known");
-                self.index.file_queued(&q, &k, p, (order, *id), None, now);
+                self.index.make_ready(t, order);
             }
         }
         !due.is_empty()

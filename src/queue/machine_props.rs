@@ -100,14 +100,15 @@ fn lease_of(st: &State, id: TaskId) -> LeaseId {
 
 /// The derived indexes, in a comparable form.
 fn derived(st: &State) -> Value {
-    let mut ready: Vec<String> = st
+    let shelves = st.index.shelves.dump();
+    let on_shelves: usize = st.index.shelves.all().map(|v| v.len).sum();
+    assert_eq!(on_shelves, st.tasks.len(), "every task is on one shelf");
+    let ready = st
         .index
-        .ready
-        .values()
-        .flatten()
-        .map(|(p, order, id)| format!("{}:{order}:{id}", p.0))
-        .collect();
-    ready.sort();
+        .shelves
+        .ready_sets()
+        .map(|(_, s)| s.len())
+        .sum::<usize>();
     let mut blocked: Vec<(TaskId, usize)> =
         st.index.blocked.iter().map(|(k, v)| (*k, *v)).collect();
     blocked.sort();
@@ -144,7 +145,7 @@ fn derived(st: &State) -> Value {
         })
         .collect();
     json!({
-        "ready_or_delayed": ready.len() + st.index.delayed.len(),
+        "ready_or_delayed": ready + st.index.delayed.len(), "shelves": shelves,
         "leases": st.index.leases.iter().map(|(e, id)| format!("{e}/{id}")).collect::<Vec<_>>(),
         "blocked": blocked, "handles": handles, "idempotency": idem, "counts": counts,
     })
@@ -189,7 +190,7 @@ proptest! {
                         _ => None,
                     }
                 }
-                Op::Claim => st.find_claimable(&name("q"), None, &|_| true).map(|id| {
+                Op::Claim => st.find_claimable(&name("q"), None, &crate::store::envelope::Viewer::admin(name("k"))).map(|id| {
                     handle_seq += 1;
                     st.decide_claim(id, &me, LeaseId(format!("l{handle_seq}")), format!("wh-{handle_seq:08x}"), now).unwrap()
                 }),

@@ -32,6 +32,7 @@ mod decide;
 pub mod errors;
 mod event;
 mod fold;
+pub mod held;
 mod idempotency;
 mod index;
 mod lease;
@@ -43,16 +44,18 @@ pub mod names;
 mod observe;
 mod pipeline;
 pub mod placement;
+pub mod query;
 pub mod receipt;
 mod records;
 pub mod recover;
+pub mod shelf;
 pub mod snapshot;
 pub mod spec;
 pub mod table;
 pub mod task;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jiff::Timestamp;
 use tokio::sync::Notify;
@@ -62,6 +65,8 @@ pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
 pub use event::Event;
 pub use fold::{FoldAfter, Folds};
+use held::Held;
+pub use held::Op;
 pub use lease::Handover;
 pub use machine::{SplitLimits, State, Transition};
 pub use observe::Observer;
@@ -157,13 +162,17 @@ pub struct Bulk {
     pub remaining: usize,
 }
 
-/// A successful claim: the task claimed and its lease.
-#[derive(Clone, Debug)]
-pub struct Claim {
+/// A claim made, owned: the task as its claimant sees it, its new lease,
+/// and the handover that releases the lease if the claim's answer never
+/// reaches the claimant (call `handover.delivered()` once it does).
+#[derive(Debug)]
+pub struct Claimed {
     /// The task, now claimed.
-    pub id: TaskId,
-    /// Its lease.
+    pub task: query::TaskSnap,
+    /// Its lease (with the worker handle minted for it).
     pub lease: Lease,
+    /// Releases the lease when dropped undelivered.
+    pub handover: Handover,
 }
 
 /// The queue handle: cheap to clone (an `Arc`). The state mutex is held
@@ -219,14 +228,9 @@ impl Queue {
         self.inner.fold.folds()
     }
 
-    /// The state, also after a panic elsewhere: every change is checked
-    /// before it is journaled and applied, so a panicking request leaves
-    /// the state as the journal has it.
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The state, locked by `op` (see [`held`]).
+    fn lock(&self, op: Op) -> Held<'_> {
+        Held::lock(&self.inner, op)
     }
 
     /// Journals and applies one event; returns its sequence number. An
@@ -245,7 +249,7 @@ impl Queue {
             Some(observers) => {
                 let moved = st.apply_recorded(ev);
                 for o in observers {
-                    o.committed(seq, ev, &moved, st);
+                    o.committed(seq, ev, &moved);
                 }
             }
         }
@@ -275,7 +279,7 @@ impl Queue {
     /// Runs `f` on the state and returns once what it saw is durable.
     pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
         let (out, seq) = {
-            let st = self.lock();
+            let st = self.lock(Op::Query);
             (f(&st), self.inner.committer.appended())
         };
         self.durable(seq).await?;
@@ -286,26 +290,30 @@ impl Queue {
     /// for authorization checks on facts that never change after enqueue.
     /// Whatever the caller then changes is journaled after what it saw.
     pub fn peek<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&self.lock())
+        f(&self.lock(Op::Peek))
     }
 
-    /// Decides and commits one event, then waits for it to be durable.
+    /// Decides and commits one event for `op`, then waits for it to be
+    /// durable.
     async fn run<T, E: From<JournalError>>(
         &self,
+        op: Op,
         f: impl FnOnce(&State) -> Result<(Event, T), E>,
     ) -> Result<T, E> {
-        self.run_then(f, |_, out| out).await
+        self.run_then(op, f, |_, out| out).await
     }
 
-    /// Decides and commits one event, reads what `then` needs from the
-    /// state right after it (under the same lock), then waits for it.
+    /// Decides and commits one event for `op`, reads what `then` needs
+    /// from the state right after it (under the same lock), then waits
+    /// for it.
     async fn run_then<T, U, E: From<JournalError>>(
         &self,
+        op: Op,
         f: impl FnOnce(&State) -> Result<(Event, T), E>,
         then: impl FnOnce(&State, T) -> U,
     ) -> Result<U, E> {
         let (seq, out) = {
-            let mut st = self.lock();
+            let mut st = self.lock(op);
             let (ev, out) = f(&st)?;
             let seq = self.commit(&mut st, &ev)?;
             (seq, then(&st, out))
@@ -317,11 +325,11 @@ impl Queue {
 
     /// Provisions or reconfigures a queue; true when it is new.
     pub async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
-        let unchanged = self.lock().queues.get(&config.name) == Some(&config);
+        let unchanged = self.lock(Op::Queue).queues.get(&config.name) == Some(&config);
         if unchanged {
             return Ok(self.read(|_| false).await?);
         }
-        self.run(|st| {
+        self.run(Op::Queue, |st| {
             let created = !st.queues.contains_key(&config.name);
             Ok((st.decide_queue(config)?, created))
         })
@@ -342,7 +350,7 @@ impl Queue {
     ) -> Result<Vec<Result<Enqueued, EnqueueError>>, JournalError> {
         let at = Timestamp::now();
         let (seq, out) = {
-            let mut st = self.lock();
+            let mut st = self.lock(Op::Enqueue);
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
                 let draw = &mut TaskId::random;
@@ -368,7 +376,7 @@ impl Queue {
 
     /// The (task, attempt) a worker handle stands for.
     pub fn handle(&self, handle: &str) -> Option<(TaskId, Attempt)> {
-        self.lock().index.handles.get(handle).copied()
+        self.lock(Op::Peek).index.handles.get(handle).copied()
     }
 
     /// Ends long polls for good (shutdown): every waiting `claim_next`

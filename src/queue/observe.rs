@@ -3,15 +3,24 @@
 //! after the fact and without a say in either. Replay at start tells it
 //! nothing: it sees this run's changes only.
 
+use std::time::Duration;
+
 use super::event::Event;
-use super::machine::{State, Transition};
+use super::held::Op;
+use super::machine::Transition;
 use crate::store::log::SyncObserver;
 
-/// Told of what the queue does; calls come under the queue's lock (or on
-/// the journal thread, as a [`SyncObserver`]), so they must be quick.
+/// Told of what the queue does, with owned data only (never the state):
+/// `committed` comes under the queue's lock, so it must be quick; `held`
+/// after the lock is let go; `synced` on the journal thread.
 pub trait Observer: SyncObserver {
     /// `ev` was committed as journal record `seq` and applied, changing
-    /// task states as `moved` says; `st` is the state after. It is not
-    /// durable until [`Observer::synced`] reports `seq`.
-    fn committed(&self, seq: u64, ev: &Event, moved: &[Transition], st: &State);
+    /// task states as `moved` says. It is not durable until
+    /// [`SyncObserver::synced`] reports `seq`.
+    fn committed(&self, seq: u64, ev: &Event, moved: &[Transition]);
+
+    /// `op` held the queue's lock for `took`.
+    fn held(&self, op: Op, took: Duration) {
+        let _ = (op, took);
+    }
 }

@@ -29,6 +29,9 @@ pub struct TaskTable {
     /// Each task's position in `chunks` (its creation order).
     at: HashMap<TaskId, u32>,
     len: usize,
+    /// Tasks read so far (tests count what a query reads).
+    #[cfg(test)]
+    reads: std::cell::Cell<usize>,
 }
 
 /// The tasks of a table at one moment, in creation order, sharing their
@@ -63,6 +66,8 @@ impl TaskTable {
             chunks: Vec::with_capacity(n.div_ceil(CHUNK)),
             at: HashMap::with_capacity(n),
             len: 0,
+            #[cfg(test)]
+            reads: Default::default(),
         }
     }
 
@@ -74,6 +79,18 @@ impl TaskTable {
     /// is also its claim order among tasks of one priority.
     pub fn order(&self, id: &TaskId) -> Option<u64> {
         self.at.get(id).map(|&at| u64::from(at))
+    }
+
+    /// [`TaskTable::order`] as the table keeps it.
+    pub fn position(&self, id: &TaskId) -> Option<u32> {
+        self.at.get(id).copied()
+    }
+
+    /// The task at `pos` in creation order.
+    pub fn at(&self, pos: u32) -> Option<&Task> {
+        let at = pos as usize;
+        self.read(1);
+        self.chunks.get(at / CHUNK)?.get(at % CHUNK)
     }
 
     /// Whether a task has this id.
@@ -92,7 +109,22 @@ impl TaskTable {
     /// The task with this id.
     pub fn get(&self, id: &TaskId) -> Option<&Task> {
         let at = self.slot(id)?;
+        self.read(1);
         self.chunks.get(at / CHUNK)?.get(at % CHUNK)
+    }
+
+    /// Counts `n` tasks read (in tests only).
+    fn read(&self, n: usize) {
+        #[cfg(test)]
+        self.reads.set(self.reads.get() + n);
+        #[cfg(not(test))]
+        let _ = n;
+    }
+
+    /// How many tasks were read since the last call (tests only).
+    #[cfg(test)]
+    pub fn reads(&self) -> usize {
+        self.reads.replace(0)
     }
 
     /// The task with this id, to change it (its chunk is copied first
@@ -120,7 +152,10 @@ impl TaskTable {
 
     /// Every task, in creation order.
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &Task> {
-        self.chunks.iter().flat_map(|c| c.iter())
+        self.chunks
+            .iter()
+            .flat_map(|c| c.iter())
+            .inspect(|_| self.read(1))
     }
 
     /// Tasks created after `cursor` (all when `None`; none after a task
@@ -137,6 +172,7 @@ impl TaskTable {
             .iter()
             .flat_map(|c| c.iter())
             .skip(skip)
+            .inspect(|_| self.read(1))
     }
 
     /// How many tasks.

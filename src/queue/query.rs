@@ -1,0 +1,612 @@
+//! The queue's answers to questions: one task as a viewer sees it, a page
+//! of tasks, counts, the status summary, a queue's config. Each is read
+//! under the lock from the shelves and indexes (`shelf`, `index`), never
+//! by walking the table, and returned as an owned snapshot, so the caller
+//! renders it after the lock is gone. The work under the lock follows the
+//! answer's size and the number of shelves, not the number of tasks.
+//!
+//! What a viewer may see is decided by its [`Viewer`] on each shelf's
+//! [`Sight`], the same rule `auth::access` applies to one task.
+
+use jiff::Timestamp;
+
+use super::shelf::{ShelfView, Sight};
+use super::task::{Task, TaskId, TaskState};
+use super::{JournalError, Queue, QueueConfig, State, TaskCallError};
+use crate::store::envelope::{TaskFacts, Viewer};
+use crate::store::{Name, Sha256};
+
+/// The filters of a task listing (`GET /v1/tasks`, the bulk routes).
+/// They select; they grant nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Only this queue.
+    pub queue: Option<Name>,
+    /// Only this kind.
+    pub kind: Option<Name>,
+    /// Only this state.
+    pub state: Option<TaskState>,
+    /// Only this namespace.
+    pub namespace: Option<Name>,
+    /// Only tasks the import of this seed pack enqueued.
+    pub source_pack: Option<Name>,
+}
+
+impl Filter {
+    /// Whether a shelf passes every filter given, as `viewer` sees it: a
+    /// queue it may not see named selects nothing, as a queue never
+    /// provisioned does.
+    pub fn selects(&self, viewer: &Viewer, v: ShelfView<'_>) -> bool {
+        let s = v.sight;
+        self.queue
+            .as_ref()
+            .is_none_or(|q| s.queue == *q && viewer.shows_queue(q))
+            && self.kind.as_ref().is_none_or(|k| s.kind == *k)
+            && self.state.is_none_or(|st| v.state == st)
+            && self.namespace.as_ref().is_none_or(|n| s.namespace == *n)
+            && self
+                .source_pack
+                .as_ref()
+                .is_none_or(|p| s.source_pack.as_ref() == Some(p))
+    }
+}
+
+/// A task related to another (parent, child, upstream) as a viewer who
+/// may see it sees it.
+#[derive(Clone, Debug)]
+pub struct Related {
+    /// Its id.
+    pub id: TaskId,
+    /// Its state.
+    pub state: TaskState,
+    /// Whether it succeeded (terminal tasks only).
+    pub ok: Option<bool>,
+    /// Its last receipt.
+    pub receipt: Option<Sha256>,
+}
+
+/// One task as a viewer sees it, owned: the task, its effective attempt
+/// limit, and the related tasks the viewer may see (the others left out,
+/// so their ids never show).
+#[derive(Clone, Debug)]
+pub struct TaskSnap {
+    /// The task.
+    pub task: Task,
+    /// Its effective attempt limit.
+    pub max_attempts: u32,
+    /// Its parent, when the viewer may see it.
+    pub parent: Option<TaskId>,
+    /// Its children the viewer may see.
+    pub children: Vec<Related>,
+    /// Its upstream tasks the viewer may see.
+    pub upstream: Vec<Related>,
+}
+
+/// A page of tasks in creation order.
+#[derive(Clone, Debug)]
+pub struct Page {
+    /// The tasks.
+    pub tasks: Vec<TaskSnap>,
+    /// Whether more tasks follow the last one.
+    pub more: bool,
+}
+
+/// A queue's tasks per state, as a viewer may count them.
+#[derive(Clone, Debug)]
+pub struct QueueCounts {
+    /// The queue.
+    pub config: QueueConfig,
+    /// Tasks per state (every state, zeros included).
+    pub counts: Vec<(TaskState, u64)>,
+}
+
+/// A queue's summary for `GET /v1/status`.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The queue.
+    pub name: Name,
+    /// Tasks per state (every state, zeros included).
+    pub counts: Vec<(TaskState, u64)>,
+    /// When the longest-waiting queued task became queued.
+    pub oldest_queued_since: Option<Timestamp>,
+    /// Claimed tasks whose lease has not lapsed.
+    pub live_leases: u64,
+}
+
+impl State {
+    /// Whether `viewer` may see a task with this sight.
+    fn shows(&self, viewer: &Viewer, sight: &Sight) -> bool {
+        viewer.sees_task(&sight.facts(false))
+    }
+
+    /// A task as `viewer` (who may see it) sees it.
+    pub fn snapshot(&self, t: &Task, viewer: &Viewer) -> TaskSnap {
+        let related = |id: &TaskId| {
+            let r = self.tasks.get(id)?;
+            viewer.sees_task(&self.facts(r)).then(|| Related {
+                id: r.id,
+                state: r.state,
+                ok: r.ok(),
+                receipt: r.receipts.last().copied(),
+            })
+        };
+        TaskSnap {
+            task: t.clone(),
+            max_attempts: self.max_attempts(t),
+            parent: t.parent.filter(|p| related(p).is_some()),
+            children: t.children.iter().filter_map(related).collect(),
+            upstream: t.spec.depends_on.iter().filter_map(related).collect(),
+        }
+    }
+
+    /// Up to `limit` tasks `viewer` may see that `filter` selects, created
+    /// after `after` (from the first when `None`; none after a task that
+    /// does not exist).
+    pub fn page(
+        &self,
+        viewer: &Viewer,
+        filter: &Filter,
+        after: Option<TaskId>,
+        limit: usize,
+    ) -> Page {
+        let from = match after {
+            None => None,
+            Some(c) => match self.tasks.position(&c) {
+                Some(pos) => Some(pos),
+                None => {
+                    return Page {
+                        tasks: Vec::new(),
+                        more: false,
+                    };
+                }
+            },
+        };
+        let keep = |v: ShelfView<'_>| filter.selects(viewer, v) && self.shows(viewer, v.sight);
+        let mut positions = self.index.shelves.positions(keep, from);
+        let tasks: Vec<TaskSnap> = positions
+            .by_ref()
+            .take(limit)
+            .map(|pos| self.snapshot(self.tasks.at(pos).expect("shelved"), viewer))
+            .collect();
+        let more = positions.next().is_some();
+        Page { tasks, more }
+    }
+
+    /// How many tasks are on the shelves `keep` selects.
+    pub fn count_where(&self, keep: impl Fn(ShelfView<'_>) -> bool) -> usize {
+        self.index
+            .shelves
+            .all()
+            .filter(|v| keep(*v))
+            .map(|v| v.len)
+            .sum()
+    }
+
+    /// Up to `limit` tasks on the shelves `keep` selects, created after
+    /// position `after`, in creation order: (position, id).
+    pub fn ids_where(
+        &self,
+        keep: impl Fn(ShelfView<'_>) -> bool,
+        after: Option<u32>,
+        limit: usize,
+    ) -> Vec<(u32, TaskId)> {
+        self.index
+            .shelves
+            .positions(keep, after)
+            .take(limit)
+            .map(|pos| (pos, self.tasks.at(pos).expect("shelved").id))
+            .collect()
+    }
+
+    /// Whether `queue` is a server queue.
+    pub fn is_server(&self, queue: &Name) -> bool {
+        self.queues.get(queue).is_some_and(|q| q.server)
+    }
+
+    /// The tasks on `queue` per state that `viewer` may see.
+    fn counts_for(&self, viewer: &Viewer, queue: &Name) -> Vec<(TaskState, u64)> {
+        let mut counts: Vec<(TaskState, u64)> = TaskState::ALL.iter().map(|s| (*s, 0)).collect();
+        for v in self.index.shelves.all() {
+            if v.sight.queue == *queue
+                && self.shows(viewer, v.sight)
+                && let Some(c) = counts.iter_mut().find(|(s, _)| *s == v.state)
+            {
+                c.1 += v.len as u64;
+            }
+        }
+        counts
+    }
+
+    /// The queues `viewer` may see, with the counts of their tasks it may
+    /// see.
+    pub fn queue_counts(&self, viewer: &Viewer) -> Vec<QueueCounts> {
+        self.queues
+            .values()
+            .filter(|q| viewer.shows_queue(&q.name))
+            .map(|q| QueueCounts {
+                config: q.clone(),
+                counts: self.counts_for(viewer, &q.name),
+            })
+            .collect()
+    }
+
+    /// Per queue `viewer` may see, over the tasks it may see: counts per
+    /// state, the oldest wait, the live leases at `now`. A lease that
+    /// lapsed and is not yet swept is looked at one by one; there are
+    /// only as many as the sweeper is behind.
+    pub fn summary(&self, viewer: &Viewer, now: Timestamp) -> Vec<Summary> {
+        self.queues
+            .keys()
+            .filter(|q| viewer.shows_queue(q))
+            .map(|q| {
+                let counts = self.counts_for(viewer, q);
+                let claimed = counts
+                    .iter()
+                    .find(|(s, _)| *s == TaskState::Claimed)
+                    .map_or(0, |(_, n)| *n);
+                let lapsed = self
+                    .index
+                    .leases
+                    .iter()
+                    .take_while(|(expires, _)| *expires <= now)
+                    .filter_map(|(_, id)| self.tasks.get(id))
+                    .filter(|t| t.spec.queue == *q && viewer.sees_task(&self.facts(t)))
+                    .count() as u64;
+                Summary {
+                    name: q.clone(),
+                    oldest_queued_since: self
+                        .index
+                        .shelves
+                        .oldest_queued(|v| v.sight.queue == *q && self.shows(viewer, v.sight)),
+                    live_leases: claimed.saturating_sub(lapsed),
+                    counts,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Queue {
+    /// Task `id` as `viewer` sees it once durable, after `rule` allowed
+    /// its facts (a task the rule hides answers as `rule` says).
+    pub async fn task<E>(
+        &self,
+        id: TaskId,
+        viewer: &Viewer,
+        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
+    ) -> Result<TaskSnap, E>
+    where
+        E: From<TaskCallError> + From<JournalError>,
+    {
+        self.read(|st| {
+            let t = st.task(id)?;
+            rule(&st.facts(t))?;
+            Ok(st.snapshot(t, viewer))
+        })
+        .await?
+    }
+
+    /// [`State::page`], once what it read is durable.
+    pub async fn page(
+        &self,
+        viewer: &Viewer,
+        filter: &Filter,
+        after: Option<TaskId>,
+        limit: usize,
+    ) -> Result<Page, JournalError> {
+        self.read(|st| st.page(viewer, filter, after, limit)).await
+    }
+
+    /// [`State::queue_counts`], once durable.
+    pub async fn queue_counts(&self, viewer: &Viewer) -> Result<Vec<QueueCounts>, JournalError> {
+        self.read(|st| st.queue_counts(viewer)).await
+    }
+
+    /// [`State::summary`] at `now`, once durable.
+    pub async fn summary(
+        &self,
+        viewer: &Viewer,
+        now: Timestamp,
+    ) -> Result<Vec<Summary>, JournalError> {
+        self.read(|st| st.summary(viewer, now)).await
+    }
+
+    /// Every queue's tasks per state (every state, zeros included), for
+    /// a scrape: counted from the shelves, encoded by the caller after.
+    pub fn task_counts(&self) -> Vec<(Name, Vec<(TaskState, u64)>)> {
+        self.peek(|st| {
+            st.queues
+                .keys()
+                .map(|q| (q.clone(), st.index.counts_of(q)))
+                .collect()
+        })
+    }
+
+    /// A queue's config, if it is provisioned.
+    pub fn queue_config(&self, name: &Name) -> Option<QueueConfig> {
+        self.peek(|st| st.queues.get(name).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use jiff::{SignedDuration, Timestamp};
+    use serde_json::json;
+
+    use super::super::decide::Enqueue;
+    use super::super::machine::SplitLimits;
+    use super::super::receipt::SubmitInput;
+    use super::super::task::LeaseId;
+    use super::*;
+    use crate::store::{EffectClass, Sha256};
+
+    fn name(s: &str) -> Name {
+        Name::parse("name", s).expect("valid")
+    }
+
+    /// A small deterministic generator (no seed to keep).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn pick(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n
+        }
+    }
+
+    const VISIBILITY: [&str; 4] = ["private", "surface_only", "allowlist_surfaces", "public"];
+
+    /// A state of `n` tasks over two queues, three namespaces, three
+    /// kinds, three requesters and every visibility, moved through claims,
+    /// submits and cancels.
+    fn state(n: usize, seed: u64) -> State {
+        let mut st = State::new(SplitLimits {
+            max_depth: 4,
+            max_children: 64,
+        });
+        for (q, server) in [("q1", false), ("q2", true)] {
+            let config = serde_json::from_value(json!({"name": q, "server": server})).unwrap();
+            let ev = st.decide_queue(config).unwrap();
+            st.apply(&ev);
+        }
+        let mut g = Lcg(seed);
+        let now = Timestamp::from_second(1_900_000_000).unwrap();
+        let mut next_id = 10_000_000u64;
+        for i in 0..n {
+            let at = now + SignedDuration::from_millis(i as i64);
+            let namespace = ["ns1", "ns2", "ns3"][g.pick(3)];
+            let queue = ["q1", "q2"][g.pick(2)];
+            let kind = ["k1", "k2", "k3"][g.pick(3)];
+            let surface = ["s1", "s2"][g.pick(2)];
+            let visibility = VISIBILITY[g.pick(4)];
+            let allowed: Vec<&str> = if g.pick(2) == 0 { vec!["s3"] } else { vec![] };
+            let spec: super::super::TaskSpec = serde_json::from_value(json!({
+                "namespace": namespace, "queue": queue, "kind": kind,
+                "effect_class": "read", "producer_surface": surface,
+                "visibility_scope": visibility, "allowed_surfaces": allowed,
+                "brief": {},
+            }))
+            .unwrap();
+            let requester = name(["r1", "r2", "r3"][g.pick(3)]);
+            let pack = (g.pick(4) == 0).then(|| name("pack"));
+            next_id -= 1 + g.pick(7) as u64;
+            let id = TaskId(next_id);
+            let made =
+                st.decide_enqueue(spec, &requester, pack.as_ref(), at, &|_| true, &mut || id);
+            let Ok(Enqueue::New(ev, id)) = made else {
+                panic!("enqueued")
+            };
+            st.apply(&ev);
+            let lease = LeaseId(format!("l{i}"));
+            match g.pick(5) {
+                0 | 1 => {}
+                2 => {
+                    let ev = st.decide_claim(id, &requester, lease, format!("wh-{i:08x}"), at);
+                    st.apply(&ev.unwrap());
+                }
+                3 => {
+                    let ev =
+                        st.decide_claim(id, &requester, lease.clone(), format!("wh-{i:08x}"), at);
+                    st.apply(&ev.unwrap());
+                    let ok = g.pick(2) == 0;
+                    let input = SubmitInput {
+                        ok,
+                        outputs: vec![],
+                        evidence: vec![],
+                        note: None,
+                        worker: None,
+                        checks: None,
+                        failure: None,
+                        final_failure: !ok,
+                        request: Sha256::of(&[1]),
+                    };
+                    match st
+                        .decide_submit(id, &lease, &input, &requester, at)
+                        .unwrap()
+                    {
+                        super::super::decide::Submit::New { event, .. } => st.apply(&event),
+                        super::super::decide::Submit::Existing(_) => unreachable!(),
+                    }
+                }
+                _ => {
+                    let ev = st.decide_cancel(id, &requester, at).unwrap();
+                    st.apply(&ev);
+                }
+            }
+        }
+        st
+    }
+
+    /// Viewers of every shape: admin, each requester with some surfaces,
+    /// namespaces and queues, one owning nothing.
+    fn viewers() -> Vec<Viewer> {
+        let set = |xs: &[&str]| xs.iter().map(|x| name(x)).collect::<HashSet<Name>>();
+        let mut out = vec![Viewer::admin(name("admin"))];
+        for (key, owns, ns, surfaces, queues) in [
+            ("r1", true, &["ns1", "ns2"][..], &["s1"][..], &["q1"][..]),
+            (
+                "r2",
+                true,
+                &["ns1", "ns2", "ns3"][..],
+                &["s3"][..],
+                &["q1", "q2"][..],
+            ),
+            ("r3", false, &["ns3"][..], &["s1", "s2"][..], &["q2"][..]),
+            ("r4", true, &["ns2"][..], &[][..], &[][..]),
+        ] {
+            out.push(Viewer {
+                key: name(key),
+                owns,
+                admin: false,
+                claims: true,
+                namespaces: set(ns),
+                surfaces: set(surfaces),
+                queues: set(queues),
+                kinds: set(&["k1", "k2", "k3"]),
+                effect_classes: [EffectClass::Read].into_iter().collect(),
+            });
+        }
+        out
+    }
+
+    /// The filters of a listing, each field given or not.
+    fn filters() -> Vec<Filter> {
+        let mut out = vec![Filter::default()];
+        out.push(Filter {
+            queue: Some(name("q1")),
+            ..Filter::default()
+        });
+        out.push(Filter {
+            queue: Some(name("q2")),
+            state: Some(TaskState::Queued),
+            ..Filter::default()
+        });
+        out.push(Filter {
+            kind: Some(name("k2")),
+            namespace: Some(name("ns2")),
+            ..Filter::default()
+        });
+        out.push(Filter {
+            source_pack: Some(name("pack")),
+            state: Some(TaskState::Cancelled),
+            ..Filter::default()
+        });
+        out
+    }
+
+    /// What a walk over the whole table selects: the rule the shelves
+    /// must answer without walking it.
+    fn walked(st: &State, v: &Viewer, f: &Filter) -> Vec<TaskId> {
+        st.tasks
+            .values()
+            .filter(|t| {
+                f.queue
+                    .as_ref()
+                    .is_none_or(|q| t.spec.queue == *q && v.shows_queue(q))
+                    && f.kind.as_ref().is_none_or(|k| t.spec.kind == *k)
+                    && f.state.is_none_or(|s| t.state == s)
+                    && f.namespace.as_ref().is_none_or(|n| t.spec.namespace == *n)
+                    && f.source_pack
+                        .as_ref()
+                        .is_none_or(|p| t.source_pack.as_ref() == Some(p))
+                    && v.sees_task(&st.facts(t))
+            })
+            .map(|t| t.id)
+            .collect()
+    }
+
+    #[test]
+    fn pages_and_counts_from_the_shelves_equal_a_walk_over_the_table() {
+        let st = state(3000, 7);
+        for v in viewers() {
+            for f in filters() {
+                let mut got = Vec::new();
+                let mut after = None;
+                loop {
+                    let page = st.page(&v, &f, after, 37);
+                    got.extend(page.tasks.iter().map(|t| t.task.id));
+                    if !page.more {
+                        break;
+                    }
+                    after = got.last().copied();
+                }
+                assert_eq!(got, walked(&st, &v, &f), "{} {f:?}", v.key);
+            }
+            for q in st.queue_counts(&v) {
+                let everything = Filter {
+                    queue: Some(q.config.name.clone()),
+                    ..Filter::default()
+                };
+                let ids = walked(&st, &v, &everything);
+                for (state, n) in &q.counts {
+                    let walked = ids.iter().filter(|id| st.tasks[id].state == *state).count();
+                    assert_eq!(*n, walked as u64, "{} {} {state:?}", v.key, q.config.name);
+                }
+            }
+            let now = Timestamp::from_second(1_900_000_001).unwrap();
+            for s in st.summary(&v, now) {
+                let queued = Filter {
+                    queue: Some(s.name.clone()),
+                    state: Some(TaskState::Queued),
+                    ..Filter::default()
+                };
+                let oldest = walked(&st, &v, &queued)
+                    .iter()
+                    .map(|id| st.tasks[id].updated_at)
+                    .min();
+                assert_eq!(s.oldest_queued_since, oldest, "{} {}", v.key, s.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_at_a_hundred_thousand_tasks_reads_only_the_page() {
+        let st = state(100_000, 11);
+        let shelves = st.index.shelves.len();
+        assert!(shelves < 2000, "shelves follow the combinations: {shelves}");
+        st.tasks.reads();
+        for v in viewers() {
+            for f in filters() {
+                // No task here has a parent, children or upstream tasks:
+                // a page reads its own tasks and nothing else.
+                let page = st.page(&v, &f, None, 1);
+                assert_eq!(st.tasks.reads(), page.tasks.len(), "{} {f:?}", v.key);
+                let page = st.page(&v, &f, None, 100);
+                assert_eq!(st.tasks.reads(), page.tasks.len(), "{} {f:?}", v.key);
+                if let Some(last) = page.tasks.last() {
+                    let next = st.page(&v, &f, Some(last.task.id), 100);
+                    assert_eq!(st.tasks.reads(), next.tasks.len());
+                }
+                let _ = st.queue_counts(&v);
+                let _ = st.summary(&v, Timestamp::from_second(1_900_000_000).unwrap());
+                assert_eq!(st.tasks.reads(), 0, "counts and summaries read no task");
+            }
+        }
+        let _ = walked(&st, &Viewer::admin(name("admin")), &Filter::default());
+        assert_eq!(st.tasks.reads(), 100_000, "a walk is counted");
+    }
+
+    #[test]
+    fn a_shelf_key_borrowed_from_a_task_finds_the_owned_one() {
+        let mut st = state(200, 3);
+        let before = st.index.shelves.len();
+        let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
+        for id in ids {
+            if st.tasks[&id].state == TaskState::Queued {
+                let ev = st
+                    .decide_cancel(id, &name("admin"), Timestamp::now())
+                    .unwrap();
+                st.apply(&ev);
+            }
+        }
+        let on: usize = st.index.shelves.all().map(|v| v.len).sum();
+        assert_eq!(on, st.tasks.len());
+        assert!(st.index.shelves.len() <= before);
+        assert_eq!(st.index.shelves.ready_sets().count(), 0);
+    }
+}

@@ -1,0 +1,339 @@
+//! Shelves: the tasks grouped by everything a listing filters on and a
+//! key's sight depends on (queue, namespace, kind, effect class, seed
+//! pack, requester, envelope) and by state. Each shelf holds its tasks'
+//! positions in creation order, so a page is a merge of the few shelves
+//! a viewer may see, a count is a sum of shelf sizes, and neither walks
+//! the table: the work of a query follows the shelves and the page, not
+//! the number of tasks.
+//!
+//! Shelves are derived, like every index (`index`): `machine` moves a
+//! task between them on each change of state and rebuilds them on
+//! restore. A shelf that empties is dropped, so their number follows
+//! the combinations in use, not the history.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+use hashbrown::{Equivalent, HashMap};
+use jiff::Timestamp;
+
+use super::index::ReadyKey;
+use super::task::{Task, TaskState};
+use crate::store::envelope::{Envelope, TaskFacts};
+use crate::store::{EffectClass, Name, Visibility};
+
+/// What never changes about a task after enqueue and decides who sees
+/// it and which listings select it: owned, sharing the task's names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sight {
+    /// Its queue.
+    pub queue: Name,
+    /// Its namespace.
+    pub namespace: Name,
+    /// Its kind.
+    pub kind: Name,
+    /// Its effect class.
+    pub effect_class: EffectClass,
+    /// The seed pack whose import enqueued it.
+    pub source_pack: Option<Name>,
+    /// The key that enqueued it (the owner of a private task).
+    pub requester: Name,
+    /// Its visibility.
+    pub visibility: Visibility,
+    /// The surface that produced it.
+    pub producer_surface: Option<Name>,
+    /// The extra surfaces of `allowlist_surfaces`.
+    pub allowed_surfaces: Vec<Name>,
+}
+
+impl Sight {
+    /// A task's sight.
+    pub fn of(t: &Task) -> Sight {
+        let s = &t.spec;
+        Sight {
+            queue: s.queue.clone(),
+            namespace: s.namespace.clone(),
+            kind: s.kind.clone(),
+            effect_class: s.effect_class,
+            source_pack: t.source_pack.clone(),
+            requester: t.requester.clone(),
+            visibility: s.visibility_scope,
+            producer_surface: s.producer_surface.clone(),
+            allowed_surfaces: s.allowed_surfaces.clone(),
+        }
+    }
+
+    /// What the access rules need to know (`server`: whether the queue
+    /// is a server queue).
+    pub fn facts(&self, server: bool) -> TaskFacts<'_> {
+        TaskFacts {
+            namespace: &self.namespace,
+            queue: &self.queue,
+            server_queue: server,
+            kind: &self.kind,
+            effect_class: self.effect_class,
+            envelope: Envelope {
+                visibility: self.visibility,
+                owner: Some(self.requester.as_str()),
+                producer_surface: self.producer_surface.as_ref(),
+                allowed_surfaces: &self.allowed_surfaces,
+                quarantined: false,
+            },
+        }
+    }
+}
+
+/// One shelf's tasks: positions in creation order, and for queued tasks
+/// also by the time they were queued (the oldest wait).
+#[derive(Debug, Default)]
+struct Shelved {
+    at: BTreeSet<u32>,
+    since: BTreeSet<(Timestamp, u32)>,
+}
+
+/// The tasks of one sight: a shelf per state, and the queued ones that
+/// are ready now, in claim order.
+#[derive(Debug, Default)]
+struct Row {
+    states: [Shelved; TaskState::ALL.len()],
+    ready: BTreeSet<ReadyKey>,
+}
+
+impl Row {
+    fn is_empty(&self) -> bool {
+        self.ready.is_empty() && self.states.iter().all(|s| s.at.is_empty())
+    }
+}
+
+/// A task's sight as the task holds it: borrowed fields in `Sight`'s
+/// order, so it hashes as the owned [`Sight`] does and a lookup copies
+/// nothing.
+#[derive(Hash)]
+struct SightRef<'a> {
+    queue: &'a Name,
+    namespace: &'a Name,
+    kind: &'a Name,
+    effect_class: EffectClass,
+    source_pack: Option<&'a Name>,
+    requester: &'a Name,
+    visibility: Visibility,
+    producer_surface: Option<&'a Name>,
+    allowed_surfaces: &'a [Name],
+}
+
+impl<'a> SightRef<'a> {
+    fn of(t: &'a Task) -> SightRef<'a> {
+        let s = &t.spec;
+        SightRef {
+            queue: &s.queue,
+            namespace: &s.namespace,
+            kind: &s.kind,
+            effect_class: s.effect_class,
+            source_pack: t.source_pack.as_ref(),
+            requester: &t.requester,
+            visibility: s.visibility_scope,
+            producer_surface: s.producer_surface.as_ref(),
+            allowed_surfaces: &s.allowed_surfaces,
+        }
+    }
+}
+
+impl Equivalent<Sight> for SightRef<'_> {
+    fn equivalent(&self, s: &Sight) -> bool {
+        *self.queue == s.queue
+            && *self.namespace == s.namespace
+            && *self.kind == s.kind
+            && self.effect_class == s.effect_class
+            && self.source_pack == s.source_pack.as_ref()
+            && *self.requester == s.requester
+            && self.visibility == s.visibility
+            && self.producer_surface == s.producer_surface.as_ref()
+            && self.allowed_surfaces == s.allowed_surfaces.as_slice()
+    }
+}
+
+/// Every shelf and ready set, by sight.
+#[derive(Debug, Default)]
+pub struct Shelves {
+    rows: HashMap<Sight, Row>,
+}
+
+/// A shelf as a query sees it: its sight, its state, how many tasks.
+#[derive(Clone, Copy, Debug)]
+pub struct ShelfView<'a> {
+    /// Its sight.
+    pub sight: &'a Sight,
+    /// Its state.
+    pub state: TaskState,
+    /// Its tasks.
+    pub len: usize,
+}
+
+fn slot(s: TaskState) -> usize {
+    TaskState::ALL
+        .iter()
+        .position(|x| *x == s)
+        .expect("every state is listed")
+}
+
+impl Shelves {
+    fn row_mut(&mut self, t: &Task) -> &mut Row {
+        let key = SightRef::of(t);
+        if !self.rows.contains_key(&key) {
+            self.rows.insert(Sight::of(t), Row::default());
+        }
+        self.rows.get_mut(&key).expect("just made")
+    }
+
+    /// Drops the row of `t`'s sight once nothing is left in it.
+    fn tidy(&mut self, t: &Task) {
+        let key = SightRef::of(t);
+        if self.rows.get(&key).is_some_and(Row::is_empty) {
+            self.rows.remove(&key);
+        }
+    }
+
+    /// Files task `t` (at `pos` in creation order) on the shelf of its
+    /// state, as of `t.updated_at`.
+    pub fn put(&mut self, t: &Task, pos: u32) {
+        let shelf = &mut self.row_mut(t).states[slot(t.state)];
+        shelf.at.insert(pos);
+        if t.state == TaskState::Queued {
+            shelf.since.insert((t.updated_at, pos));
+        }
+    }
+
+    /// Takes task `t` (at `pos`) off the shelf of its state, which it
+    /// entered at `t.updated_at`.
+    pub fn take(&mut self, t: &Task, pos: u32) {
+        if let Some(row) = self.rows.get_mut(&SightRef::of(t)) {
+            let shelf = &mut row.states[slot(t.state)];
+            shelf.at.remove(&pos);
+            shelf.since.remove(&(t.updated_at, pos));
+        }
+        self.tidy(t);
+    }
+
+    /// Files queued task `t` as ready to claim, at `key`.
+    pub fn ready(&mut self, t: &Task, key: ReadyKey) {
+        self.row_mut(t).ready.insert(key);
+    }
+
+    /// Takes task `t` out of the ready set (a no-op if it is not in it).
+    pub fn unready(&mut self, t: &Task, key: ReadyKey) {
+        if let Some(row) = self.rows.get_mut(&SightRef::of(t)) {
+            row.ready.remove(&key);
+        }
+        self.tidy(t);
+    }
+
+    /// Each sight's ready tasks, in claim order.
+    pub fn ready_sets(&self) -> impl Iterator<Item = (&Sight, &BTreeSet<ReadyKey>)> {
+        self.rows
+            .iter()
+            .filter(|(_, r)| !r.ready.is_empty())
+            .map(|(s, r)| (s, &r.ready))
+    }
+
+    /// Every shelf that holds a task.
+    pub fn all(&self) -> impl Iterator<Item = ShelfView<'_>> {
+        self.shelves().map(|(v, _)| v)
+    }
+
+    fn shelves(&self) -> impl Iterator<Item = (ShelfView<'_>, &Shelved)> {
+        self.rows.iter().flat_map(|(sight, row)| {
+            TaskState::ALL
+                .iter()
+                .zip(&row.states)
+                .filter(|(_, s)| !s.at.is_empty())
+                .map(move |(state, s)| {
+                    let v = ShelfView {
+                        sight,
+                        state: *state,
+                        len: s.at.len(),
+                    };
+                    (v, s)
+                })
+        })
+    }
+
+    /// How many sights hold tasks (each has a shelf per state).
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The positions after `after` on the shelves `keep` selects, merged
+    /// in creation order; the iterator reads each position once, when it
+    /// is taken.
+    pub fn positions<'a>(
+        &'a self,
+        keep: impl Fn(ShelfView<'_>) -> bool,
+        after: Option<u32>,
+    ) -> Merged<'a> {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut runs: Vec<_> = self
+            .shelves()
+            .filter(|(v, _)| keep(*v))
+            .map(|(_, s)| s.at.range((from, Bound::Unbounded)).peekable())
+            .collect();
+        runs.retain_mut(|r| r.peek().is_some());
+        Merged { runs }
+    }
+
+    /// When the oldest task still queued on the shelves `keep` selects
+    /// was queued.
+    pub fn oldest_queued(&self, keep: impl Fn(ShelfView<'_>) -> bool) -> Option<Timestamp> {
+        self.shelves()
+            .filter(|(v, _)| v.state == TaskState::Queued && keep(*v))
+            .filter_map(|(_, s)| s.since.first().map(|(t, _)| *t))
+            .min()
+    }
+}
+
+#[cfg(test)]
+impl Shelves {
+    /// Every shelf and ready set as sorted text, to compare two states'.
+    pub fn dump(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .shelves()
+            .map(|(v, s)| {
+                let since: Vec<_> = s.since.iter().map(|(t, p)| format!("{t}@{p}")).collect();
+                format!("{:?} {:?}: {:?} {since:?}", v.sight, v.state, s.at)
+            })
+            .chain(
+                self.ready_sets()
+                    .map(|(sight, set)| format!("{sight:?} ready: {set:?}")),
+            )
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// Positions from several shelves, merged in ascending order.
+pub struct Merged<'a> {
+    runs: Vec<std::iter::Peekable<std::collections::btree_set::Range<'a, u32>>>,
+}
+
+impl Iterator for Merged<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        let (i, pos) = self
+            .runs
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, r)| r.peek().map(|p| (i, **p)))
+            .min_by_key(|(_, p)| *p)?;
+        self.runs[i].next();
+        if self.runs[i].peek().is_none() {
+            self.runs.retain_mut(|r| r.peek().is_some());
+        }
+        Some(pos)
+    }
+}
