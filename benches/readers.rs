@@ -168,12 +168,15 @@ fn main() {
         let issued = admin
             .post_json(
                 "/v1/keys",
-                &json!({"label": "reader", "grants": {"scopes": ["metrics:read"], "namespaces": ["elsewhere"], "queues": [HELD]}}),
+                &json!({"label": "reader", "grants": {"scopes": ["metrics:read"], "queues": [HELD]}}),
             )
             .await
             .expect("issue the reader's key")
             .value();
-        let secret = issued["secret"].as_str().expect("a key secret").to_string();
+        let secret = issued["secret"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a key secret: {issued}"))
+            .to_string();
         let reader = admin.with_bearer(&secret);
 
         let (mut e0, mut c0) = timed(admin, args.writers, args.seconds, "alone").await;

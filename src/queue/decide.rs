@@ -186,7 +186,7 @@ impl State {
     ) -> Result<&Task, TaskCallError> {
         let t = self.task(id)?;
         match &t.lease {
-            Some(l) if l.id == *lease_id && l.expires_at > now => {
+            Some(l) if l.id == *lease_id && l.live_at(now) => {
                 if by.is_some_and(|by| *by != l.holder) {
                     return Err(TaskCallError::NotClaimant);
                 }
@@ -237,7 +237,7 @@ impl State {
         self.index
             .leases
             .iter()
-            .take_while(|(exp, _)| *exp <= now)
+            .take_while(|(expires, _)| !super::task::live_until(*expires, now))
             .map(|(_, id)| Event::Released {
                 id: *id,
                 attempt: self.tasks[id].attempt,
@@ -245,6 +245,35 @@ impl State {
                 at: now,
             })
             .collect()
+    }
+
+    /// Stage part `name` (object `sha256`) for `attempt` of `id`, which
+    /// must be the task's live attempt at `now` (else `StaleLease`).
+    pub fn decide_stage(
+        &self,
+        id: TaskId,
+        attempt: Attempt,
+        name: String,
+        sha256: Sha256,
+        now: Timestamp,
+    ) -> Result<Event, TaskCallError> {
+        let t = self.task(id)?;
+        let live = t
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.attempt == attempt && l.live_at(now));
+        if t.state != TaskState::Claimed || !live {
+            return Err(TaskCallError::StaleLease {
+                state: t.state,
+                attempt: t.attempt,
+            });
+        }
+        Ok(Event::Staged {
+            id,
+            attempt,
+            name,
+            sha256,
+        })
     }
 
     /// Submit a result: a receipt, and a terminal state. A resend of the
@@ -292,10 +321,10 @@ impl State {
     /// no failed contract check) with attempts left goes back to the
     /// queue after the queue's backoff; `None` ends the task.
     fn retry_at(&self, t: &Task, input: &SubmitInput, now: Timestamp) -> Option<Timestamp> {
-        if !input.retryable() || t.attempt.0 >= self.max_attempts(t) {
-            return None;
-        }
-        Some(now + self.backoff(t, t.attempt))
+        input
+            .retryable()
+            .then(|| self.next_attempt(t, t.attempt, now))
+            .flatten()
     }
 
     /// Re-queue a failed or cancelled task (attempts exhausted included)

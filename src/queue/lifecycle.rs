@@ -369,22 +369,8 @@ impl Queue {
         sha256: Sha256,
     ) -> Result<(), TaskCallError> {
         self.run(Op::Stage, |st| {
-            let t = st.task(id)?;
-            if t.state != TaskState::Claimed || t.attempt != attempt {
-                return Err(TaskCallError::StaleLease {
-                    state: t.state,
-                    attempt: t.attempt,
-                });
-            }
-            Ok((
-                Event::Staged {
-                    id,
-                    attempt,
-                    name,
-                    sha256,
-                },
-                (),
-            ))
+            let ev = st.decide_stage(id, attempt, name, sha256, Timestamp::now())?;
+            Ok((ev, ()))
         })
         .await
     }

@@ -104,6 +104,14 @@ impl State {
             .unwrap_or(1)
     }
 
+    /// When the attempt after `ended` (which ended at `at`) may start,
+    /// after the queue's backoff; `None` when `ended` used up the task's
+    /// attempts, so it fails. The one retry-or-fail rule (a failed
+    /// submit, a release, an expiry).
+    pub fn next_attempt(&self, t: &Task, ended: Attempt, at: Timestamp) -> Option<Timestamp> {
+        (ended.0 < self.max_attempts(t)).then(|| at + self.backoff(t, ended))
+    }
+
     /// The delay before the attempt after `ended`: the queue's backoff.
     pub fn backoff(&self, t: &Task, ended: Attempt) -> SignedDuration {
         let ms = self
@@ -178,15 +186,16 @@ impl State {
                 at,
             } => {
                 self.leave(*id);
-                let t = &self.tasks[id];
-                if attempt.0 >= self.max_attempts(t) {
-                    self.task_mut(*id).reason = Some(ATTEMPTS_EXHAUSTED.into());
-                    self.enter(*id, TaskState::Failed, *at);
-                } else {
-                    let delay = self.backoff(t, *attempt);
-                    let t = self.task_mut(*id);
-                    t.not_before = expired.then(|| *at + delay);
-                    self.enter(*id, TaskState::Queued, *at);
+                match self.next_attempt(&self.tasks[id], *attempt, *at) {
+                    None => {
+                        self.task_mut(*id).reason = Some(ATTEMPTS_EXHAUSTED.into());
+                        self.enter(*id, TaskState::Failed, *at);
+                    }
+                    Some(after_backoff) => {
+                        let t = self.task_mut(*id);
+                        t.not_before = expired.then_some(after_backoff);
+                        self.enter(*id, TaskState::Queued, *at);
+                    }
                 }
             }
             Event::Submitted {

@@ -248,7 +248,7 @@ impl State {
                     .index
                     .leases
                     .iter()
-                    .take_while(|(expires, _)| *expires <= now)
+                    .take_while(|(expires, _)| !super::task::live_until(*expires, now))
                     .filter_map(|(_, id)| self.tasks.get(id))
                     .filter(|t| t.spec.queue == *q && viewer.sees_task(&self.facts(t)))
                     .count() as u64;

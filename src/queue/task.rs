@@ -192,6 +192,21 @@ pub struct Lease {
     pub handle: String,
 }
 
+impl Lease {
+    /// Whether the lease is live at `now` ([`live_until`]).
+    pub fn live_at(&self, now: Timestamp) -> bool {
+        live_until(self.expires_at, now)
+    }
+}
+
+/// Whether a lease that expires at `expires_at` is live at `now`: until
+/// that instant, whether or not the sweeper has yet ended it. The one
+/// liveness rule (calls on a claim, worker routes, expiries, the status
+/// summary).
+pub fn live_until(expires_at: Timestamp, now: Timestamp) -> bool {
+    expires_at > now
+}
+
 /// Why a parked task waits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Park {

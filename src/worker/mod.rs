@@ -309,7 +309,7 @@ fn live(
 fn live_holder(task: &Task, attempt: Attempt, now: Timestamp, when: When) -> Result<&Name, Error> {
     let why = match &task.lease {
         Some(l) if l.attempt == attempt && task.state == TaskState::Claimed => {
-            if l.expires_at > now {
+            if l.live_at(now) {
                 return Ok(&l.holder);
             }
             "the attempt's lease lapsed"
