@@ -42,7 +42,7 @@ pub enum Error {
 /// with it).
 pub fn auth_evidence(state: &queue::State) -> check::Expected {
     let mut expected = check::Expected::default();
-    for t in state.tasks.values() {
+    for t in state.all_tasks() {
         for (id, part) in t.key_ids() {
             expected.key(id, || format!("task {}'s {part}", t.id));
         }
@@ -82,7 +82,7 @@ impl Daemon {
         // Keys and the token secret are opened (and made, on a fresh root)
         // only once the journal has said what they must be: a missing one
         // that a task names is refused, never made again.
-        let blockers: Vec<check::Problem> = check::check(&store, &queue.peek(auth_evidence))?
+        let blockers: Vec<check::Problem> = check::check(&store, &queue.audit(auth_evidence))?
             .into_iter()
             .filter(|p| p.blocks_start)
             .collect();
@@ -105,7 +105,7 @@ impl Daemon {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "task journal recovered"
         );
-        let unsettled = queue.peek(crate::worker::audit::Unsettled::of);
+        let unsettled = queue.audit(crate::worker::audit::Unsettled::of);
         for line in crate::worker::audit::settle(&store, &unsettled) {
             tracing::warn!("{line}");
         }

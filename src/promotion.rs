@@ -104,20 +104,8 @@ pub async fn promote(
     if unique.len() != req.stages.len() {
         problems.push("a stage is named twice".into());
     }
-    let (tasks, policy): (Vec<_>, BTreeSet<String>) = queue.peek(|st| {
-        let tasks: Vec<_> = req
-            .stages
-            .iter()
-            .map(|id| (*id, st.tasks.get(id).cloned()))
-            .collect();
-        let policy = tasks
-            .iter()
-            .filter_map(|(_, t)| t.as_ref())
-            .filter_map(|t| st.queues.get(&t.spec.queue))
-            .flat_map(|q| q.required_stages.iter().map(|k| k.to_string()))
-            .collect();
-        (tasks, policy)
-    });
+    let (tasks, required) = queue.tasks_now(&req.stages);
+    let policy: BTreeSet<String> = required.iter().map(|k| k.to_string()).collect();
     let pin = req.pin.clone();
     let (bytes_ok, stages, mut more) = store.blocking(move |store| {
         let mut problems = Vec::new();

@@ -236,7 +236,7 @@ async fn submit(queue: &tessera::queue::Queue, n: usize) {
 pub fn fill(root: &Path, n: usize, submitted: usize) -> tessera::queue::Folds {
     use tessera::config::QueueLimits;
     use tessera::queue::{Queue, QueueConfig, TaskSpec};
-    use tessera::store::{Access, Name, Store};
+    use tessera::store::{Access, Store};
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let store = Store::open(root, Access::Exclusive).expect("store");
@@ -244,7 +244,10 @@ pub fn fill(root: &Path, n: usize, submitted: usize) -> tessera::queue::Folds {
         let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes(), limits.fold_after()).expect("queue");
         let config: QueueConfig = serde_json::from_value(json!({"name": "bench.q"})).expect("config");
         queue.provision(config).await.expect("provision");
-        let requester = Name::parse("key", "kbench").expect("name");
+        // The admin key a first start makes: every task's requester must
+        // be a key the root holds, or the daemon refuses to start.
+        let (keyring, _) = tessera::auth::Keyring::open(&store).expect("keys");
+        let requester = keyring.list().remove(0).key_id;
         let started = Instant::now();
         let mut done = 0;
         while done < n {

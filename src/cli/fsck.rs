@@ -147,7 +147,7 @@ impl Seen {
         problems: &mut Vec<String>,
     ) {
         self.expected = crate::daemon::auth_evidence(state);
-        for t in state.tasks.values() {
+        for t in state.all_tasks() {
             self.named.extend(t.staged.values().copied());
             self.named.extend(t.dropped.iter().copied());
             for (field, pin) in Brief::of(&t.spec.brief).pins() {

@@ -97,7 +97,7 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
             println!(
                 "salvaged: kept the {} record(s) before the damage ({} tasks); moved {} record(s) to journal/salvaged/",
                 rec.records,
-                state.tasks.len(),
+                state.task_count(),
                 finding.following
             );
         }

@@ -26,9 +26,8 @@ pub fn task_id(s: &str) -> Result<TaskId, ApiError> {
     })
 }
 
-/// Runs an access rule against a task; `NotFound` when it does not exist.
-/// It does not wait for durability: the facts it checks never change
-/// after enqueue, and whatever the caller then does is journaled after.
+/// Runs an access rule against a task; `NotFound` when it does not exist
+/// (`Queue::checked`).
 pub fn check(
     ctx: &Ctx,
     id: TaskId,
@@ -47,11 +46,8 @@ pub fn check_then<T>(
     rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
     read: impl FnOnce(&Task) -> T,
 ) -> Result<T, ApiError> {
-    ctx.queue.peek(|st| {
-        let t = st.task(id)?;
-        rule(p, &st.facts(t))?;
-        Ok::<_, ApiError>(read(t))
-    })
+    ctx.queue
+        .checked(id, |f| rule(p, f).map_err(ApiError::from), read)
 }
 
 /// How a task looks to `p`, from the queue's snapshot of it for `p`
@@ -135,10 +131,10 @@ pub async fn authorize_child(
     spec: TaskSpec,
 ) -> Result<TaskSpec, ApiError> {
     let server = queue_server(ctx, &spec.queue)?;
-    let parent_facts = ctx.queue.peek(|st| st.facts(parent).server_queue);
+    let parent_server = ctx.queue.is_server(&parent.spec.queue).unwrap_or(false);
     access::may_split_child(
         within,
-        &parent.facts(parent_facts),
+        &parent.facts(parent_server),
         parent.spec.priority,
         &spec.facts(&parent.requester, server),
         spec.priority,
@@ -150,7 +146,7 @@ pub async fn authorize_child(
 /// Whether `queue` is a server queue (unknown when never provisioned).
 fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
     ctx.queue
-        .peek(|st| st.queues.get(queue).map(|q| q.server))
+        .is_server(queue)
         .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()).into())
 }
 
@@ -162,7 +158,7 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
         .map_err(|(field, message)| crate::queue::EnqueueError::InvalidSpec { field, message })?;
     crate::worker::pins::check(&ctx.store, p, &spec.namespace, brief.pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
-        let template = ctx.queue.peek(|st| st.template_of(spec));
+        let template = ctx.queue.template_of(spec);
         if crate::queue::placement::check_template(&template).is_ok() {
             let ns = spec.namespace.clone();
             ctx.blocking(move |store| {
@@ -297,13 +293,13 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 
 /// A task the key may see, as it is once durable.
 pub async fn visible(ctx: &Ctx, p: &Principal, id: TaskId) -> Result<Task, ApiError> {
-    ctx.queue
-        .read(|st| {
-            let t = st.task(id)?;
-            access::read_task(p, &st.facts(t))?;
-            Ok::<_, ApiError>(t.clone())
+    let snap = ctx
+        .queue
+        .task(id, &p.viewer, |f| {
+            access::read_task(p, f).map_err(ApiError::from)
         })
-        .await?
+        .await?;
+    Ok(snap.task)
 }
 
 /// `GET /v1/tasks/{id}/receipts`: the receipt records, in order.

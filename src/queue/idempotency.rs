@@ -77,6 +77,7 @@ impl Idempotency {
     }
 
     /// Every filed task, in no order.
+    #[cfg(test)]
     pub fn ids(&self) -> impl Iterator<Item = TaskId> + '_ {
         self.table.iter().map(|(_, id)| *id)
     }

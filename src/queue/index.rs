@@ -25,8 +25,13 @@ use crate::store::Name;
 /// (the task's creation order, `TaskTable::order`).
 pub type ReadyKey = (Reverse<i32>, u64, TaskId);
 
+/// When queued task `t` becomes ready, if that is after `now`.
+pub(super) fn delayed_until(t: &Task, now: Timestamp) -> Option<Timestamp> {
+    t.not_before.filter(|nb| *nb > now)
+}
+
 /// Where task `t` (created `order`-th) stands in its ready set.
-fn ready_key(t: &Task, order: u64) -> ReadyKey {
+pub(super) fn ready_key(t: &Task, order: u64) -> ReadyKey {
     (Reverse(t.spec.priority), order, t.id)
 }
 
@@ -34,30 +39,30 @@ fn ready_key(t: &Task, order: u64) -> ReadyKey {
 #[derive(Debug, Default)]
 pub struct Index {
     /// Queued but not before the instant.
-    pub delayed: BTreeSet<(Timestamp, TaskId)>,
+    pub(super) delayed: BTreeSet<(Timestamp, TaskId)>,
     /// Claimed, by lease expiry.
-    pub leases: BTreeSet<(Timestamp, TaskId)>,
+    pub(super) leases: BTreeSet<(Timestamp, TaskId)>,
     /// (namespace, requester key, idempotency key) → task.
-    pub idempotency: Idempotency,
+    pub(super) idempotency: Idempotency,
     /// Upstream → the pending tasks waiting on it.
-    pub dependents: HashMap<TaskId, Vec<TaskId>>,
+    pub(super) dependents: HashMap<TaskId, Vec<TaskId>>,
     /// Pending task → upstream tasks not yet terminal.
-    pub blocked: HashMap<TaskId, usize>,
+    pub(super) blocked: HashMap<TaskId, usize>,
     /// Worker handle → (task, attempt).
-    pub handles: HashMap<String, (TaskId, Attempt)>,
+    pub(super) handles: HashMap<String, (TaskId, Attempt)>,
     /// Every task, by what decides who sees it and by state.
-    pub shelves: Shelves,
+    pub(super) shelves: Shelves,
 }
 
 impl Index {
     /// Files queued task `t` (created `order`-th) as ready, or as delayed
     /// when its `not_before` is after `now`.
     pub fn file_queued(&mut self, t: &Task, order: u64, now: Timestamp) {
-        match t.not_before {
-            Some(nb) if nb > now => {
+        match delayed_until(t, now) {
+            Some(nb) => {
                 self.delayed.insert((nb, t.id));
             }
-            _ => self.make_ready(t, order),
+            None => self.make_ready(t, order),
         }
     }
 

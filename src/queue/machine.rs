@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use super::event::{Event, NewTask};
-use super::index::Index;
+use super::index::{self, Index};
 use super::names::Names;
-use super::shelf::Sight;
+use super::shelf::{Shelves, Sight};
 use super::spec::{QueueConfig, UpstreamFailure};
 use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
@@ -44,13 +44,13 @@ pub struct SplitLimits {
 #[derive(Debug)]
 pub struct State {
     /// Provisioned queues.
-    pub queues: BTreeMap<Name, QueueConfig>,
+    pub(super) queues: BTreeMap<Name, QueueConfig>,
     /// Every task, in creation order, by id.
-    pub tasks: TaskTable,
+    pub(super) tasks: TaskTable,
     /// Derived indexes.
-    pub index: Index,
+    pub(super) index: Index,
     /// Split bounds.
-    pub limits: SplitLimits,
+    pub(super) limits: SplitLimits,
     /// The transitions of the change being applied, when recorded (see
     /// [`State::apply_recorded`]).
     transitions: Option<Vec<Transition>>,
@@ -94,6 +94,16 @@ impl State {
         self.transitions = Some(Vec::new());
         self.apply(ev);
         self.transitions.take().unwrap_or_default()
+    }
+
+    /// Every task, in creation order (offline tools and start-time audits).
+    pub fn all_tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
+    }
+
+    /// How many tasks.
+    pub fn task_count(&self) -> usize {
+        self.tasks.len()
     }
 
     /// The effective attempt limit of a task.
@@ -533,11 +543,12 @@ impl State {
         let mut index = Index::default();
         for t in tasks.values() {
             let (id, s) = (&t.id, &t.spec);
-            let pos =
-                u32::try_from(tasks.order(id).expect("known")).expect("fewer than 2^32 tasks");
-            index.shelves.put(t, pos);
             match t.state {
-                TaskState::Queued => index.file_queued(t, u64::from(pos), now),
+                TaskState::Queued => {
+                    if let Some(nb) = index::delayed_until(t, now) {
+                        index.delayed.insert((nb, *id));
+                    }
+                }
                 TaskState::Claimed => {
                     if let Some(l) = &t.lease {
                         index.leases.insert((l.expires_at, *id));
@@ -564,6 +575,12 @@ impl State {
             }
             index.idempotency.insert(&tasks, *id);
         }
+        index.shelves = Shelves::build(tasks.values().map(|t| {
+            let pos = tasks.position(&t.id).expect("known");
+            let ready = (t.state == TaskState::Queued && index::delayed_until(t, now).is_none())
+                .then(|| index::ready_key(t, u64::from(pos)));
+            (t, pos, ready)
+        }));
         State {
             queues,
             tasks,

@@ -277,7 +277,7 @@ impl Queue {
     }
 
     /// Runs `f` on the state and returns once what it saw is durable.
-    pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
+    async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
         let (out, seq) = {
             let st = self.lock(Op::Query);
             (f(&st), self.inner.committer.appended())
@@ -289,7 +289,7 @@ impl Queue {
     /// Runs `f` on the state as it is now, without waiting for durability:
     /// for authorization checks on facts that never change after enqueue.
     /// Whatever the caller then changes is journaled after what it saw.
-    pub fn peek<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+    fn peek<T>(&self, f: impl FnOnce(&State) -> T) -> T {
         f(&self.lock(Op::Peek))
     }
 

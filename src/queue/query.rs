@@ -326,6 +326,101 @@ impl Queue {
     pub fn queue_config(&self, name: &Name) -> Option<QueueConfig> {
         self.peek(|st| st.queues.get(name).cloned())
     }
+
+    /// Whether `queue` is a server queue; `None` when it was never
+    /// provisioned.
+    pub fn is_server(&self, queue: &Name) -> Option<bool> {
+        self.peek(|st| st.queues.get(queue).map(|q| q.server))
+    }
+
+    /// The ctx-dir template of a task with this spec ([`State::template_of`]).
+    pub fn template_of(&self, spec: &super::TaskSpec) -> String {
+        self.peek(|st| st.template_of(spec))
+    }
+
+    /// Runs `rule` on task `id`'s facts, then `read` on the task, without
+    /// waiting for durability: the facts never change after enqueue, and
+    /// whatever the caller then changes is journaled after what it saw.
+    /// `read` takes what the caller needs (bounded, never the whole table).
+    pub fn checked<T, E: From<TaskCallError>>(
+        &self,
+        id: TaskId,
+        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
+        read: impl FnOnce(&Task) -> T,
+    ) -> Result<T, E> {
+        self.peek(|st| {
+            let t = st.task(id)?;
+            rule(&st.facts(t))?;
+            Ok(read(t))
+        })
+    }
+
+    /// Task `id` as it is now, and whether its queue is a server queue
+    /// (a worker call's view of its attempt).
+    pub fn task_now(&self, id: TaskId) -> Option<(Task, bool)> {
+        self.peek(|st| {
+            st.tasks
+                .get(&id)
+                .map(|t| (t.clone(), st.facts(t).server_queue))
+        })
+    }
+
+    /// Each of `ids` as it is now (`None`: no such task), and the stage
+    /// kinds their queues require.
+    pub fn tasks_now(&self, ids: &[TaskId]) -> (Vec<(TaskId, Option<Task>)>, Vec<Name>) {
+        self.peek(|st| {
+            let tasks: Vec<_> = ids
+                .iter()
+                .map(|id| (*id, st.tasks.get(id).cloned()))
+                .collect();
+            let required = tasks
+                .iter()
+                .filter_map(|(_, t)| t.as_ref())
+                .filter_map(|t| st.queues.get(&t.spec.queue))
+                .flat_map(|q| q.required_stages.iter().cloned())
+                .collect();
+            (tasks, required)
+        })
+    }
+
+    /// What a worker's prompt needs besides the task: its effective
+    /// attempt limit, and its upstream tasks then children that `viewer`
+    /// may see, as they are now.
+    pub fn related(&self, task: &Task, viewer: &Viewer) -> (u32, Vec<Task>) {
+        self.peek(|st| {
+            let related = task
+                .spec
+                .depends_on
+                .iter()
+                .chain(&task.children)
+                .filter(|id| **id != task.id)
+                .filter_map(|id| st.tasks.get(id))
+                .filter(|r| viewer.sees_task(&st.facts(r)))
+                .cloned()
+                .collect();
+            (st.max_attempts(task), related)
+        })
+    }
+
+    /// The attempts task `id` has left: none once it ended.
+    pub fn attempts_left(&self, id: TaskId) -> u32 {
+        self.peek(|st| {
+            st.tasks.get(&id).map_or(0, |t| {
+                if t.state.is_terminal() {
+                    0
+                } else {
+                    st.max_attempts(t).saturating_sub(t.attempt.0)
+                }
+            })
+        })
+    }
+
+    /// Runs `f` on the whole state before the daemon serves: the start's
+    /// audits (what `auth/` must hold, the ctx-dirs to settle), which
+    /// read every task once. Nothing that serves calls it.
+    pub fn audit<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        self.peek(f)
+    }
 }
 
 #[cfg(test)]

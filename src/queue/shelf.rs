@@ -11,7 +11,7 @@
 //! restore. A shelf that empties is dropped, so their number follows
 //! the combinations in use, not the history.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use hashbrown::{Equivalent, HashMap};
@@ -84,11 +84,12 @@ impl Sight {
 }
 
 /// One shelf's tasks: positions in creation order, and for queued tasks
-/// also by the time they were queued (the oldest wait).
+/// how many were queued at each instant (the oldest wait). Tasks queued
+/// together (a batch) share one instant, so that map stays small.
 #[derive(Debug, Default)]
 struct Shelved {
     at: BTreeSet<u32>,
-    since: BTreeSet<(Timestamp, u32)>,
+    since: BTreeMap<Timestamp, u32>,
 }
 
 /// The tasks of one sight: a shelf per state, and the queued ones that
@@ -193,13 +194,52 @@ impl Shelves {
         }
     }
 
+    /// Builds the shelves of a restored state in one pass: each task (at
+    /// its position, in creation order) on the shelf of its state, and in
+    /// its sight's ready set when it has a key there. Each set is built
+    /// from its sorted entries at once, so its nodes are full (filed one
+    /// by one in order, they would be half empty).
+    pub fn build<'a>(tasks: impl Iterator<Item = (&'a Task, u32, Option<ReadyKey>)>) -> Shelves {
+        #[derive(Default)]
+        struct Parts {
+            at: [Vec<u32>; TaskState::ALL.len()],
+            since: BTreeMap<Timestamp, u32>,
+            ready: Vec<ReadyKey>,
+        }
+        let mut parts: HashMap<Sight, Parts> = HashMap::new();
+        for (t, pos, ready) in tasks {
+            let key = SightRef::of(t);
+            if !parts.contains_key(&key) {
+                parts.insert(Sight::of(t), Parts::default());
+            }
+            let p = parts.get_mut(&key).expect("just made");
+            p.at[slot(t.state)].push(pos);
+            if t.state == TaskState::Queued {
+                *p.since.entry(t.updated_at).or_default() += 1;
+            }
+            p.ready.extend(ready);
+        }
+        let rows = parts
+            .into_iter()
+            .map(|(sight, Parts { at, since, ready })| {
+                let mut states = at.map(|at| Shelved {
+                    at: at.into_iter().collect(),
+                    since: BTreeMap::new(),
+                });
+                states[slot(TaskState::Queued)].since = since;
+                let ready = ready.into_iter().collect();
+                (sight, Row { states, ready })
+            })
+            .collect();
+        Shelves { rows }
+    }
+
     /// Files task `t` (at `pos` in creation order) on the shelf of its
     /// state, as of `t.updated_at`.
     pub fn put(&mut self, t: &Task, pos: u32) {
         let shelf = &mut self.row_mut(t).states[slot(t.state)];
-        shelf.at.insert(pos);
-        if t.state == TaskState::Queued {
-            shelf.since.insert((t.updated_at, pos));
+        if shelf.at.insert(pos) && t.state == TaskState::Queued {
+            *shelf.since.entry(t.updated_at).or_default() += 1;
         }
     }
 
@@ -208,8 +248,14 @@ impl Shelves {
     pub fn take(&mut self, t: &Task, pos: u32) {
         if let Some(row) = self.rows.get_mut(&SightRef::of(t)) {
             let shelf = &mut row.states[slot(t.state)];
-            shelf.at.remove(&pos);
-            shelf.since.remove(&(t.updated_at, pos));
+            if shelf.at.remove(&pos)
+                && let Some(n) = shelf.since.get_mut(&t.updated_at)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    shelf.since.remove(&t.updated_at);
+                }
+            }
         }
         self.tidy(t);
     }
@@ -290,7 +336,7 @@ impl Shelves {
     pub fn oldest_queued(&self, keep: impl Fn(ShelfView<'_>) -> bool) -> Option<Timestamp> {
         self.shelves()
             .filter(|(v, _)| v.state == TaskState::Queued && keep(*v))
-            .filter_map(|(_, s)| s.since.first().map(|(t, _)| *t))
+            .filter_map(|(_, s)| s.since.first_key_value().map(|(t, _)| *t))
             .min()
     }
 }
@@ -302,7 +348,7 @@ impl Shelves {
         let mut out: Vec<String> = self
             .shelves()
             .map(|(v, s)| {
-                let since: Vec<_> = s.since.iter().map(|(t, p)| format!("{t}@{p}")).collect();
+                let since: Vec<_> = s.since.iter().map(|(t, n)| format!("{t}x{n}")).collect();
                 format!("{:?} {:?}: {:?} {since:?}", v.sight, v.state, s.at)
             })
             .chain(

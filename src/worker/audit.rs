@@ -115,8 +115,7 @@ impl Unsettled {
     /// The unfinished tasks that have been claimed at least once.
     pub fn of(state: &State) -> Vec<Unsettled> {
         state
-            .tasks
-            .values()
+            .all_tasks()
             .filter(|t| !t.state.is_terminal() && t.attempt.0 > 0)
             .map(|t| Unsettled {
                 id: t.id,

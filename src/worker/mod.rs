@@ -284,11 +284,7 @@ fn live(
     when: When,
 ) -> Result<Session, Error> {
     let (task, server_queue) = queue
-        .peek(|st| {
-            st.tasks
-                .get(&id)
-                .map(|t| (t.clone(), st.facts(t).server_queue))
-        })
+        .task_now(id)
         .ok_or(Error::Unauthenticated("unknown task"))?;
     let holder = live_holder(&task, attempt, Timestamp::now(), when)?;
     let claimant = match keyring.principal(holder) {

@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 
 use super::contract::Contract;
 use super::{Error, area, consumes, pins, shim};
-use crate::auth::{Principal, access};
+use crate::auth::Principal;
 use crate::queue::receipt::ProjectionStatus;
-use crate::queue::{Receipt, State, Task, placement};
+use crate::queue::{Queue, Receipt, Task, placement};
 use crate::store::Store;
 
 /// What the prompt needs from the queue, copied out under its lock.
@@ -39,23 +39,14 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Copies what the prompt needs out of the queue state: the related
-    /// tasks the claiming key may see (a step never points at a task the
+    /// Copies what the prompt needs out of the queue: the related tasks
+    /// the claiming key may see (a step never points at a task the
     /// worker's principal could not read itself).
-    pub fn gather(st: &State, task: &Task, holder: &Principal) -> Facts {
-        let related = task
-            .spec
-            .depends_on
-            .iter()
-            .chain(&task.children)
-            .filter(|id| **id != task.id)
-            .filter_map(|id| st.tasks.get(id))
-            .filter(|r| access::sees_task(holder, &st.facts(r)))
-            .cloned()
-            .collect();
+    pub fn gather(queue: &Queue, task: &Task, holder: &Principal) -> Facts {
+        let (max_attempts, related) = queue.related(task, &holder.viewer);
         Facts {
             task: task.clone(),
-            max_attempts: st.max_attempts(task),
+            max_attempts,
             related,
         }
     }

@@ -364,17 +364,7 @@ async fn record(
 ) -> Result<Completed, Error> {
     let ((receipt, created, state), unsynced) =
         queue.submit_unsynced(id, lease_id, input, &p.key_id)?;
-    let attempts_left = (state != TaskState::Succeeded).then(|| {
-        queue.peek(|st| {
-            st.tasks.get(&id).map_or(0, |t| {
-                if t.state.is_terminal() {
-                    0
-                } else {
-                    st.max_attempts(t).saturating_sub(t.attempt.0)
-                }
-            })
-        })
-    });
+    let attempts_left = (state != TaskState::Succeeded).then(|| queue.attempts_left(id));
     if wait {
         queue
             .synced(unsynced)
