@@ -10,9 +10,10 @@
 //! promotion  the public promotion gate                     -> queue, auth, store
 //! worker     worker credentials, prompt, parts, submit,
 //!            projection, contract checks                   -> queue, auth, store
-//! queue      tasks, leases, fencing, receipts, journal;
-//!            answers (query) as owned snapshots from its
-//!            shelves, never a table walk under its lock    -> store
+//! queue      tasks, leases, fencing, receipts, journal; one
+//!            interface (`Queue`, its calls and their
+//!            durability listed in `queue`), answers (query)
+//!            as owned snapshots from its shelves           -> store
 //! auth       keys, grants, visibility decisions, tokens    -> store
 //! store      the sandboxed root: objects, noun refs, the
 //!            logs (segments, group commit; the noun log),

@@ -143,7 +143,8 @@ impl State {
             })
             .filter_map(|(_, set)| set.first())
             .min()
-            .map(|(_, _, id)| *id)
+            .and_then(|(_, pos)| self.tasks.at(*pos))
+            .map(|t| t.id)
     }
 
     /// Claim a ready task: a new lease for attempt + 1.

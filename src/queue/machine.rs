@@ -11,12 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use super::event::{Event, NewTask};
-use super::index::{self, Index};
+use super::index::Index;
 use super::names::Names;
-use super::shelf::{Shelves, Sight};
+use super::shelf::Sight;
 use super::spec::{QueueConfig, UpstreamFailure};
 use super::table::TaskTable;
 use super::task::{Attempt, Task, TaskId, TaskState};
@@ -53,9 +53,9 @@ pub struct State {
     pub(super) limits: SplitLimits,
     /// The transitions of the change being applied, when recorded (see
     /// [`State::apply_recorded`]).
-    transitions: Option<Vec<Transition>>,
+    pub(super) transitions: Option<Vec<Transition>>,
     /// The names tasks share.
-    names: Names,
+    pub(super) names: Names,
 }
 
 /// One task's change of state, owned: what an observer needs of the task
@@ -104,54 +104,6 @@ impl State {
     /// How many tasks.
     pub fn task_count(&self) -> usize {
         self.tasks.len()
-    }
-
-    /// The effective attempt limit of a task.
-    pub fn max_attempts(&self, t: &Task) -> u32 {
-        t.spec
-            .max_attempts
-            .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.max_attempts))
-            .unwrap_or(1)
-    }
-
-    /// When the attempt after `ended` (which ended at `at`) may start,
-    /// after the queue's backoff; `None` when `ended` used up the task's
-    /// attempts, so it fails. The one retry-or-fail rule (a failed
-    /// submit, a release, an expiry).
-    pub fn next_attempt(&self, t: &Task, ended: Attempt, at: Timestamp) -> Option<Timestamp> {
-        (ended.0 < self.max_attempts(t)).then(|| at + self.backoff(t, ended))
-    }
-
-    /// The delay before the attempt after `ended`: the queue's backoff.
-    pub fn backoff(&self, t: &Task, ended: Attempt) -> SignedDuration {
-        let ms = self
-            .queues
-            .get(&t.spec.queue)
-            .map_or(0, |q| q.backoff.delay_ms(ended.0 + 1));
-        SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
-    }
-
-    /// The ctx-dir template of a task with this spec: its own placement,
-    /// else its queue's, else the default.
-    pub fn template_of(&self, spec: &super::TaskSpec) -> String {
-        spec.placement
-            .clone()
-            .or_else(|| {
-                self.queues
-                    .get(&spec.queue)
-                    .and_then(|q| q.placement.clone())
-            })
-            .unwrap_or_else(|| super::placement::DEFAULT_PLACEMENT.into())
-    }
-
-    /// The effective lease length of a task.
-    pub fn lease_ttl(&self, t: &Task) -> SignedDuration {
-        let s = t
-            .spec
-            .lease_ttl_s
-            .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.lease_ttl_s))
-            .unwrap_or(300);
-        SignedDuration::from_secs(i64::from(s))
     }
 
     /// Applies one event.
@@ -433,7 +385,7 @@ impl State {
         match state {
             TaskState::Queued => self
                 .index
-                .unfile_queued(t, self.tasks.order(&id).expect("known")),
+                .unfile_queued(t, self.tasks.position(&id).expect("known")),
             TaskState::Pending => {
                 self.index.blocked.remove(&id);
                 for u in &t.spec.depends_on {
@@ -477,7 +429,7 @@ impl State {
         let t = &self.tasks[&id];
         self.index.shelves.put(t, pos);
         if state == TaskState::Queued {
-            self.index.file_queued(t, u64::from(pos), at);
+            self.index.file_queued(t, pos, at);
         }
         if !state.is_terminal() {
             return;
@@ -531,74 +483,14 @@ impl State {
         }
     }
 
-    /// Rebuilds a state from a snapshot's parts, deriving every index;
-    /// `names` holds the names the tasks share (see [`Names`]).
-    pub fn restore(
-        queues: BTreeMap<Name, QueueConfig>,
-        tasks: TaskTable,
-        names: Names,
-        limits: SplitLimits,
-        now: Timestamp,
-    ) -> State {
-        let mut index = Index::default();
-        for t in tasks.values() {
-            let (id, s) = (&t.id, &t.spec);
-            match t.state {
-                TaskState::Queued => {
-                    if let Some(nb) = index::delayed_until(t, now) {
-                        index.delayed.insert((nb, *id));
-                    }
-                }
-                TaskState::Claimed => {
-                    if let Some(l) = &t.lease {
-                        index.leases.insert((l.expires_at, *id));
-                    }
-                }
-                TaskState::Pending => {
-                    let open: Vec<TaskId> = s
-                        .depends_on
-                        .iter()
-                        .filter(|u| tasks.get(u).is_some_and(|u| !u.state.is_terminal()))
-                        .copied()
-                        .collect();
-                    for u in &open {
-                        index.dependents.entry(*u).or_default().push(*id);
-                    }
-                    index.blocked.insert(*id, open.len());
-                }
-                _ => {}
-            }
-            for (i, h) in t.handles.iter().enumerate() {
-                index
-                    .handles
-                    .insert(h.clone(), (*id, Attempt(i as u32 + 1)));
-            }
-            index.idempotency.insert(&tasks, *id);
-        }
-        index.shelves = Shelves::build(tasks.values().map(|t| {
-            let pos = tasks.position(&t.id).expect("known");
-            let ready = (t.state == TaskState::Queued && index::delayed_until(t, now).is_none())
-                .then(|| index::ready_key(t, u64::from(pos)));
-            (t, pos, ready)
-        }));
-        State {
-            queues,
-            tasks,
-            index,
-            limits,
-            transitions: None,
-            names,
-        }
-    }
-
     /// Files delayed tasks that are due at `now` as ready; true if any.
     pub fn promote_due(&mut self, now: Timestamp) -> bool {
         let due = self.index.take_due(now);
         for id in &due {
             let t = &self.tasks[id];
             if t.state == TaskState::Queued {
-                let order = self.tasks.order(id).expect("known");
-                self.index.make_ready(t, order);
+                let pos = self.tasks.position(id).expect("known");
+                self.index.make_ready(t, pos);
             }
         }
         !due.is_empty()
@@ -607,39 +499,6 @@ impl State {
     /// Task counts per state on `queue`.
     pub fn index_counts(&self, queue: &Name) -> Vec<(TaskState, u64)> {
         self.index.counts_of(queue)
-    }
-
-    /// Task counts per state on each of `queues`, of the tasks `keep`
-    /// allows, in one scan of the table: for keys that may see only some
-    /// of a queue's tasks.
-    pub fn counts_where(
-        &self,
-        queues: &[&Name],
-        keep: impl Fn(&Task) -> bool,
-    ) -> BTreeMap<Name, Vec<(TaskState, u64)>> {
-        let mut counts: BTreeMap<&Name, [u64; TaskState::ALL.len()]> = queues
-            .iter()
-            .map(|q| (*q, [0; TaskState::ALL.len()]))
-            .collect();
-        for t in self.tasks.values() {
-            if let Some(c) = counts.get_mut(&t.spec.queue)
-                && keep(t)
-            {
-                c[TaskState::ALL
-                    .iter()
-                    .position(|s| *s == t.state)
-                    .unwrap_or(0)] += 1;
-            }
-        }
-        counts
-            .into_iter()
-            .map(|(q, c)| (q.clone(), TaskState::ALL.iter().copied().zip(c).collect()))
-            .collect()
-    }
-
-    /// What the access rules need to know about a task.
-    pub fn facts<'a>(&self, t: &'a Task) -> crate::store::envelope::TaskFacts<'a> {
-        t.facts(self.queues.get(&t.spec.queue).is_some_and(|q| q.server))
     }
 
     /// Whether a queued task is claimable at `now`.

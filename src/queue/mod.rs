@@ -25,6 +25,23 @@
 //! states change only by an explicit retry; `succeeded` never changes. A
 //! lease is live until its `expires_at`, whether or not the sweeper has
 //! yet returned the task to the queue.
+//!
+//! The interface: [`Queue`] is all the HTTP, worker, MCP, events and
+//! metrics layers use, with owned inputs and answers; its state, tables
+//! and indexes are this module's own. A second backend implements the
+//! same calls with the same promises:
+//!
+//! | calls | answer | durable when it returns |
+//! | --- | --- | --- |
+//! | `provision`, `enqueue_many` (one or a batch; `dry_run` decides only) | created or existing, with the state | yes |
+//! | `claim_next` (long poll), `claim` | a [`Claimed`] snapshot, its lease and handle; released unless its handover is delivered | yes |
+//! | `heartbeat`, `release`, `park`, `resume`, `split`, `cancel`, `retry`, `stage`, `bulk` | the task's new state or expiry | yes |
+//! | `submit`; `submit_unsynced` then `synced` | the receipt, fenced to the lease | yes; after `synced` |
+//! | `task`, `page`, `queue_counts`, `summary` (`query`) | owned snapshots for a `Viewer` | what they saw is |
+//! | `checked`, `is_server`, `queue_config`, `template_of`, `task_now`, `tasks_now`, `related`, `attempts_left`, `task_counts`, `handle` | facts that never change after enqueue, or figures to render | not waited for |
+//! | observers (`observe`) | each committed change as owned `Transition`s, each sync, each lock hold | told after the fact |
+//!
+//! `audit` reads the whole state once, at start, before the daemon serves.
 
 mod applies;
 pub mod brief;

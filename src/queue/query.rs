@@ -1,5 +1,7 @@
 //! The queue's answers to questions: one task as a viewer sees it, a page
-//! of tasks, counts, the status summary, a queue's config. Each is read
+//! of tasks, counts, the status summary, a queue's config and what follows
+//! from it for a task (attempt limit, backoff, lease length, ctx-dir
+//! template). Each is read
 //! under the lock from the shelves and indexes (`shelf`, `index`), never
 //! by walking the table, and returned as an owned snapshot, so the caller
 //! renders it after the lock is gone. The work under the lock follows the
@@ -8,10 +10,10 @@
 //! What a viewer may see is decided by its [`Viewer`] on each shelf's
 //! [`Sight`], the same rule `auth::access` applies to one task.
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 
 use super::shelf::{ShelfView, Sight};
-use super::task::{Task, TaskId, TaskState};
+use super::task::{Attempt, Task, TaskId, TaskState};
 use super::{JournalError, Queue, QueueConfig, State, TaskCallError};
 use crate::store::envelope::{TaskFacts, Viewer};
 use crate::store::{Name, Sha256};
@@ -114,6 +116,59 @@ pub struct Summary {
 }
 
 impl State {
+    /// The effective attempt limit of a task.
+    pub fn max_attempts(&self, t: &Task) -> u32 {
+        t.spec
+            .max_attempts
+            .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.max_attempts))
+            .unwrap_or(1)
+    }
+
+    /// When the attempt after `ended` (which ended at `at`) may start,
+    /// after the queue's backoff; `None` when `ended` used up the task's
+    /// attempts, so it fails. The one retry-or-fail rule (a failed
+    /// submit, a release, an expiry).
+    pub fn next_attempt(&self, t: &Task, ended: Attempt, at: Timestamp) -> Option<Timestamp> {
+        (ended.0 < self.max_attempts(t)).then(|| at + self.backoff(t, ended))
+    }
+
+    /// The delay before the attempt after `ended`: the queue's backoff.
+    pub fn backoff(&self, t: &Task, ended: Attempt) -> SignedDuration {
+        let ms = self
+            .queues
+            .get(&t.spec.queue)
+            .map_or(0, |q| q.backoff.delay_ms(ended.0 + 1));
+        SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+
+    /// The ctx-dir template of a task with this spec: its own placement,
+    /// else its queue's, else the default.
+    pub fn template_of(&self, spec: &super::TaskSpec) -> String {
+        spec.placement
+            .clone()
+            .or_else(|| {
+                self.queues
+                    .get(&spec.queue)
+                    .and_then(|q| q.placement.clone())
+            })
+            .unwrap_or_else(|| super::placement::DEFAULT_PLACEMENT.into())
+    }
+
+    /// The effective lease length of a task.
+    pub fn lease_ttl(&self, t: &Task) -> SignedDuration {
+        let s = t
+            .spec
+            .lease_ttl_s
+            .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.lease_ttl_s))
+            .unwrap_or(300);
+        SignedDuration::from_secs(i64::from(s))
+    }
+
+    /// What the access rules need to know about a task.
+    pub fn facts<'a>(&self, t: &'a Task) -> crate::store::envelope::TaskFacts<'a> {
+        t.facts(self.queues.get(&t.spec.queue).is_some_and(|q| q.server))
+    }
+
     /// Whether `viewer` may see a task with this sight.
     fn shows(&self, viewer: &Viewer, sight: &Sight) -> bool {
         viewer.sees_task(&sight.facts(false))

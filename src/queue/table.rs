@@ -77,11 +77,6 @@ impl TaskTable {
 
     /// Where the task stands in creation order (0 for the first), which
     /// is also its claim order among tasks of one priority.
-    pub fn order(&self, id: &TaskId) -> Option<u64> {
-        self.at.get(id).map(|&at| u64::from(at))
-    }
-
-    /// [`TaskTable::order`] as the table keeps it.
     pub fn position(&self, id: &TaskId) -> Option<u32> {
         self.at.get(id).copied()
     }
