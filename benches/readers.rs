@@ -143,6 +143,42 @@ fn percentiles(p: &mut Phase) -> (f64, f64) {
     (at(0.50), at(0.99))
 }
 
+/// The p50, p99 and largest bucket of the lock's hold time for `op`, from
+/// the scrape's `tessera_queue_lock_held_seconds` histogram.
+fn held(scrape: &str, op: &str) -> String {
+    let mut buckets: Vec<(f64, u64)> = scrape
+        .lines()
+        .filter(|l| {
+            l.starts_with("tessera_queue_lock_held_seconds_bucket{")
+                && l.contains(&format!("op=\"{op}\""))
+        })
+        .filter_map(|l| {
+            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+            let n = l.rsplit(' ').next()?.parse().ok()?;
+            Some((le.parse().unwrap_or(f64::INFINITY), n))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map_or(0, |b| b.1);
+    let at = |q: f64| {
+        buckets
+            .iter()
+            .find(|(_, n)| *n as f64 >= q * total as f64)
+            .map_or(f64::NAN, |(le, _)| le * 1e6)
+    };
+    let top = buckets
+        .windows(2)
+        .filter(|w| w[1].1 > w[0].1)
+        .map(|w| w[1].0 * 1e6)
+        .last()
+        .unwrap_or(f64::NAN);
+    format!(
+        "{total} holds, p50 <= {:.0} us, p99 <= {:.0} us, longest <= {top:.0} us",
+        at(0.5),
+        at(0.99)
+    )
+}
+
 fn main() {
     let args = Args::parse();
     println!(
@@ -210,6 +246,10 @@ fn main() {
             reads.load(Ordering::Relaxed) as f64 / read_s,
             args.readers
         );
+        let scrape = admin.get("/metrics").await.expect("metrics");
+        for op in ["query", "peek", "enqueue", "claim", "submit"] {
+            println!("lock held by {op:<8} {}", held(&String::from_utf8_lossy(&scrape.body), op));
+        }
         for (name, alone, loaded) in [("enqueue", &mut e0, &mut e1), ("cycle", &mut c0, &mut c1)] {
             let ((a50, a99), (l50, l99)) = (percentiles(alone), percentiles(loaded));
             println!(
