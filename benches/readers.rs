@@ -170,7 +170,7 @@ fn held(scrape: &str, op: &str) -> String {
         .windows(2)
         .filter(|w| w[1].1 > w[0].1)
         .map(|w| w[1].0 * 1e6)
-        .last()
+        .next_back()
         .unwrap_or(f64::NAN);
     format!(
         "{total} holds, p50 <= {:.0} us, p99 <= {:.0} us, longest <= {top:.0} us",
