@@ -357,7 +357,7 @@ pub fn may_retry(p: &Principal, f: &TaskFacts<'_>) -> Result<(), Error> {
 /// A task the key sees (else hidden) that it enqueued, or any for admin.
 fn requester_or_admin(p: &Principal, f: &TaskFacts<'_>, what: &str) -> Result<(), Error> {
     read_task(p, f)?;
-    if p.is_admin() || p.owns(f.envelope.owner) {
+    if p.viewer.may_end(f) {
         Ok(())
     } else {
         Err(Error::Forbidden(format!(

@@ -30,7 +30,7 @@ use super::wire::{
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::{Principal, Scope, access};
-use crate::queue::{Task, TaskSpec};
+use crate::queue::TaskSpec;
 use crate::store::{Name, NounPath};
 
 /// A batch body may be this many times the single-request body limit.
@@ -119,10 +119,9 @@ pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
             Err(e) => answers[i] = Some(failed(e)),
         }
     }
-    let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
     let outcomes = ctx
         .queue
-        .enqueue_many(specs, &p.key_id, source_pack.as_ref(), &sees, dry_run)
+        .enqueue_many(specs, &p.viewer, source_pack.as_ref(), dry_run)
         .await?;
     let mut created = 0;
     for (slot, outcome) in slots.into_iter().zip(outcomes) {

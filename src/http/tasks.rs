@@ -211,10 +211,9 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     access::require(&p, auth::Scope::VerbsEnqueue)?;
     let mut spec: TaskSpec = req.json(ctx.limits.max_body_bytes).await?;
     authorize_spec(ctx, &p, &mut spec).await?;
-    let sees = |t: &Task| access::sees_task(&p, &t.facts(false));
     let outcome = ctx
         .queue
-        .enqueue_many(vec![spec], &p.key_id, source_pack.as_ref(), &sees, dry_run)
+        .enqueue_many(vec![spec], &p.viewer, source_pack.as_ref(), dry_run)
         .await?
         .remove(0);
     let (status, answer) = enqueue_outcome(outcome, dry_run)?;

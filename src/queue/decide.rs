@@ -58,7 +58,7 @@ impl State {
         Ok(Event::QueueSet { config })
     }
 
-    fn check_new(&self, spec: &TaskSpec, sees: &dyn Fn(&Task) -> bool) -> Result<(), EnqueueError> {
+    fn check_new(&self, spec: &TaskSpec, viewer: &Viewer) -> Result<(), EnqueueError> {
         if !self.queues.contains_key(&spec.queue) {
             return Err(EnqueueError::UnknownQueue(spec.queue.to_string()));
         }
@@ -67,7 +67,11 @@ impl State {
             super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
         }
         for u in &spec.depends_on {
-            if !self.tasks.get(u).is_some_and(sees) {
+            if !self
+                .tasks
+                .get(u)
+                .is_some_and(|t| viewer.sees_task(&self.facts(t)))
+            {
                 return Err(EnqueueError::UnknownUpstream(*u));
             }
         }
@@ -83,8 +87,8 @@ impl State {
 
     /// Enqueue a spec, from the seed pack `source_pack` when an import
     /// sends it, with an id from `draw` ([`TaskId::random`] on the live
-    /// path). `sees` says whether the requester may see a task (for
-    /// `depends_on`, which may only name visible tasks).
+    /// path). `viewer` is the requester's: `depends_on` may only name
+    /// tasks it sees.
     #[allow(clippy::too_many_arguments)]
     pub fn decide_enqueue(
         &self,
@@ -92,7 +96,7 @@ impl State {
         requester: &Name,
         source_pack: Option<&Name>,
         at: Timestamp,
-        sees: &dyn Fn(&Task) -> bool,
+        viewer: &Viewer,
         draw: &mut dyn FnMut() -> TaskId,
     ) -> Result<Enqueue, EnqueueError> {
         if let Some(key) = &spec.idempotency_key
@@ -104,7 +108,7 @@ impl State {
                 Err(EnqueueError::IdempotencyConflict(*id))
             };
         }
-        self.check_new(&spec, sees)?;
+        self.check_new(&spec, viewer)?;
         let id = self.unused_id(draw, &[]);
         let task = NewTask {
             id,
@@ -401,7 +405,7 @@ impl State {
         lease_id: &LeaseId,
         by: &Name,
         children: Vec<TaskSpec>,
-        sees: &dyn Fn(&Task) -> bool,
+        within: &Viewer,
         draw: &mut dyn FnMut() -> TaskId,
         now: Timestamp,
     ) -> Result<Event, SplitError> {
@@ -422,7 +426,7 @@ impl State {
         }
         let mut out = Vec::with_capacity(children.len());
         for spec in children {
-            self.check_new(&spec, sees).map_err(SplitError::Child)?;
+            self.check_new(&spec, within).map_err(SplitError::Child)?;
             out.push(NewTask {
                 id: self.unused_id(draw, &out),
                 spec,

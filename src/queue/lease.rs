@@ -150,7 +150,7 @@ mod tests {
         .unwrap();
         let me = Name::parse("key", "k1").unwrap();
         let made = queue
-            .enqueue_many(vec![spec], &me, None, &|_| true, false)
+            .enqueue_many(vec![spec], &Viewer::admin(me), None, false)
             .await
             .unwrap();
         match made.into_iter().next() {

@@ -12,11 +12,10 @@ use super::query::Filter;
 use super::shelf::ShelfView;
 use super::{
     Attempt, Bulk, BulkAction, Claimed, Event, JournalError, LeaseId, Op, Park, Queue, SplitError,
-    State, SubmitError, SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced,
-    task,
+    State, SubmitError, SubmitInput, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, task,
 };
 use crate::auth::token::new_handle;
-use crate::store::envelope::{TaskFacts, Viewer};
+use crate::store::envelope::Viewer;
 use crate::store::{Name, Pin, Sha256};
 
 impl Queue {
@@ -238,18 +237,19 @@ impl Queue {
         .await
     }
 
-    /// Splits a claimed task held by `by` into children; returns their ids.
+    /// Splits a claimed task held by `by` into children, whose upstream
+    /// tasks `within` (the split's authority) must see; returns their ids.
     pub async fn split(
         &self,
         id: TaskId,
         lease_id: &LeaseId,
         by: &Name,
         children: Vec<TaskSpec>,
-        sees: &(dyn Fn(&Task) -> bool + Sync),
+        within: &Viewer,
     ) -> Result<Vec<TaskId>, SplitError> {
         self.run(Op::Split, |st| {
             let draw = &mut TaskId::random;
-            let ev = st.decide_split(id, lease_id, by, children, sees, draw, Timestamp::now())?;
+            let ev = st.decide_split(id, lease_id, by, children, within, draw, Timestamp::now())?;
             let Event::Split { children, .. } = &ev else {
                 unreachable!("split")
             };
@@ -302,16 +302,15 @@ impl Queue {
     }
 
     /// Retries or cancels, as `action` says, up to `limit` of the tasks
-    /// `filter` selects that `viewer` may see, whose facts `rule` allows
-    /// and whose state the action takes, oldest first; with `dry_run`,
-    /// only counts them. Selected from the shelves, so the work under the
-    /// lock follows the shelves and `limit`, not the table.
+    /// `filter` selects that `viewer` may end ([`Viewer::may_end`]) and
+    /// whose state the action takes, oldest first; with `dry_run`, only
+    /// counts them. Selected from the shelves, so the work under the lock
+    /// follows the shelves and `limit`, not the table.
     pub async fn bulk(
         &self,
         action: BulkAction,
         viewer: &Viewer,
         filter: &Filter,
-        rule: &(dyn Fn(&TaskFacts<'_>) -> bool + Sync),
         limit: usize,
         dry_run: bool,
     ) -> Result<Bulk, JournalError> {
@@ -320,7 +319,7 @@ impl Queue {
             let takes = |st: &State, v: ShelfView<'_>| {
                 filter.selects(viewer, v)
                     && action.takes(v.state)
-                    && rule(&v.sight.facts(st.is_server(&v.sight.queue)))
+                    && viewer.may_end(&v.sight.facts(st.is_server(&v.sight.queue)))
             };
             let matched = st.count_where(|v| takes(&st, v));
             let mut done = Vec::new();

@@ -185,7 +185,7 @@ proptest! {
                 Op::Enqueue { deps, priority, key, cancel_on_failure } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     let deps = if ids.is_empty() { vec![] } else { deps.iter().map(|d| ids[d % ids.len()]).collect() };
-                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, None, now, &|_| true, &mut draw) {
+                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, None, now, &crate::store::envelope::Viewer::admin(me.clone()), &mut draw) {
                         Ok(Enqueue::New(ev, _)) => Some(ev),
                         _ => None,
                     }
@@ -230,7 +230,7 @@ proptest! {
                 Op::Split { pick, n } => pick_in(&st, TaskState::Claimed, pick).and_then(|id| {
                     let parent = st.tasks[&id].spec.clone();
                     let kids: Vec<TaskSpec> = (0..n).map(|i| serde_json::from_str::<ChildSpec>(&json!({"queue": "q", "kind": "k", "effect_class": "read", "brief": {"i": i}}).to_string()).unwrap().under(&parent).unwrap()).collect();
-                    st.decide_split(id, &lease_of(&st, id), &me, kids, &|_| true, &mut draw, now).ok()
+                    st.decide_split(id, &lease_of(&st, id), &me, kids, &crate::store::envelope::Viewer::admin(me.clone()), &mut draw, now).ok()
                 }),
                 Op::Cancel { pick } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
@@ -284,7 +284,7 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
         &me,
         None,
         now,
-        &|_| true,
+        &crate::store::envelope::Viewer::admin(me.clone()),
         &mut TaskId::random,
     ) else {
         panic!("enqueued")

@@ -92,6 +92,7 @@ pub use recover::{Finding, Recovery};
 pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec, UpstreamFailure};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
+use crate::store::envelope::Viewer;
 use crate::store::{self, Name, Store};
 
 /// What can fail opening and recovering the queue (each call has its
@@ -354,15 +355,15 @@ impl Queue {
     }
 
     /// Enqueues several specs (each passed `TaskSpec::check` on the way
-    /// in) under one lock and one durability wait, each with its own
-    /// outcome; with `dry_run`, decides each and writes nothing. Tasks
-    /// created record `source_pack`, the seed pack they come from.
+    /// in) for the requester `viewer` under one lock and one durability
+    /// wait, each with its own outcome; with `dry_run`, decides each and
+    /// writes nothing. Tasks created record `source_pack`, the seed pack
+    /// they come from.
     pub async fn enqueue_many(
         &self,
         specs: Vec<TaskSpec>,
-        requester: &Name,
+        viewer: &Viewer,
         source_pack: Option<&Name>,
-        sees: &(dyn Fn(&Task) -> bool + Sync),
         dry_run: bool,
     ) -> Result<Vec<Result<Enqueued, EnqueueError>>, JournalError> {
         let at = Timestamp::now();
@@ -371,7 +372,7 @@ impl Queue {
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
                 let draw = &mut TaskId::random;
-                let decided = st.decide_enqueue(spec, requester, source_pack, at, sees, draw);
+                let decided = st.decide_enqueue(spec, &viewer.key, source_pack, at, viewer, draw);
                 out.push(match decided {
                     Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
                     Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),

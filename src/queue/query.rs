@@ -546,8 +546,14 @@ mod tests {
             let pack = (g.pick(4) == 0).then(|| name("pack"));
             next_id -= 1 + g.pick(7) as u64;
             let id = TaskId(next_id);
-            let made =
-                st.decide_enqueue(spec, &requester, pack.as_ref(), at, &|_| true, &mut || id);
+            let made = st.decide_enqueue(
+                spec,
+                &requester,
+                pack.as_ref(),
+                at,
+                &Viewer::admin(requester.clone()),
+                &mut || id,
+            );
             let Ok(Enqueue::New(ev, id)) = made else {
                 panic!("enqueued")
             };

@@ -318,9 +318,14 @@ mod tests {
                 "idempotency_key": (i % 2 == 0).then(|| format!("key-{i}")),
             }))
             .unwrap();
-            let Ok(Enqueue::New(ev, _)) =
-                st.decide_enqueue(spec, &me, None, at, &|_| true, &mut draw)
-            else {
+            let Ok(Enqueue::New(ev, _)) = st.decide_enqueue(
+                spec,
+                &me,
+                None,
+                at,
+                &crate::store::envelope::Viewer::admin(me.clone()),
+                &mut draw,
+            ) else {
                 panic!("a new task");
             };
             st.apply(&ev);

@@ -225,6 +225,12 @@ impl Viewer {
         }
     }
 
+    /// Whether it may end or restart the task (cancel, retry): it sees it,
+    /// and it is the task's requester or admin.
+    pub fn may_end(&self, f: &TaskFacts<'_>) -> bool {
+        self.sees_task(f) && (self.admin || self.owns(f.envelope.owner))
+    }
+
     /// Why it may not claim the task, if it may not: `verbs:claim`, sight
     /// of the task, its queue, its kind and effect class, in that order.
     pub fn claim_refusal(&self, f: &TaskFacts<'_>) -> Option<Refusal> {
