@@ -86,6 +86,18 @@ async fn metrics_follow_the_queue_and_need_the_scope() {
         sample(&text, "tessera_journal_commit_seconds_count").unwrap() >= 1.0,
         "{text}"
     );
+    // How long each operation held the queue's lock: one histogram per
+    // operation, every one listed, those that ran counted.
+    for (op, ran) in [
+        ("enqueue", 3.0),
+        ("claim", 3.0),
+        ("submit", 2.0),
+        ("fold", 0.0),
+    ] {
+        let row = format!("tessera_queue_lock_held_seconds_count{{op=\"{op}\"}}");
+        let n = sample(&text, &row).unwrap_or_else(|| panic!("{row} is exported\n{text}"));
+        assert!(n >= ran, "{row}: {n}");
+    }
     assert!(
         text.contains("tessera_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/tasks/{id}/submit\",status=\"201\"}"),
         "routes are templates, never raw ids:\n{text}"

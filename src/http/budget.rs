@@ -108,20 +108,10 @@ const STRING: u64 = 40;
 /// valid JSON is whatever the scan counts; the parse refuses it anyway.
 pub fn parsed_cost(text: &[u8]) -> u64 {
     let (mut slots, mut objects, mut strings) = (1u64, 0u64, 0u64);
-    let (mut in_str, mut escaped) = (false, false);
     // An opening bracket just seen: its container allocates (and holds a
     // first slot) only when something other than its closing follows.
     let mut opened: Option<u8> = None;
-    for &b in text {
-        if in_str {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
+    for b in crate::store::canonical::outside_strings(text) {
         if b.is_ascii_whitespace() {
             continue;
         }
@@ -133,10 +123,7 @@ pub fn parsed_cost(text: &[u8]) -> u64 {
             objects += u64::from(open == b'{');
         }
         match b {
-            b'"' => {
-                in_str = true;
-                strings += 1;
-            }
+            b'"' => strings += 1,
             b'{' | b'[' => opened = Some(b),
             b',' => slots += 1,
             _ => {}

@@ -48,11 +48,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .into_iter()
         .map(|q| QueueView {
             config: q.config,
-            counts: q
-                .counts
-                .into_iter()
-                .map(|(s, n)| (s.as_str().to_string(), n))
-                .collect(),
+            counts: super::wire::counts_by_state(q.counts),
         })
         .collect();
     Ok(json_response(StatusCode::OK, &QueueList { queues }))

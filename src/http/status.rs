@@ -24,11 +24,7 @@ pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .into_iter()
         .map(|q| QueueStatus {
             name: q.name,
-            counts: q
-                .counts
-                .into_iter()
-                .map(|(s, n)| (s.as_str().to_string(), n))
-                .collect(),
+            counts: super::wire::counts_by_state(q.counts),
             oldest_queued_since: q.oldest_queued_since,
             live_leases: q.live_leases,
         })

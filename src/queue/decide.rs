@@ -136,7 +136,7 @@ impl State {
         kinds: Option<&[Name]>,
         viewer: &Viewer,
     ) -> Option<TaskId> {
-        let server = self.queues.get(queue).is_some_and(|q| q.server);
+        let server = self.is_server(queue);
         self.index
             .shelves
             .ready_sets()

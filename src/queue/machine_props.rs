@@ -195,7 +195,7 @@ proptest! {
                     st.decide_claim(id, &me, LeaseId(format!("l{handle_seq}")), format!("wh-{handle_seq:08x}"), now).unwrap()
                 }),
                 Op::Submit { pick, ok, final_failure } => pick_in(&st, TaskState::Claimed, pick).map(|id| {
-                    let input = SubmitInput { ok, outputs: vec![], evidence: vec![], note: None, worker: None, checks: None, failure: None, final_failure, request: Sha256::of(&[u8::from(ok)]) };
+                    let input = SubmitInput::bare(ok, final_failure, Sha256::of(&[u8::from(ok)]));
                     match st.decide_submit(id, &lease_of(&st, id), &input, &me, now).unwrap() {
                         Submit::New { event, .. } => event,
                         Submit::Existing(_) => unreachable!("first submit"),
@@ -312,17 +312,7 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
     replayed.apply(&ev);
     assert_eq!(replayed.tasks[&id].state, TaskState::Failed);
 
-    let input = SubmitInput {
-        ok: false,
-        outputs: vec![],
-        evidence: vec![],
-        note: None,
-        worker: None,
-        checks: None,
-        failure: None,
-        final_failure: false,
-        request: Sha256::of(b"r"),
-    };
+    let input = SubmitInput::bare(false, false, Sha256::of(b"r"));
     let Submit::New { event, .. } = st
         .decide_submit(id, &LeaseId("l1".into()), &input, &me, now)
         .unwrap()

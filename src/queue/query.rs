@@ -166,7 +166,7 @@ impl State {
 
     /// What the access rules need to know about a task.
     pub fn facts<'a>(&self, t: &'a Task) -> crate::store::envelope::TaskFacts<'a> {
-        t.facts(self.queues.get(&t.spec.queue).is_some_and(|q| q.server))
+        t.facts(self.is_server(&t.spec.queue))
     }
 
     /// Whether `viewer` may see a task with this sight.
@@ -176,22 +176,33 @@ impl State {
 
     /// A task as `viewer` (who may see it) sees it.
     pub fn snapshot(&self, t: &Task, viewer: &Viewer) -> TaskSnap {
-        let related = |id: &TaskId| {
-            let r = self.tasks.get(id)?;
-            viewer.sees_task(&self.facts(r)).then(|| Related {
-                id: r.id,
-                state: r.state,
-                ok: r.ok(),
-                receipt: r.receipts.last().copied(),
-            })
+        let related = |ids: &[TaskId]| {
+            self.seen(ids, viewer)
+                .map(|r| Related {
+                    id: r.id,
+                    state: r.state,
+                    ok: r.ok(),
+                    receipt: r.receipts.last().copied(),
+                })
+                .collect()
         };
         TaskSnap {
             task: t.clone(),
             max_attempts: self.max_attempts(t),
-            parent: t.parent.filter(|p| related(p).is_some()),
-            children: t.children.iter().filter_map(related).collect(),
-            upstream: t.spec.depends_on.iter().filter_map(related).collect(),
+            parent: t
+                .parent
+                .filter(|p| self.seen(&[*p], viewer).next().is_some()),
+            children: related(&t.children),
+            upstream: related(&t.spec.depends_on),
         }
+    }
+
+    /// The tasks of `ids` that exist and `viewer` may see, in order: a
+    /// task's related tasks as the viewer may be shown them.
+    fn seen<'a>(&'a self, ids: &'a [TaskId], viewer: &'a Viewer) -> impl Iterator<Item = &'a Task> {
+        ids.iter()
+            .filter_map(|id| self.tasks.get(id))
+            .filter(|r| viewer.sees_task(&self.facts(r)))
     }
 
     /// Up to `limit` tasks `viewer` may see that `filter` selects, created
@@ -443,14 +454,10 @@ impl Queue {
     /// may see, as they are now.
     pub fn related(&self, task: &Task, viewer: &Viewer) -> (u32, Vec<Task>) {
         self.peek(|st| {
-            let related = task
-                .spec
-                .depends_on
-                .iter()
-                .chain(&task.children)
-                .filter(|id| **id != task.id)
-                .filter_map(|id| st.tasks.get(id))
-                .filter(|r| viewer.sees_task(&st.facts(r)))
+            let related = st
+                .seen(&task.spec.depends_on, viewer)
+                .chain(st.seen(&task.children, viewer))
+                .filter(|r| r.id != task.id)
                 .cloned()
                 .collect();
             (st.max_attempts(task), related)
@@ -570,17 +577,7 @@ mod tests {
                         st.decide_claim(id, &requester, lease.clone(), format!("wh-{i:08x}"), at);
                     st.apply(&ev.unwrap());
                     let ok = g.pick(2) == 0;
-                    let input = SubmitInput {
-                        ok,
-                        outputs: vec![],
-                        evidence: vec![],
-                        note: None,
-                        worker: None,
-                        checks: None,
-                        failure: None,
-                        final_failure: !ok,
-                        request: Sha256::of(&[1]),
-                    };
+                    let input = SubmitInput::bare(ok, !ok, Sha256::of(&[1]));
                     match st
                         .decide_submit(id, &lease, &input, &requester, at)
                         .unwrap()

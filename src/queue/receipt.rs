@@ -92,6 +92,22 @@ pub struct SubmitInput {
 }
 
 impl SubmitInput {
+    /// A submit that carries only its verdict (parts, if any, were staged
+    /// before it): no outputs, evidence, note or checks yet.
+    pub fn bare(ok: bool, final_failure: bool, request: Sha256) -> SubmitInput {
+        SubmitInput {
+            ok,
+            outputs: vec![],
+            evidence: vec![],
+            note: None,
+            worker: None,
+            checks: None,
+            failure: None,
+            final_failure,
+            request,
+        }
+    }
+
     /// Whether a failed attempt may be retried: the submitter did not
     /// call it final and no contract check failed.
     pub fn retryable(&self) -> bool {

@@ -186,10 +186,15 @@ impl Shelves {
         self.rows.get_mut(&key).expect("just made")
     }
 
-    /// Drops the row of `t`'s sight once nothing is left in it.
-    fn tidy(&mut self, t: &Task) {
+    /// Changes the row of `t`'s sight, if there is one, and drops it once
+    /// nothing is left in it.
+    fn change(&mut self, t: &Task, f: impl FnOnce(&mut Row)) {
         let key = SightRef::of(t);
-        if self.rows.get(&key).is_some_and(Row::is_empty) {
+        let emptied = self.rows.get_mut(&key).is_some_and(|row| {
+            f(row);
+            row.is_empty()
+        });
+        if emptied {
             self.rows.remove(&key);
         }
     }
@@ -246,7 +251,7 @@ impl Shelves {
     /// Takes task `t` (at `pos`) off the shelf of its state, which it
     /// entered at `t.updated_at`.
     pub fn take(&mut self, t: &Task, pos: u32) {
-        if let Some(row) = self.rows.get_mut(&SightRef::of(t)) {
+        self.change(t, |row| {
             let shelf = &mut row.states[slot(t.state)];
             if shelf.at.remove(&pos)
                 && let Some(n) = shelf.since.get_mut(&t.updated_at)
@@ -256,8 +261,7 @@ impl Shelves {
                     shelf.since.remove(&t.updated_at);
                 }
             }
-        }
-        self.tidy(t);
+        });
     }
 
     /// Files queued task `t` as ready to claim, at `key`.
@@ -267,10 +271,9 @@ impl Shelves {
 
     /// Takes task `t` out of the ready set (a no-op if it is not in it).
     pub fn unready(&mut self, t: &Task, key: ReadyKey) {
-        if let Some(row) = self.rows.get_mut(&SightRef::of(t)) {
+        self.change(t, |row| {
             row.ready.remove(&key);
-        }
-        self.tidy(t);
+        });
     }
 
     /// Each sight's ready tasks, in claim order.

@@ -48,10 +48,13 @@ pub fn canonical_sorted<T: Serialize>(record: &T) -> Vec<u8> {
 /// too_deep` before it is parsed.
 pub const MAX_JSON_DEPTH: usize = 64;
 
-/// The nesting depth of a JSON text (arrays and objects), without parsing it.
-pub fn json_depth(text: &[u8]) -> usize {
-    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
-    for &b in text {
+/// The bytes of a JSON text outside its string literals, in order: the
+/// opening quote of each string is one of them, its contents and closing
+/// quote are not. The one scanner of JSON text that is not a parse (the
+/// depth check here, the parse-cost estimate of request bodies).
+pub fn outside_strings(text: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let (mut in_str, mut escaped) = (false, false);
+    text.iter().filter_map(move |&b| {
         if in_str {
             match b {
                 _ if escaped => escaped = false,
@@ -59,10 +62,18 @@ pub fn json_depth(text: &[u8]) -> usize {
                 b'"' => in_str = false,
                 _ => {}
             }
-            continue;
+            return None;
         }
+        in_str = b == b'"';
+        Some(b)
+    })
+}
+
+/// The nesting depth of a JSON text (arrays and objects), without parsing it.
+pub fn json_depth(text: &[u8]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in outside_strings(text) {
         match b {
-            b'"' => in_str = true,
             b'{' | b'[' => {
                 depth += 1;
                 max = max.max(depth);

@@ -423,17 +423,7 @@ pub async fn submit_body(
     if final_failure {
         asked["final"] = json!(true);
     }
-    let input = SubmitInput {
-        ok,
-        outputs: vec![],
-        evidence: vec![],
-        note: None,
-        worker: None,
-        checks: None,
-        failure: None,
-        final_failure,
-        request: Sha256::of(&canonical_json(&asked)),
-    };
+    let input = SubmitInput::bare(ok, final_failure, Sha256::of(&canonical_json(&asked)));
     let (mut input, failed_checks) = verdict(
         store,
         &session.claimant,

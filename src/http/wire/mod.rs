@@ -211,3 +211,13 @@ pub struct KeyList {
     /// Every key, sorted by id.
     pub keys: Vec<KeyView>,
 }
+
+/// Task counts per state as the wire shows them: keyed by the state's name.
+pub fn counts_by_state(
+    counts: Vec<(crate::queue::TaskState, u64)>,
+) -> std::collections::BTreeMap<String, u64> {
+    counts
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_string(), n))
+        .collect()
+}
