@@ -10,27 +10,11 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use serde_json::json;
-use support::{DaemonProcess, body, offline};
+use support::{DaemonProcess, body, offline, refused_start, text};
 use tessera::client::Client;
 use tessera::store::log::segment;
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A start that must be refused: what it logged.
-fn refused_start(root: &Path) -> String {
-    let out = offline(&["serve", "--listen", "127.0.0.1:0"], root);
-    assert!(!out.status.success(), "the daemon started: {}", text(&out));
-    text(&out)
-}
 
 async fn enqueue(c: &Client, i: usize) -> String {
     let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read", "producer_surface": "s", "brief": {"i": i}});

@@ -19,23 +19,8 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::{Value, json};
-use support::{DaemonProcess, body, offline};
+use support::{DaemonProcess, body, offline, refused_start, text};
 use tessera::client::Client;
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A start that must be refused: what it logged.
-fn refused_start(root: &Path) -> String {
-    let out = offline(&["serve", "--listen", "127.0.0.1:0"], root);
-    assert!(!out.status.success(), "the daemon started: {}", text(&out));
-    text(&out)
-}
 
 fn stop(d: DaemonProcess) {
     d.signal("TERM");

@@ -494,6 +494,22 @@ where
     }
 }
 
+/// What an offline command printed: its stdout, then its stderr.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A start on `root` that must be refused: what it printed.
+pub fn refused_start(root: &Path) -> String {
+    let out = offline(&["serve", "--listen", "127.0.0.1:0"], root);
+    assert!(!out.status.success(), "the daemon started: {}", text(&out));
+    text(&out)
+}
+
 /// Runs `tessera ARGS --root ROOT` (an offline command: fsck, recover) to
 /// its end, at most 30 s.
 pub fn offline(args: &[&str], root: &Path) -> Output {
