@@ -40,9 +40,9 @@ pub enum Error {
 /// (requester, claimant, parker) has a record, and the token secret
 /// exists while a task holds a live claim (its worker token was minted
 /// with it).
-pub fn auth_evidence(state: &queue::State) -> check::Expected {
+pub fn auth_evidence(tasks: queue::Walk<'_>) -> check::Expected {
     let mut expected = check::Expected::default();
-    for t in state.all_tasks() {
+    for t in tasks.tasks() {
         for (id, part) in t.key_ids() {
             expected.key(id, || format!("task {}'s {part}", t.id));
         }

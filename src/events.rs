@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
-use crate::queue::shelf::Sight;
+use crate::queue::Sight;
 use crate::queue::{self, Observer, TaskId, TaskState, Transition};
 use crate::store::{Name, NounPath, NounWatcher, VersionEntry};
 

@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use crate::auth::check::{self, Expected};
 use crate::config::QueueLimits;
-use crate::queue::recover::{self, OnFinding};
-use crate::queue::{Brief, Receipt, State};
+use crate::queue::offline;
+use crate::queue::{Brief, OnFinding, Receipt, Walk};
 use crate::store::fsck::Report;
 use crate::store::object::object_path;
 use crate::store::{Access, Name, Pin, Sha256, Store, fsck};
@@ -85,7 +85,7 @@ pub(super) fn survey(store: &Store) -> anyhow::Result<Survey> {
     let report = fsck::check(store)?;
     let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     let mut seen = Seen::default();
-    match recover::replay(
+    match offline::replay(
         store,
         QueueLimits::default().split_limits(),
         OnFinding::Report,
@@ -94,10 +94,11 @@ pub(super) fn survey(store: &Store) -> anyhow::Result<Survey> {
             problems.push(e.to_string());
             seen.partial = true;
         }
-        Ok((state, _, rec, finding)) => {
-            seen.partial |= finding.is_some();
-            problems.extend(finding.map(|f| f.to_string()));
-            seen.tasks(store, &report, &state, &rec.journal_receipts, &mut problems);
+        Ok(replayed) => {
+            seen.partial |= replayed.finding.is_some();
+            problems.extend(replayed.finding.as_ref().map(|f| f.to_string()));
+            let receipts = &replayed.recovery.journal_receipts;
+            seen.tasks(store, &report, replayed.walk(), receipts, &mut problems);
         }
     }
     for (id, file) in &report.writers {
@@ -142,12 +143,12 @@ impl Seen {
         &mut self,
         store: &Store,
         report: &Report,
-        state: &State,
+        tasks: Walk<'_>,
         journal_receipts: &hashbrown::HashSet<Sha256>,
         problems: &mut Vec<String>,
     ) {
-        self.expected = crate::daemon::auth_evidence(state);
-        for t in state.all_tasks() {
+        self.expected = crate::daemon::auth_evidence(tasks);
+        for t in tasks.tasks() {
             self.named.extend(t.staged.values().copied());
             self.named.extend(t.dropped.iter().copied());
             for (field, pin) in Brief::of(&t.spec.brief).pins() {

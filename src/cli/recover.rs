@@ -15,8 +15,8 @@ use std::process::ExitCode;
 
 use crate::auth::check;
 use crate::config::QueueLimits;
-use crate::queue::recover::{self, OnFinding};
-use crate::queue::snapshot::Image;
+use crate::queue::OnFinding;
+use crate::queue::offline;
 use crate::store::{Access, Store, fsck};
 
 /// Exit 0 when nothing blocks the start (any longer), 1 when a blocker was
@@ -33,8 +33,9 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
         );
     }
     let limits = QueueLimits::default().split_limits();
-    let (state, _, rec, finding) = recover::replay(&store, limits, OnFinding::Report)?;
-    match &finding {
+    let replayed = offline::replay(&store, limits, OnFinding::Report)?;
+    let rec = &replayed.recovery;
+    match &replayed.finding {
         None => println!(
             "journal: clean ({} tasks in the snapshot, {} records replayed{})",
             rec.snapshot_tasks,
@@ -61,10 +62,11 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
             }
         }
     }
-    let auth: Vec<check::Problem> = check::check(&store, &crate::daemon::auth_evidence(&state))?
-        .into_iter()
-        .filter(|p| p.blocks_start)
-        .collect();
+    let auth: Vec<check::Problem> =
+        check::check(&store, &crate::daemon::auth_evidence(replayed.walk()))?
+            .into_iter()
+            .filter(|p| p.blocks_start)
+            .collect();
     if auth.is_empty() {
         println!("auth/: every file the journal names is there");
     }
@@ -81,7 +83,7 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
         None
     };
     drop(store);
-    let salvaging = salvage && finding.as_ref().is_some_and(|f| f.salvageable);
+    let salvaging = salvage && replayed.finding.as_ref().is_some_and(|f| f.salvageable);
     if !salvaging && !accepting {
         return Ok(exit(blocked));
     }
@@ -91,13 +93,13 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
     }
     let store = Store::open(root, Access::Exclusive)?;
     if salvaging {
-        let (state, next, rec, finding) = recover::replay(&store, limits, OnFinding::Salvage)?;
-        if let Some(finding) = finding {
-            recover::compact(&store, &Image::of(&state), next, &|| false)?;
+        let replayed = offline::replay(&store, limits, OnFinding::Salvage)?;
+        if let Some(finding) = &replayed.finding {
+            replayed.compact(&store)?;
             println!(
                 "salvaged: kept the {} record(s) before the damage ({} tasks); moved {} record(s) to journal/salvaged/",
-                rec.records,
-                state.task_count(),
+                replayed.recovery.records,
+                replayed.walk().count(),
                 finding.following
             );
         }

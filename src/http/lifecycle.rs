@@ -6,14 +6,14 @@ use http::StatusCode;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::tasks::{check, check_then, task_id};
+use super::tasks::{check, task_id};
 use super::wire::{
     BulkBody, BulkReply, Heartbeat, LeaseRef, ParkBody, ResumeBody, Retried, SplitBody, SplitDone,
     StateReply, SubmitBody, Submitted,
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::access;
-use crate::queue::{BulkAction, LeaseId, Park, Task, TaskId, TaskState};
+use crate::queue::{BulkAction, LeaseId, Park, TaskId, TaskState};
 use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
@@ -80,10 +80,8 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let (read, requester) = check_then(ctx, id, &p, access::may_submit, |t| {
-        (submit::SubmitTask::read(t), t.requester.clone())
-    })?;
-    let task = submit::SubmitTask::new(read);
+    let checked = check(ctx, id, &p, access::may_submit)?;
+    let task = submit::SubmitTask::of(&checked);
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body
         .claim_next
@@ -94,7 +92,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         })
         .transpose()?;
     let (lease, input) = body.input()?;
-    let requester = ctx.keyring.principal(&requester).ok();
+    let requester = ctx.keyring.principal(&checked.requester).ok();
     let done = submit::complete(
         &ctx.store,
         &ctx.queue,
@@ -143,9 +141,10 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
 pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let ns = check_then(ctx, id, &p, access::may_resume, |t| {
-        t.spec.namespace.clone()
-    })?;
+    let ns = check(ctx, id, &p, access::may_resume)?
+        .spec
+        .namespace
+        .clone();
     let body: ResumeBody = req.json(ctx.limits.max_body_bytes).await?;
     let pin = vec![("input_ref".into(), body.input_ref.clone())];
     pins::check(&ctx.store, &p, &ns, pin).await?;
@@ -163,7 +162,7 @@ pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let parent = check_then(ctx, id, &p, access::may_work, Task::clone)?;
+    let parent = check(ctx, id, &p, access::may_work)?;
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
     let requester = ctx.keyring.principal(&parent.requester).map_err(|_| {
         ApiError::from(crate::auth::Error::Forbidden(

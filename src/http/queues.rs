@@ -117,8 +117,7 @@ pub fn may_claim_from(
     }
     let server = ctx
         .queue
-        .queue_config(queue)
-        .map(|q| q.server)
+        .is_server(queue)
         .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()))?;
     Ok(access::may_claim_from(p, queue, server)?)
 }

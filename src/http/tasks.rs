@@ -26,28 +26,16 @@ pub fn task_id(s: &str) -> Result<TaskId, ApiError> {
     })
 }
 
-/// Runs an access rule against a task; `NotFound` when it does not exist
-/// (`Queue::checked`).
+/// Runs an access rule against a task and answers the task it allowed;
+/// `NotFound` when it does not exist (`Queue::checked`).
 pub fn check(
     ctx: &Ctx,
     id: TaskId,
     p: &Principal,
     rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
-) -> Result<(), ApiError> {
-    check_then(ctx, id, p, rule, |_| ())
-}
-
-/// [`check`], then `read` of the task under the same look (what the
-/// caller needs of it, rather than a copy of the whole task).
-pub fn check_then<T>(
-    ctx: &Ctx,
-    id: TaskId,
-    p: &Principal,
-    rule: fn(&Principal, &TaskFacts<'_>) -> Result<(), auth::Error>,
-    read: impl FnOnce(&Task) -> T,
-) -> Result<T, ApiError> {
+) -> Result<Task, ApiError> {
     ctx.queue
-        .checked(id, |f| rule(p, f).map_err(ApiError::from), read)
+        .checked(id, |f| rule(p, f).map_err(ApiError::from))
 }
 
 /// How a task looks to `p`, from the queue's snapshot of it for `p`
@@ -74,7 +62,7 @@ pub fn view(snap: TaskSnap, p: &Principal) -> TaskView {
         expires_at: l.expires_at,
         holder: l.holder.to_string(),
     });
-    let spec = t.spec;
+    let spec = std::sync::Arc::unwrap_or_clone(t.spec);
     TaskView {
         task_id: t.id,
         state: t.state,

@@ -217,7 +217,7 @@ impl State {
                 self.leave(*id);
                 let t = self.task_mut(*id);
                 if let Ok(brief) = super::brief::with_input(&t.spec.brief, input_ref) {
-                    t.spec.brief = brief;
+                    std::sync::Arc::make_mut(&mut t.spec).brief = brief;
                 }
                 t.park = None;
                 t.not_before = None;
@@ -294,7 +294,7 @@ impl State {
         let not_before = spec.not_before;
         let mut task = Task {
             id,
-            spec,
+            spec: spec.into(),
             requester,
             source_pack,
             parent,

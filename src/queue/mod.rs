@@ -37,11 +37,13 @@
 //! | `claim_next` (long poll), `claim` | a [`Claimed`] snapshot, its lease and handle; released unless its handover is delivered | yes |
 //! | `heartbeat`, `release`, `park`, `resume`, `split`, `cancel`, `retry`, `stage`, `bulk` | the task's new state or expiry | yes |
 //! | `submit`; `submit_unsynced` then `synced` | the receipt, fenced to the lease | yes; after `synced` |
-//! | `task`, `page`, `queue_counts`, `summary` (`query`) | owned snapshots for a `Viewer` | what they saw is |
-//! | `checked`, `is_server`, `queue_config`, `template_of`, `task_now`, `tasks_now`, `related`, `attempts_left`, `task_counts`, `handle` | facts that never change after enqueue, or figures to render | not waited for |
+//! | `task`, `page`, `queue_counts` (each queue's config and counts), `summary` (`query`) | owned snapshots for a `Viewer` | what they saw is |
+//! | `checked`, `is_server`, `template_of`, `task_now`, `tasks_now`, `related`, `attempts_left`, `task_counts`, `handle` | facts that never change after enqueue, or figures to render | not waited for |
 //! | observers (`observe`) | each committed change as owned `Transition`s, each sync, each lock hold | told after the fact |
 //!
-//! `audit` reads the whole state once, at start, before the daemon serves.
+//! `audit` walks every task once, at start, before the daemon serves;
+//! `tessera fsck` and `tessera recover` replay the journal into the same
+//! [`Walk`] ([`offline`]). Neither sees the in-memory state.
 
 mod applies;
 pub mod brief;
@@ -54,21 +56,22 @@ mod idempotency;
 mod index;
 mod lease;
 mod lifecycle;
-pub mod machine;
+mod machine;
 #[cfg(test)]
 mod machine_props;
 pub mod names;
 mod observe;
+pub mod offline;
 mod pipeline;
 pub mod placement;
 pub mod query;
 pub mod receipt;
 mod records;
-pub mod recover;
-pub mod shelf;
-pub mod snapshot;
+mod recover;
+mod shelf;
+mod snapshot;
 pub mod spec;
-pub mod table;
+mod table;
 pub mod task;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,10 +88,13 @@ pub use fold::{FoldAfter, Folds};
 use held::Held;
 pub use held::Op;
 pub use lease::Handover;
-pub use machine::{SplitLimits, State, Transition};
+use machine::State;
+pub use machine::{SplitLimits, Transition};
 pub use observe::Observer;
+pub use offline::Walk;
 pub use receipt::{Receipt, SubmitInput};
-pub use recover::{Finding, Recovery};
+pub use recover::{Finding, OnFinding, Recovery};
+pub use shelf::Sight;
 pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec, UpstreamFailure};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 

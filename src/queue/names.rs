@@ -54,7 +54,7 @@ impl Names {
 
     /// Shares the names of a task.
     pub fn share_task(&mut self, task: &mut Task) {
-        self.share_spec(&mut task.spec);
+        self.share_spec(std::sync::Arc::make_mut(&mut task.spec));
         self.share(&mut task.requester);
         if let Some(l) = &mut task.lease {
             self.share(&mut l.holder);

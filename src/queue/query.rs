@@ -388,11 +388,6 @@ impl Queue {
         })
     }
 
-    /// A queue's config, if it is provisioned.
-    pub fn queue_config(&self, name: &Name) -> Option<QueueConfig> {
-        self.peek(|st| st.queues.get(name).cloned())
-    }
-
     /// Whether `queue` is a server queue; `None` when it was never
     /// provisioned.
     pub fn is_server(&self, queue: &Name) -> Option<bool> {
@@ -404,20 +399,20 @@ impl Queue {
         self.peek(|st| st.template_of(spec))
     }
 
-    /// Runs `rule` on task `id`'s facts, then `read` on the task, without
-    /// waiting for durability: the facts never change after enqueue, and
-    /// whatever the caller then changes is journaled after what it saw.
-    /// `read` takes what the caller needs (bounded, never the whole table).
-    pub fn checked<T, E: From<TaskCallError>>(
+    /// Runs `rule` on task `id`'s facts and answers a snapshot of the task
+    /// it allowed, without waiting for durability: the facts never change
+    /// after enqueue, and whatever the caller then changes is journaled
+    /// after what it saw. The snapshot shares the task's spec, so taking
+    /// it under the lock copies no brief.
+    pub fn checked<E: From<TaskCallError>>(
         &self,
         id: TaskId,
         rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
-        read: impl FnOnce(&Task) -> T,
-    ) -> Result<T, E> {
+    ) -> Result<Task, E> {
         self.peek(|st| {
             let t = st.task(id)?;
             rule(&st.facts(t))?;
-            Ok(read(t))
+            Ok(t.clone())
         })
     }
 
@@ -480,8 +475,8 @@ impl Queue {
     /// Runs `f` on the whole state before the daemon serves: the start's
     /// audits (what `auth/` must hold, the ctx-dirs to settle), which
     /// read every task once. Nothing that serves calls it.
-    pub fn audit<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        self.peek(f)
+    pub fn audit<T>(&self, f: impl FnOnce(super::Walk<'_>) -> T) -> T {
+        self.peek(|st| f(super::Walk::of(st)))
     }
 }
 
@@ -720,7 +715,7 @@ mod tests {
     #[test]
     fn a_page_at_a_hundred_thousand_tasks_reads_only_the_page() {
         let st = state(100_000, 11);
-        let shelves = st.index.shelves.len();
+        let shelves = st.index.shelves.sights();
         assert!(shelves < 2000, "shelves follow the combinations: {shelves}");
         st.tasks.reads();
         for v in viewers() {
@@ -747,7 +742,7 @@ mod tests {
     #[test]
     fn a_shelf_key_borrowed_from_a_task_finds_the_owned_one() {
         let mut st = state(200, 3);
-        let before = st.index.shelves.len();
+        let before = st.index.shelves.sights();
         let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
         for id in ids {
             if st.tasks[&id].state == TaskState::Queued {
@@ -759,7 +754,7 @@ mod tests {
         }
         let on: usize = st.index.shelves.all().map(|v| v.len).sum();
         assert_eq!(on, st.tasks.len());
-        assert!(st.index.shelves.len() <= before);
+        assert!(st.index.shelves.sights() <= before);
         assert_eq!(st.index.shelves.ready_sets().count(), 0);
     }
 }

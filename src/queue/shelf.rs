@@ -307,13 +307,9 @@ impl Shelves {
     }
 
     /// How many sights hold tasks (each has a shelf per state).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub fn sights(&self) -> usize {
         self.rows.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
     }
 
     /// The positions after `after` on the shelves `keep` selects, merged

@@ -238,7 +238,8 @@ pub struct Task {
     /// Its id.
     pub id: TaskId,
     /// What was enqueued (with `input_ref` replaced by resumes).
-    pub spec: TaskSpec,
+    /// Shared, so a snapshot of the task copies a pointer, not the spec.
+    pub spec: std::sync::Arc<TaskSpec>,
     /// The key id that enqueued it (the requester); children inherit it.
     pub requester: Name,
     /// The seed pack whose import enqueued it (a label; children have none).
@@ -327,7 +328,7 @@ impl Task {
 
     /// Drops the spare room of the task's lists, as after parsing it.
     pub fn shrink_to_fit(&mut self) {
-        self.spec.shrink_to_fit();
+        std::sync::Arc::make_mut(&mut self.spec).shrink_to_fit();
         refit(&mut self.children);
         refit(&mut self.receipts);
         refit(&mut self.dropped);

@@ -9,7 +9,7 @@ use super::area::{self, Entry, Kind};
 use super::front_matter;
 use super::projection::{self, Projection};
 use crate::queue::receipt::ProjectionStatus;
-use crate::queue::{Receipt, State, TaskId, placement};
+use crate::queue::{Receipt, TaskId, Walk, placement};
 use crate::store::{Name, Sha256, Store};
 
 /// The receipts whose result a ctx-dir should hold: for each path the
@@ -113,14 +113,14 @@ pub struct Unsettled {
 
 impl Unsettled {
     /// The unfinished tasks that have been claimed at least once.
-    pub fn of(state: &State) -> Vec<Unsettled> {
-        state
-            .all_tasks()
+    pub fn of(tasks: Walk<'_>) -> Vec<Unsettled> {
+        tasks
+            .tasks()
             .filter(|t| !t.state.is_terminal() && t.attempt.0 > 0)
             .map(|t| Unsettled {
                 id: t.id,
                 namespace: t.spec.namespace.clone(),
-                template: state.template_of(&t.spec),
+                template: tasks.template_of(&t.spec),
                 step: t.spec.step_name().to_string(),
                 receipts: t.receipts.clone(),
             })

@@ -5,7 +5,6 @@
 //! body and parts as objects, project them into the ctx-dir, then complete.
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::projection::{self, Projection, Unplaced};
@@ -135,8 +134,8 @@ pub struct FailedCheck {
     pub problem: contract::Problem,
 }
 
-/// What a submit reads of its task: a few fields copied in one look at
-/// the queue (not the whole task), its brief parsed once, after the look.
+/// What a submit reads of its task (a snapshot the queue answered), its
+/// brief parsed once, after the queue's lock is gone.
 #[derive(Clone, Debug)]
 pub struct SubmitTask {
     /// The task.
@@ -151,47 +150,19 @@ pub struct SubmitTask {
     pub staged: Vec<String>,
 }
 
-/// What a submit copies of its task under its one look at the queue,
-/// before the brief is parsed ([`SubmitTask::new`]).
-#[derive(Clone, Debug)]
-pub struct Copied {
-    id: TaskId,
-    namespace: Name,
-    kind: Name,
-    brief: Box<RawValue>,
-    staged: Vec<String>,
-}
-
 impl SubmitTask {
-    /// What a submit copies of `task`: its id, namespace, kind, brief and
-    /// the part names its attempt staged.
-    pub fn read(task: &Task) -> Copied {
-        let s = &task.spec;
-        Copied {
-            id: task.id,
-            namespace: s.namespace.clone(),
-            kind: s.kind.clone(),
-            brief: s.brief.clone(),
-            staged: task.staged.keys().cloned().collect(),
-        }
-    }
-
-    /// From the fields [`SubmitTask::read`] copied, its brief parsed once.
-    pub fn new(c: Copied) -> SubmitTask {
-        let brief = Brief::of(&c.brief);
-        let step = brief.step_name(&c.kind);
+    /// What a submit reads of `task`: its id, namespace, parsed brief,
+    /// step name and the part names its attempt staged.
+    pub fn of(task: &Task) -> SubmitTask {
+        let brief = Brief::of(&task.spec.brief);
+        let step = brief.step_name(&task.spec.kind);
         SubmitTask {
-            id: c.id,
-            namespace: c.namespace,
+            id: task.id,
+            namespace: task.spec.namespace.clone(),
             brief,
             step,
-            staged: c.staged,
+            staged: task.staged.keys().cloned().collect(),
         }
-    }
-
-    /// From a copy of the whole task (the worker route's session holds one).
-    pub fn of(task: &Task) -> SubmitTask {
-        SubmitTask::new(SubmitTask::read(task))
     }
 }
 
