@@ -281,7 +281,7 @@ impl State {
     fn insert(&mut self, new: NewTask, parent: Option<TaskId>, at: Timestamp) {
         let NewTask {
             id,
-            mut spec,
+            spec,
             requester,
             fingerprint,
             source_pack,
@@ -290,7 +290,6 @@ impl State {
         if let Some(p) = parent {
             self.task_mut(p).children.push(id);
         }
-        spec.shrink_to_fit();
         let not_before = spec.not_before;
         let mut task = Task {
             id,

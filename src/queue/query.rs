@@ -144,14 +144,12 @@ impl State {
     /// The ctx-dir template of a task with this spec: its own placement,
     /// else its queue's, else the default.
     pub fn template_of(&self, spec: &super::TaskSpec) -> String {
+        let queue = || self.queues.get(&spec.queue)?.placement.as_deref();
         spec.placement
-            .clone()
-            .or_else(|| {
-                self.queues
-                    .get(&spec.queue)
-                    .and_then(|q| q.placement.clone())
-            })
-            .unwrap_or_else(|| super::placement::DEFAULT_PLACEMENT.into())
+            .as_deref()
+            .or_else(queue)
+            .unwrap_or(super::placement::DEFAULT_PLACEMENT)
+            .to_string()
     }
 
     /// The effective lease length of a task.

@@ -43,7 +43,7 @@ pub struct Sight {
     /// The surface that produced it.
     pub producer_surface: Option<Name>,
     /// The extra surfaces of `allowlist_surfaces`.
-    pub allowed_surfaces: Vec<Name>,
+    pub allowed_surfaces: Box<[Name]>,
 }
 
 impl Sight {
@@ -149,7 +149,7 @@ impl Equivalent<Sight> for SightRef<'_> {
             && *self.requester == s.requester
             && self.visibility == s.visibility
             && self.producer_surface == s.producer_surface.as_ref()
-            && self.allowed_surfaces == s.allowed_surfaces.as_slice()
+            && *self.allowed_surfaces == *s.allowed_surfaces
     }
 }
 

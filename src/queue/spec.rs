@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
-use super::task::{TaskId, refit};
+use super::task::TaskId;
 use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
@@ -74,26 +74,26 @@ pub struct TaskSpec {
     #[serde(
         default,
         deserialize_with = "surfaces",
-        skip_serializing_if = "Vec::is_empty"
+        skip_serializing_if = "<[_]>::is_empty"
     )]
-    pub allowed_surfaces: Vec<Name>,
+    pub allowed_surfaces: Box<[Name]>,
     /// Descriptive cohorts (grant nothing).
     #[serde(
         default,
         deserialize_with = "set",
-        skip_serializing_if = "Vec::is_empty"
+        skip_serializing_if = "<[_]>::is_empty"
     )]
-    pub target_cohorts: Vec<String>,
+    pub target_cohorts: Box<[String]>,
     /// Descriptive tags (grant nothing).
     #[serde(
         default,
         deserialize_with = "set",
-        skip_serializing_if = "Vec::is_empty"
+        skip_serializing_if = "<[_]>::is_empty"
     )]
-    pub tags: Vec<String>,
+    pub tags: Box<[String]>,
     /// Same key in a namespace: the same task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
+    pub idempotency_key: Option<Box<str>>,
     /// The brief: opaque JSON (an object) for the worker.
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     #[schema(value_type = serde_json::Value)]
@@ -102,9 +102,9 @@ pub struct TaskSpec {
     #[serde(
         default,
         deserialize_with = "set",
-        skip_serializing_if = "Vec::is_empty"
+        skip_serializing_if = "<[_]>::is_empty"
     )]
-    pub depends_on: Vec<TaskId>,
+    pub depends_on: Box<[TaskId]>,
     /// What to do when an upstream fails or is cancelled: run anyway (the
     /// default) or cancel this task.
     #[serde(default, skip_serializing_if = "UpstreamFailure::is_run")]
@@ -133,7 +133,7 @@ pub struct TaskSpec {
     /// The ctx-dir placement template, relative to the namespace area
     /// `workspace/<namespace>/`, with `{task_id}` as one whole segment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<String>,
+    pub placement: Option<Box<str>>,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -158,7 +158,7 @@ fn surface_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error
         .map_err(serde::de::Error::custom)
 }
 
-fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Name>, D::Error> {
+fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Box<[Name]>, D::Error> {
     Vec::<String>::deserialize(d)?
         .iter()
         .map(|s| parse_surface("allowed_surfaces", s).map_err(serde::de::Error::custom))
@@ -169,11 +169,11 @@ fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Name>, D::Error> {
 /// sorted and without repeats as it comes in, so the stored spec is
 /// canonical and two specs that differ only in order or repeats have one
 /// fingerprint (the idempotency comparison).
-fn set<'de, D: Deserializer<'de>, T: Deserialize<'de> + Ord>(d: D) -> Result<Vec<T>, D::Error> {
+fn set<'de, D: Deserializer<'de>, T: Deserialize<'de> + Ord>(d: D) -> Result<Box<[T]>, D::Error> {
     let mut items = Vec::<T>::deserialize(d)?;
     items.sort_unstable();
     items.dedup();
-    Ok(items)
+    Ok(items.into())
 }
 
 /// Longest accepted text in a tag, cohort or idempotency key.
@@ -220,15 +220,6 @@ impl TaskSpec {
             return Err(("depends_on", "at most 256 upstream tasks".into()));
         }
         Ok(())
-    }
-
-    /// Drops the spare room of the spec's lists (one parsed from JSON has
-    /// room to grow; a task keeps its spec for good).
-    pub fn shrink_to_fit(&mut self) {
-        refit(&mut self.allowed_surfaces);
-        refit(&mut self.target_cohorts);
-        refit(&mut self.tags);
-        refit(&mut self.depends_on);
     }
 
     /// What the access rules need to know about a task with this spec,
@@ -394,7 +385,7 @@ mod tests {
         let a = spec(r#""tags":["b","a"],"target_cohorts":["y","x"],"depends_on":["t2","t1"]"#);
         let b = spec(r#""tags":["a","b","a"],"target_cohorts":["x","y"],"depends_on":["t1","t2"]"#);
         assert_eq!(a.fingerprint(), b.fingerprint());
-        assert_eq!(a.tags, ["a", "b"]);
+        assert_eq!(*a.tags, ["a", "b"]);
         let c = spec(r#""tags":["a"],"target_cohorts":["x","y"],"depends_on":["t1","t2"]"#);
         assert_ne!(a.fingerprint(), c.fingerprint());
     }
@@ -427,19 +418,19 @@ pub struct ChildSpec {
     pub visibility_scope: Option<Visibility>,
     /// Must equal the parent's when given.
     #[serde(default, deserialize_with = "surfaces_opt")]
-    pub allowed_surfaces: Option<Vec<Name>>,
+    pub allowed_surfaces: Option<Box<[Name]>>,
     /// Tags.
     #[serde(default, deserialize_with = "set")]
-    pub tags: Vec<String>,
+    pub tags: Box<[String]>,
     /// Cohorts.
     #[serde(default, deserialize_with = "set")]
-    pub target_cohorts: Vec<String>,
+    pub target_cohorts: Box<[String]>,
     /// The child's brief.
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks (existing ids).
     #[serde(default, deserialize_with = "set")]
-    pub depends_on: Vec<TaskId>,
+    pub depends_on: Box<[TaskId]>,
     /// What to do when an upstream fails or is cancelled.
     #[serde(default)]
     pub on_upstream_failure: UpstreamFailure,
@@ -457,7 +448,7 @@ pub struct ChildSpec {
     pub check_policy: CheckPolicy,
 }
 
-fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Name>>, D::Error> {
+fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<[Name]>>, D::Error> {
     surfaces(d).map(Some)
 }
 
@@ -478,7 +469,7 @@ impl ChildSpec {
         }
         if self
             .allowed_surfaces
-            .is_some_and(|a| a != parent.allowed_surfaces)
+            .is_some_and(|a| *a != *parent.allowed_surfaces)
         {
             return Err("allowed_surfaces");
         }

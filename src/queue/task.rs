@@ -328,7 +328,6 @@ impl Task {
 
     /// Drops the spare room of the task's lists, as after parsing it.
     pub fn shrink_to_fit(&mut self) {
-        std::sync::Arc::make_mut(&mut self.spec).shrink_to_fit();
         refit(&mut self.children);
         refit(&mut self.receipts);
         refit(&mut self.dropped);
