@@ -153,11 +153,14 @@ impl Minter {
         let mut mac = self.mac();
         mac.update(&payload);
         let tag = mac.finalize().into_bytes();
-        format!(
-            "{PREFIX}.{}.{}",
-            URL_SAFE_NO_PAD.encode(&payload),
-            URL_SAFE_NO_PAD.encode(tag)
-        )
+        let mut token =
+            String::with_capacity(PREFIX.len() + 2 + (payload.len() + tag.len()) * 4 / 3 + 2);
+        token.push_str(PREFIX);
+        token.push('.');
+        URL_SAFE_NO_PAD.encode_string(&payload, &mut token);
+        token.push('.');
+        URL_SAFE_NO_PAD.encode_string(tag, &mut token);
+        token
     }
 
     /// Verifies a token's MAC (in constant time) and returns its claims.
@@ -195,7 +198,11 @@ pub fn new_handle() -> String {
     // system call per claim.
     rand::Rng::fill_bytes(&mut rand::rng(), &mut buf);
     let encoded = data_encoding::BASE32_NOPAD.encode(&buf);
-    format!("wh-{}", encoded[..HANDLE_CHARS].to_ascii_lowercase())
+    let mut handle = String::with_capacity(3 + HANDLE_CHARS);
+    handle.push_str("wh-");
+    handle.push_str(&encoded[..HANDLE_CHARS]);
+    handle.make_ascii_lowercase();
+    handle
 }
 
 /// Whether a string has the shape of a handle.

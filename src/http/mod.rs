@@ -126,7 +126,9 @@ impl Ctx {
 
 /// A JSON response.
 pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Resp {
-    let bytes = serde_json::to_vec(body).expect("responses serialize");
+    // Room for a claim's answer, so it is written without regrowing.
+    let mut bytes = Vec::with_capacity(2048);
+    serde_json::to_writer(&mut bytes, body).expect("responses serialize");
     let mut resp = Response::new(body::full(bytes));
     *resp.status_mut() = status;
     resp.headers_mut().insert(

@@ -262,7 +262,9 @@ impl Queue {
     /// (a full disk), is refused before it is journaled or applied.
     fn commit(&self, st: &mut State, ev: &Event) -> Result<u64, JournalError> {
         st.applies(ev).map_err(JournalError::Inapplicable)?;
-        let bytes = serde_json::to_vec(ev).expect("events serialize");
+        // Room for a submit's record, receipt included, without regrowing.
+        let mut bytes = Vec::with_capacity(1024);
+        serde_json::to_writer(&mut bytes, ev).expect("events serialize");
         let seq = self
             .inner
             .committer

@@ -180,9 +180,28 @@ struct Pending {
     /// The number the next segment gets.
     next: u64,
     segment_len: u64,
+    /// Emptied chunk buffers of written batches, reused by the next ones
+    /// so that a batch's bytes grow into room a batch already needed.
+    buffers: Vec<Vec<u8>>,
 }
 
+/// Chunk buffers kept for reuse, and the largest kept (a bulk import's
+/// batch is not held on to).
+const KEPT_BUFFERS: usize = 4;
+const KEPT_BUFFER_BYTES: usize = 1 << 20;
+
 impl Pending {
+    /// Keeps the written `chunks`' buffers, emptied, for the next batches.
+    fn keep_buffers(&mut self, chunks: Vec<Chunk>) {
+        for c in chunks {
+            if self.buffers.len() < KEPT_BUFFERS && c.bytes.capacity() <= KEPT_BUFFER_BYTES {
+                let mut bytes = c.bytes;
+                bytes.clear();
+                self.buffers.push(bytes);
+            }
+        }
+    }
+
     /// Makes `next` the open segment; the one it replaces is sealed and
     /// trimmed once its records are written.
     fn open_next(&mut self, next: Open) {
@@ -368,6 +387,7 @@ impl Committer {
             no_spare_for: None,
             next,
             segment_len,
+            buffers: Vec::new(),
         };
         match pending.roll(segments.as_ref(), 0, &health, writer) {
             Ok(()) | Err(Error::OutOfSpace { .. }) => {}
@@ -435,7 +455,7 @@ impl Committer {
         match p.chunks.last_mut() {
             Some(c) if Arc::ptr_eq(&c.file, &file) => segment::encode(payload, &mut c.bytes),
             _ => {
-                let mut bytes = Vec::new();
+                let mut bytes = p.buffers.pop().unwrap_or_default();
                 segment::encode(payload, &mut bytes);
                 p.chunks.push(Chunk { file, at, bytes });
             }
@@ -605,6 +625,7 @@ fn run(shared: &Arc<Shared>) {
         match written {
             Ok(()) => {
                 let took = started.elapsed();
+                shared.pending().keep_buffers(chunks);
                 for o in shared.observers.get().into_iter().flatten() {
                     o.synced(seq, seq - durable, took);
                 }
