@@ -981,6 +981,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn reused_batch_buffers_carry_nothing_of_earlier_batches() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::new(tmp.path());
+        let c =
+            Committer::start(Box::new(disk), 0, 8 << 20, Health::new(), Writer::Journal).unwrap();
+        let big = format!("{{\"big\":\"{}\"}}", "x".repeat(2 << 20));
+        let mut written = vec![big.clone()];
+        c.wait_blocking(c.append_in(big.as_bytes()).unwrap().seq)
+            .unwrap();
+        for i in 0..6 {
+            // Each batch shorter than the one before: a buffer not emptied
+            // would write the earlier batch's tail after this one's.
+            let record = format!("{{\"i\":{i},\"pad\":\"{}\"}}", "y".repeat(600 - 100 * i));
+            c.wait_blocking(c.append_in(record.as_bytes()).unwrap().seq)
+                .unwrap();
+            written.push(record);
+        }
+        {
+            let p = c.shared.pending();
+            assert!(p.buffers.len() <= KEPT_BUFFERS);
+            assert!(
+                p.buffers
+                    .iter()
+                    .all(|b| b.is_empty() && b.capacity() <= KEPT_BUFFER_BYTES),
+                "a bulk batch's buffer is not kept"
+            );
+        }
+        c.shutdown();
+        let read: Vec<String> = records(tmp.path())
+            .into_iter()
+            .flat_map(|(_, recs, _)| recs)
+            .collect();
+        assert_eq!(read, written);
+    }
+
     #[tokio::test]
     async fn a_busy_journal_moves_to_a_zeroed_spare_and_keeps_record_order() {
         let tmp = tempfile::tempdir().unwrap();
