@@ -6,7 +6,7 @@ use http::StatusCode;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::tasks::{check, task_id};
+use super::tasks::{check, queue_server, task_id};
 use super::wire::{
     BulkBody, BulkReply, Heartbeat, LeaseRef, ParkBody, ResumeBody, Retried, SplitBody, SplitDone,
     StateReply, SubmitBody, Submitted,
@@ -171,12 +171,13 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
         ))
     })?;
     let within = access::split_authority(&requester, &p)?;
+    let parent_server = queue_server(ctx, &parent.spec.queue)?;
     let mut children = Vec::with_capacity(body.children.len());
     for (i, child) in body.children.into_iter().enumerate() {
         let spec = child
             .under(&parent.spec)
             .map_err(|field| crate::queue::SplitError::Widens { field })?;
-        let spec = super::tasks::authorize_child(ctx, &within, &parent, spec)
+        let spec = super::tasks::authorize_child(ctx, &within, &parent, parent_server, spec)
             .await
             .map_err(|e| e.in_item(i))?;
         children.push(spec);

@@ -115,10 +115,7 @@ pub fn may_claim_from(
             format!("wait_ms is at most {MAX_WAIT_MS}"),
         ));
     }
-    let server = ctx
-        .queue
-        .is_server(queue)
-        .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()))?;
+    let server = super::tasks::queue_server(ctx, queue)?;
     Ok(access::may_claim_from(p, queue, server)?)
 }
 

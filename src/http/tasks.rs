@@ -111,15 +111,16 @@ pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Re
 
 /// Authorizes one split child (already under its parent's envelope) as
 /// an enqueue under `within`, the requester's grants intersected with the
-/// splitting worker's.
+/// splitting worker's; `parent_server` says whether the parent's queue is
+/// a server queue.
 pub async fn authorize_child(
     ctx: &Ctx,
     within: &Principal,
     parent: &Task,
+    parent_server: bool,
     spec: TaskSpec,
 ) -> Result<TaskSpec, ApiError> {
     let server = queue_server(ctx, &spec.queue)?;
-    let parent_server = ctx.queue.is_server(&parent.spec.queue).unwrap_or(false);
     access::may_split_child(
         within,
         &parent.facts(parent_server),
@@ -132,7 +133,7 @@ pub async fn authorize_child(
 }
 
 /// Whether `queue` is a server queue (unknown when never provisioned).
-fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
+pub fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
     ctx.queue
         .is_server(queue)
         .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()).into())

@@ -74,7 +74,7 @@ async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError
 /// `GET /v1/worker/prompt`.
 pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Prompt)?;
-    let facts = prompt::Facts::gather(&ctx.queue, &s.task, &s.claimant);
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant);
     let claimant = s.claimant;
     let assembled = ctx
         .blocking(move |store| prompt::assemble(store, &facts, &claimant))
@@ -90,7 +90,7 @@ pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError
     let s = session(ctx, &req, Route::Nouns)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     let (version, sha256) = version_query(&req)?;
-    let facts = prompt::Facts::gather(&ctx.queue, &s.task, &s.claimant);
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant);
     let claimant = s.claimant;
     let started = std::time::Instant::now();
     let (entry, bytes) = ctx
@@ -109,7 +109,7 @@ pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError
 /// an entry that is missing (or no entry) is `404`.
 pub async fn consumed(ctx: &Ctx, req: Req, name: &str) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Consumes)?;
-    let facts = prompt::Facts::gather(&ctx.queue, &s.task, &s.claimant);
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant);
     let wanted = name.to_string();
     let found = ctx
         .blocking(move |store| consumes::read(store, &facts.task, &facts.related, &wanted))

@@ -87,20 +87,18 @@ impl State {
 
     /// Enqueue a spec, from the seed pack `source_pack` when an import
     /// sends it, with an id from `draw` ([`TaskId::random`] on the live
-    /// path). `viewer` is the requester's: `depends_on` may only name
-    /// tasks it sees.
-    #[allow(clippy::too_many_arguments)]
+    /// path). `viewer` is the requester's: the task is its key's, and
+    /// `depends_on` may only name tasks it sees.
     pub fn decide_enqueue(
         &self,
         spec: TaskSpec,
-        requester: &Name,
         source_pack: Option<&Name>,
         at: Timestamp,
         viewer: &Viewer,
         draw: &mut dyn FnMut() -> TaskId,
     ) -> Result<Enqueue, EnqueueError> {
         if let Some(key) = &spec.idempotency_key
-            && let Some((id, fp)) = self.idempotent(&spec.namespace, requester, key)
+            && let Some((id, fp)) = self.idempotent(&spec.namespace, &viewer.key, key)
         {
             return if *fp == spec.fingerprint() {
                 Ok(Enqueue::Existing(*id))
@@ -114,7 +112,7 @@ impl State {
             id,
             fingerprint: spec.idempotency_key.as_ref().map(|_| spec.fingerprint()),
             spec,
-            requester: requester.clone(),
+            requester: viewer.key.clone(),
             source_pack: source_pack.cloned(),
         };
         Ok(Enqueue::New(

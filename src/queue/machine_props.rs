@@ -185,7 +185,7 @@ proptest! {
                 Op::Enqueue { deps, priority, key, cancel_on_failure } => {
                     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
                     let deps = if ids.is_empty() { vec![] } else { deps.iter().map(|d| ids[d % ids.len()]).collect() };
-                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), &me, None, now, &crate::store::envelope::Viewer::admin(me.clone()), &mut draw) {
+                    match st.decide_enqueue(spec(deps, priority, key, cancel_on_failure), None, now, &crate::store::envelope::Viewer::admin(me.clone()), &mut draw) {
                         Ok(Enqueue::New(ev, _)) => Some(ev),
                         _ => None,
                     }
@@ -281,7 +281,6 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
     st.apply(&st.decide_queue(config).unwrap());
     let Ok(Enqueue::New(ev, id)) = st.decide_enqueue(
         spec(vec![], 0, None, false),
-        &me,
         None,
         now,
         &crate::store::envelope::Viewer::admin(me.clone()),

@@ -380,7 +380,7 @@ impl Queue {
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
                 let draw = &mut TaskId::random;
-                let decided = st.decide_enqueue(spec, &viewer.key, source_pack, at, viewer, draw);
+                let decided = st.decide_enqueue(spec, source_pack, at, viewer, draw);
                 out.push(match decided {
                     Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),
                     Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),

@@ -163,7 +163,7 @@ impl State {
     }
 
     /// What the access rules need to know about a task.
-    pub fn facts<'a>(&self, t: &'a Task) -> crate::store::envelope::TaskFacts<'a> {
+    pub fn facts<'a>(&self, t: &'a Task) -> TaskFacts<'a> {
         t.facts(self.is_server(&t.spec.queue))
     }
 
@@ -420,7 +420,7 @@ impl Queue {
         self.peek(|st| {
             st.tasks
                 .get(&id)
-                .map(|t| (t.clone(), st.facts(t).server_queue))
+                .map(|t| (t.clone(), st.is_server(&t.spec.queue)))
         })
     }
 
@@ -470,9 +470,9 @@ impl Queue {
         })
     }
 
-    /// Runs `f` on the whole state before the daemon serves: the start's
-    /// audits (what `auth/` must hold, the ctx-dirs to settle), which
-    /// read every task once. Nothing that serves calls it.
+    /// Runs `f` on a walk over every task before the daemon serves: the
+    /// start's audits (what `auth/` must hold, the ctx-dirs to settle),
+    /// which read every task once. Nothing that serves calls it.
     pub fn audit<T>(&self, f: impl FnOnce(super::Walk<'_>) -> T) -> T {
         self.peek(|st| f(super::Walk::of(st)))
     }
@@ -548,7 +548,6 @@ mod tests {
             let id = TaskId(next_id);
             let made = st.decide_enqueue(
                 spec,
-                &requester,
                 pack.as_ref(),
                 at,
                 &Viewer::admin(requester.clone()),

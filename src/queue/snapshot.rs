@@ -320,7 +320,6 @@ mod tests {
             .unwrap();
             let Ok(Enqueue::New(ev, _)) = st.decide_enqueue(
                 spec,
-                &me,
                 None,
                 at,
                 &crate::store::envelope::Viewer::admin(me.clone()),

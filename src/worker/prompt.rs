@@ -39,13 +39,14 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Copies what the prompt needs out of the queue: the related tasks
-    /// the claiming key may see (a step never points at a task the
-    /// worker's principal could not read itself).
-    pub fn gather(queue: &Queue, task: &Task, holder: &Principal) -> Facts {
-        let (max_attempts, related) = queue.related(task, &holder.viewer);
+    /// What the prompt needs of `task` (the session's copy): from the
+    /// queue, its attempt limit and the related tasks the claiming key may
+    /// see (a step never points at a task the worker's principal could not
+    /// read itself).
+    pub fn gather(queue: &Queue, task: Task, holder: &Principal) -> Facts {
+        let (max_attempts, related) = queue.related(&task, &holder.viewer);
         Facts {
-            task: task.clone(),
+            task,
             max_attempts,
             related,
         }
