@@ -9,6 +9,7 @@ mod fsck;
 mod import;
 mod key;
 mod mcp;
+mod migrate;
 mod noun;
 mod queue;
 mod recover;
@@ -94,6 +95,9 @@ pub enum Command {
     /// Serve the Model Context Protocol on stdin/stdout: Tessera's agent
     /// and worker calls as MCP tools, sent to a running daemon.
     Mcp(mcp::McpArgs),
+    /// Bring a PostgreSQL queue database's schema to this binary's
+    /// version; `--dry-run` shows what would run and writes nothing.
+    Migrate(migrate::MigrateArgs),
 }
 
 /// Runs a parsed command line; a failure is printed to stderr and
@@ -119,6 +123,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Task(cmd) => remote::block_on(task::run(cmd)),
         Command::Status(args) => remote::block_on(status::run(args)),
         Command::Mcp(args) => remote::block_on(mcp::run(args)),
+        Command::Migrate(args) => migrate::run(args),
     }
 }
 

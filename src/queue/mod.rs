@@ -62,6 +62,7 @@ mod machine_props;
 pub mod names;
 mod observe;
 pub mod offline;
+pub mod pg;
 mod pipeline;
 pub mod placement;
 pub mod query;

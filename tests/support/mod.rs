@@ -3,6 +3,8 @@
 //! restarted (`DaemonProcess`), plus helpers that read like the domain.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
