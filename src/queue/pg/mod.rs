@@ -6,6 +6,8 @@
 //! Tessera acknowledges a change only once it is durable, and an
 //! asynchronous commit is visible to other sessions before it is flushed.
 
+pub mod events;
+pub mod leader;
 pub mod schema;
 pub mod viewer;
 
