@@ -8,6 +8,7 @@
 
 pub mod events;
 pub mod leader;
+pub mod lease;
 pub mod schema;
 pub mod viewer;
 
@@ -58,6 +59,9 @@ pub enum Error {
         "the queue database has synchronous_commit = {0}; Tessera acknowledges only durable changes, so set synchronous_commit = on (ALTER DATABASE … SET synchronous_commit = on)"
     )]
     AsyncCommit(String),
+    /// A row holds what Tessera never writes.
+    #[error("the queue database holds a row Tessera cannot read ({0}); was it changed by hand?")]
+    Corrupt(String),
     /// The schema was migrated by a newer Tessera.
     #[error(
         "the queue database's schema is at version {found}, newer than this binary's {known}; run the newer Tessera, or a database of its own"

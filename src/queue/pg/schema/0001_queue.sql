@@ -25,7 +25,7 @@ CREATE TABLE tasks (
   attempt integer NOT NULL DEFAULT 0,
   max_attempts integer,
   lease_ttl_s integer,
-  lease_id uuid,
+  lease_id text,
   lease_holder text,
   lease_expires timestamptz,
   claimed_at timestamptz,
@@ -72,7 +72,7 @@ CREATE TABLE staged (
 CREATE TABLE receipts (
   task_id bigint NOT NULL REFERENCES tasks (id),
   attempt integer NOT NULL,
-  lease_id uuid NOT NULL,
+  lease_id text NOT NULL,
   request bytea NOT NULL,
   sha256 bytea NOT NULL,
   body bytea NOT NULL,
@@ -107,3 +107,6 @@ CREATE TABLE secrets (
   name text PRIMARY KEY,
   value bytea NOT NULL
 );
+
+-- A resend is recognised by the task's latest receipt.
+CREATE INDEX receipts_latest ON receipts (task_id, attempt DESC);

@@ -1,0 +1,265 @@
+//! Claims and the fence, as statements: a claim takes queued rows with
+//! `FOR UPDATE SKIP LOCKED`, filtered by the claimant's grants rendered
+//! as SQL, and records their handles in the same statement; a heartbeat
+//! and a completion change a row only where the lease id, the attempt,
+//! the holder, `state = 'claimed'` and a live expiry on the database's
+//! clock all still hold (the embedded queue's `State::held`), and a
+//! completion records its receipt in that same statement.
+//!
+//! A refused completion is told apart by one read, in the embedded
+//! queue's order (`decide_submit`): a resend of the task's latest
+//! receipt's request under the same lease is that receipt, a different
+//! request under it is a conflict, a live lease of another key is not
+//! the caller's, and anything else is a stale lease.
+
+use jiff::Timestamp;
+
+use super::viewer::Grants;
+use super::{Database, Error};
+use crate::queue::errors::{SubmitError, TaskCallError};
+use crate::queue::{Attempt, LeaseId, TaskId, TaskState};
+use crate::store::{Name, Sha256};
+
+/// A claim's lease, as the statement wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimedRow {
+    /// The task.
+    pub id: TaskId,
+    /// Its new attempt (the fence).
+    pub attempt: Attempt,
+    /// Its new lease.
+    pub lease: LeaseId,
+    /// The worker handle recorded with it.
+    pub handle: String,
+    /// When the lease lapses, on the database's clock.
+    pub expires_at: Timestamp,
+}
+
+/// A lease as a call on it names it.
+#[derive(Clone, Copy, Debug)]
+pub struct Fence<'a> {
+    /// The task.
+    pub id: TaskId,
+    /// The lease the caller holds.
+    pub lease: &'a LeaseId,
+    /// The attempt that lease was for.
+    pub attempt: Attempt,
+    /// The key calling.
+    pub by: &'a Name,
+}
+
+/// A completion's receipt, built by the same decision as the embedded
+/// queue's.
+#[derive(Clone, Copy, Debug)]
+pub struct Finish<'a> {
+    /// The state the task ends in (or `queued` for a retried failure).
+    pub state: TaskState,
+    /// The submission's request hash (resends are recognised by it).
+    pub request: &'a Sha256,
+    /// The receipt's bytes.
+    pub receipt: &'a [u8],
+}
+
+/// What a completion did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completed {
+    /// Recorded, with this receipt.
+    Accepted(Sha256),
+    /// The same submission was already recorded under this lease.
+    Existing(Sha256),
+}
+
+/// Claims up to `leases.len()` queued tasks of `queue` that `grants` may
+/// claim, for `holder`, with the given lease ids and handles minted by
+/// the caller; a task without a lease length of its own gets
+/// `default_ttl_s`.
+pub async fn claim(
+    db: &Database,
+    queue: &Name,
+    grants: &Grants,
+    holder: &Name,
+    leases: &[(LeaseId, String)],
+    default_ttl_s: i32,
+) -> Result<Vec<ClaimedRow>, Error> {
+    let ids: Vec<&str> = leases.iter().map(|(l, _)| l.0.as_str()).collect();
+    let handles: Vec<&str> = leases.iter().map(|(_, h)| h.as_str()).collect();
+    let sql = format!(
+        "WITH c AS MATERIALIZED ( \
+           SELECT t.id FROM tasks t JOIN queues q ON q.name = t.queue \
+           WHERE t.state = 'queued' AND t.queue = $1 \
+             AND (t.not_before IS NULL OR t.not_before <= now()) AND {claimable} \
+           ORDER BY t.priority DESC, t.id LIMIT cardinality($2::text[]) \
+           FOR UPDATE OF t SKIP LOCKED), \
+         m AS ( \
+           SELECT n.id, x.lease, x.handle \
+           FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM c) n \
+           JOIN unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(lease, handle, n) USING (n)), \
+         u AS ( \
+           UPDATE tasks t SET state = 'claimed', attempt = t.attempt + 1, lease_id = m.lease, \
+             lease_holder = $4, claimed_at = now(), not_before = NULL, updated_at = now(), \
+             lease_expires = now() + make_interval(secs => coalesce(t.lease_ttl_s, $5::int)) \
+           FROM m WHERE t.id = m.id \
+           RETURNING t.id, t.attempt, t.lease_id, m.handle, \
+             (extract(epoch FROM t.lease_expires) * 1000000)::bigint AS expires_us), \
+         h AS (INSERT INTO handles (handle, task_id, attempt) SELECT handle, id, attempt FROM u) \
+         SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
+        claimable = Grants::may_claim("t", "q.server", 6),
+    );
+    let (queue, holder) = (queue.as_str(), holder.as_str());
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+        vec![&queue, &ids, &handles, &holder, &default_ttl_s];
+    params.extend(grants.params());
+    let client = db.client().await?;
+    let rows = client.query(&sql, &params).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ClaimedRow {
+                id: TaskId(r.get::<_, i64>(0) as u64),
+                attempt: Attempt(r.get::<_, i32>(1) as u32),
+                lease: LeaseId(r.get(2)),
+                handle: r.get(3),
+                expires_at: micros(r.get(4))?,
+            })
+        })
+        .collect()
+}
+
+/// Extends a live lease by the task's lease length (or `default_ttl_s`);
+/// answers the new expiry.
+pub async fn heartbeat(
+    db: &Database,
+    fence: Fence<'_>,
+    default_ttl_s: i32,
+) -> Result<Result<Timestamp, TaskCallError>, Error> {
+    let client = db.client().await?;
+    let row = client
+        .query_opt(
+            "UPDATE tasks SET updated_at = now(), \
+               lease_expires = now() + make_interval(secs => coalesce(lease_ttl_s, $5::int)) \
+             WHERE id = $1 AND lease_id = $2 AND attempt = $3 AND lease_holder = $4 \
+               AND state = 'claimed' AND lease_expires > now() \
+             RETURNING (extract(epoch FROM lease_expires) * 1000000)::bigint",
+            &[
+                &(fence.id.0 as i64),
+                &fence.lease.0,
+                &(fence.attempt.0 as i32),
+                &fence.by.as_str(),
+                &default_ttl_s,
+            ],
+        )
+        .await?;
+    match row {
+        Some(r) => Ok(Ok(micros(r.get(0))?)),
+        None => Ok(Err(refusal(db, fence).await?)),
+    }
+}
+
+/// Records a completion and its receipt, fenced; answers what it did or
+/// why it was refused, as the embedded queue words it.
+pub async fn complete(
+    db: &Database,
+    fence: Fence<'_>,
+    finish: Finish<'_>,
+) -> Result<Result<Completed, SubmitError>, Error> {
+    let sha = Sha256::of(finish.receipt);
+    let client = db.client().await?;
+    let row = client
+        .query_opt(
+            "WITH d AS ( \
+               UPDATE tasks SET state = $5, lease_id = NULL, lease_holder = NULL, \
+                 lease_expires = NULL, last_receipt = $7, updated_at = now() \
+               WHERE id = $1 AND lease_id = $2 AND attempt = $3 AND lease_holder = $4 \
+                 AND state = 'claimed' AND lease_expires > now() \
+               RETURNING id, attempt), \
+             r AS ( \
+               INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
+               SELECT id, attempt, $2, $6, $7, $8 FROM d RETURNING task_id) \
+             SELECT task_id FROM r",
+            &[
+                &(fence.id.0 as i64),
+                &fence.lease.0,
+                &(fence.attempt.0 as i32),
+                &fence.by.as_str(),
+                &finish.state.as_str(),
+                &finish.request.as_bytes().as_slice(),
+                &sha.as_bytes().as_slice(),
+                &finish.receipt,
+            ],
+        )
+        .await?;
+    if row.is_some() {
+        return Ok(Ok(Completed::Accepted(sha)));
+    }
+    let latest = client
+        .query_opt(
+            "SELECT lease_id, request, sha256 FROM receipts WHERE task_id = $1 \
+             ORDER BY attempt DESC LIMIT 1",
+            &[&(fence.id.0 as i64)],
+        )
+        .await?;
+    if let Some(r) = latest
+        && r.get::<_, &str>(0) == fence.lease.0
+    {
+        return Ok(if r.get::<_, &[u8]>(1) == finish.request.as_bytes() {
+            Ok(Completed::Existing(sha_of(r.get(2))?))
+        } else {
+            Err(SubmitError::Conflict)
+        });
+    }
+    Ok(Err(refusal(db, fence).await?.into()))
+}
+
+/// Returns every lapsed lease's task to the queue (the leader's reaper);
+/// answers how many. Safe to run from two daemons at once: each row is
+/// re-checked under its lock.
+pub async fn reap(db: &Database) -> Result<u64, Error> {
+    let client = db.client().await?;
+    Ok(client
+        .execute(
+            "UPDATE tasks SET state = 'queued', lease_id = NULL, lease_holder = NULL, \
+               lease_expires = NULL, updated_at = now() \
+             WHERE state = 'claimed' AND lease_expires <= now()",
+            &[],
+        )
+        .await?)
+}
+
+/// Why a fenced statement changed nothing: the embedded queue's answer.
+async fn refusal(db: &Database, fence: Fence<'_>) -> Result<TaskCallError, Error> {
+    let client = db.client().await?;
+    let Some(r) = client
+        .query_opt(
+            "SELECT state, attempt, lease_id, lease_holder, \
+               coalesce(lease_expires > now(), false) FROM tasks WHERE id = $1",
+            &[&(fence.id.0 as i64)],
+        )
+        .await?
+    else {
+        return Ok(TaskCallError::NotFound);
+    };
+    let state: TaskState = r
+        .get::<_, &str>(0)
+        .parse()
+        .map_err(|_| Error::Corrupt(format!("task {} has an unknown state", fence.id)))?;
+    let attempt = Attempt(r.get::<_, i32>(1) as u32);
+    let live_same_lease = r.get::<_, Option<&str>>(2) == Some(fence.lease.0.as_str()) && r.get(4);
+    Ok(
+        if live_same_lease && r.get::<_, Option<&str>>(3) != Some(fence.by.as_str()) {
+            TaskCallError::NotClaimant
+        } else {
+            TaskCallError::StaleLease { state, attempt }
+        },
+    )
+}
+
+fn micros(us: i64) -> Result<Timestamp, Error> {
+    Timestamp::from_microsecond(us)
+        .map_err(|_| Error::Corrupt(format!("a lease expiry of {us} µs is out of range")))
+}
+
+fn sha_of(bytes: &[u8]) -> Result<Sha256, Error> {
+    let bytes = bytes
+        .try_into()
+        .map_err(|_| Error::Corrupt(format!("a receipt hash of {} bytes", bytes.len())))?;
+    Ok(Sha256::from_bytes(bytes))
+}

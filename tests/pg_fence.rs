@@ -1,0 +1,328 @@
+//! The fence on the queue database, step by step against a real server:
+//! a lapsed lease, a reaped task claimed again, a zombie's late
+//! completion, a wrong attempt, a resend and a conflicting resend, each
+//! answered as the embedded queue answers it; claims filtered by the
+//! claimant's grants; concurrent claimers never sharing a task.
+
+mod support;
+
+use std::collections::HashSet;
+
+use support::pg;
+use tessera::queue::errors::{SubmitError, TaskCallError};
+use tessera::queue::pg::lease::{self, Completed, Fence, Finish};
+use tessera::queue::pg::viewer::Grants;
+use tessera::queue::pg::{Database, schema};
+use tessera::queue::{Attempt, LeaseId, TaskId, TaskState};
+use tessera::store::envelope::{EffectClass, Viewer};
+use tessera::store::{Name, Sha256};
+
+fn name(s: &str) -> Name {
+    Name::parse("name", s).unwrap()
+}
+
+/// A migrated database with queue `q1` and `n` public `read` tasks of
+/// kind `k1` in namespace `ns1`, ids 1..=n.
+async fn with_tasks(n: i64) -> (Database, tokio_postgres::Client) {
+    let url = pg::fresh_database().await;
+    let db = Database::connect(&url).await.unwrap();
+    schema::migrate(&db).await.unwrap();
+    let client = pg::connect(&url).await;
+    client
+        .batch_execute("INSERT INTO queues (name, server, config) VALUES ('q1', false, '{}')")
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
+             SELECT i, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', '{}' \
+             FROM generate_series(1, $1::bigint) i",
+            &[&n],
+        )
+        .await
+        .unwrap();
+    (db, client)
+}
+
+fn worker(key: &str) -> Viewer {
+    let mut v = Viewer::admin(name(key));
+    v.admin = false;
+    v.namespaces = [name("ns1")].into();
+    v.queues = [name("q1")].into();
+    v.kinds = [name("k1")].into();
+    v.effect_classes = [EffectClass::Read].into();
+    v
+}
+
+fn lease_for(_: usize) -> (LeaseId, String) {
+    (
+        tessera::queue::task::new_lease_id(),
+        tessera::auth::token::new_handle(),
+    )
+}
+
+async fn claim_one(db: &Database, key: &str) -> lease::ClaimedRow {
+    let mut got = lease::claim(
+        db,
+        &name("q1"),
+        &Grants::of(&worker(key)),
+        &name(key),
+        &[lease_for(0)],
+        30,
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.len(), 1, "one task claimed");
+    got.pop().unwrap()
+}
+
+fn fence<'a>(c: &'a lease::ClaimedRow, by: &'a Name) -> Fence<'a> {
+    Fence {
+        id: c.id,
+        lease: &c.lease,
+        attempt: c.attempt,
+        by,
+    }
+}
+
+fn stale(state: TaskState, attempt: u32) -> impl Fn(&SubmitError) -> bool {
+    move |e| {
+        matches!(e, SubmitError::Task(TaskCallError::StaleLease { state: s, attempt: a })
+            if *s == state && *a == Attempt(attempt))
+    }
+}
+
+#[tokio::test]
+async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
+    let (db, client) = with_tasks(1).await;
+    let (w1, w2) = (name("worker-1"), name("worker-2"));
+    let request = Sha256::of(b"the submission");
+    let done = Finish {
+        state: TaskState::Succeeded,
+        request: &request,
+        receipt: b"{\"receipt\":1}",
+    };
+
+    // 1. worker-1 claims: attempt 1.
+    let first = claim_one(&db, "worker-1").await;
+    assert_eq!((first.id, first.attempt), (TaskId(1), Attempt(1)));
+
+    // 2. Its lease lapses, not yet reaped; its completion is stale.
+    client
+        .batch_execute("UPDATE tasks SET lease_expires = now() - interval '1 second'")
+        .await
+        .unwrap();
+    let late = lease::complete(&db, fence(&first, &w1), done)
+        .await
+        .unwrap();
+    assert!(
+        late.as_ref().is_err_and(stale(TaskState::Claimed, 1)),
+        "{late:?}"
+    );
+
+    // 3. The reaper returns it to the queue.
+    assert_eq!(lease::reap(&db).await.unwrap(), 1);
+
+    // 4. worker-2 claims: attempt 2.
+    let second = claim_one(&db, "worker-2").await;
+    assert_eq!((second.id, second.attempt), (TaskId(1), Attempt(2)));
+
+    // 5. Zombie worker-1 completes with its old lease.
+    let zombie = lease::complete(&db, fence(&first, &w1), done)
+        .await
+        .unwrap();
+    assert!(
+        zombie.as_ref().is_err_and(stale(TaskState::Claimed, 2)),
+        "{zombie:?}"
+    );
+
+    // 6. worker-2's lease with the old attempt number.
+    let wrong = Fence {
+        attempt: Attempt(1),
+        ..fence(&second, &w2)
+    };
+    let wrong = lease::complete(&db, wrong, done).await.unwrap();
+    assert!(
+        wrong.as_ref().is_err_and(stale(TaskState::Claimed, 2)),
+        "{wrong:?}"
+    );
+
+    // Another key naming worker-2's live lease is not its claimant.
+    let thief = lease::complete(&db, fence(&second, &w1), done)
+        .await
+        .unwrap();
+    assert!(
+        matches!(thief, Err(SubmitError::Task(TaskCallError::NotClaimant))),
+        "{thief:?}"
+    );
+    let beat = lease::heartbeat(&db, fence(&second, &w1), 30)
+        .await
+        .unwrap();
+    assert!(matches!(beat, Err(TaskCallError::NotClaimant)), "{beat:?}");
+    let beat = lease::heartbeat(&db, fence(&second, &w2), 30)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(beat >= second.expires_at, "a heartbeat extends the lease");
+
+    // 7. worker-2 completes: accepted.
+    let accepted = lease::complete(&db, fence(&second, &w2), done)
+        .await
+        .unwrap()
+        .unwrap();
+    let Completed::Accepted(sha) = accepted else {
+        panic!("accepted, not {accepted:?}");
+    };
+    assert_eq!(sha, Sha256::of(done.receipt));
+
+    // 8. The same submit again: the same receipt.
+    let again = lease::complete(&db, fence(&second, &w2), done)
+        .await
+        .unwrap();
+    assert_eq!(again.unwrap(), Completed::Existing(sha));
+
+    // 9. A different submit on that lease: a conflict.
+    let other = Sha256::of(b"another submission");
+    let conflict = lease::complete(
+        &db,
+        fence(&second, &w2),
+        Finish {
+            request: &other,
+            ..done
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(conflict, Err(SubmitError::Conflict)),
+        "{conflict:?}"
+    );
+
+    // The zombie's lease after the end is stale against the final state.
+    let after = lease::complete(&db, fence(&first, &w1), done)
+        .await
+        .unwrap();
+    assert!(
+        after.as_ref().is_err_and(stale(TaskState::Succeeded, 2)),
+        "{after:?}"
+    );
+    let beat = lease::heartbeat(&db, fence(&second, &w2), 30)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            beat,
+            Err(TaskCallError::StaleLease {
+                state: TaskState::Succeeded,
+                ..
+            })
+        ),
+        "{beat:?}"
+    );
+
+    let receipts: i64 = client
+        .query_one("SELECT count(*) FROM receipts WHERE task_id = 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(receipts, 1, "one accepted receipt for the task");
+    let handles: i64 = client
+        .query_one("SELECT count(*) FROM handles WHERE task_id = 1", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(handles, 2, "each claim recorded its handle");
+    let missing = Fence {
+        id: TaskId(99),
+        ..fence(&second, &w2)
+    };
+    let missing = lease::complete(&db, missing, done).await.unwrap();
+    assert!(
+        matches!(missing, Err(SubmitError::Task(TaskCallError::NotFound))),
+        "{missing:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_takes_only_what_the_claimants_grants_allow() {
+    let (db, client) = with_tasks(4).await;
+    client
+        .batch_execute(
+            "UPDATE tasks SET kind = 'k2' WHERE id = 1; \
+             UPDATE tasks SET namespace = 'ns2' WHERE id = 2; \
+             UPDATE tasks SET effect_class = 'write-repo' WHERE id = 3",
+        )
+        .await
+        .unwrap();
+    let leases: Vec<_> = (0..4).map(lease_for).collect();
+    let mut plain = worker("w");
+    plain.kinds.insert(name("k2"));
+    plain.effect_classes.insert(EffectClass::WriteRepo);
+    let got = lease::claim(
+        &db,
+        &name("q1"),
+        &Grants::of(&plain),
+        &name("w"),
+        &leases,
+        30,
+    )
+    .await
+    .unwrap();
+    let ids: Vec<u64> = got.iter().map(|c| c.id.0).collect();
+    assert_eq!(
+        ids,
+        [1, 4],
+        "not another namespace, not an admin-only effect"
+    );
+    let mut no_claim = worker("w");
+    no_claim.claims = false;
+    let got = lease::claim(
+        &db,
+        &name("q1"),
+        &Grants::of(&no_claim),
+        &name("w"),
+        &leases,
+        30,
+    )
+    .await
+    .unwrap();
+    assert!(got.is_empty(), "a key without verbs:claim claims nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claimers_never_share_a_task() {
+    let (db, _client) = with_tasks(400).await;
+    let claimers: Vec<_> = (0..8)
+        .map(|w| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let key = format!("w{w}");
+                let grants = Grants::of(&worker(&key));
+                let mut mine = Vec::new();
+                loop {
+                    let leases: Vec<_> = (0..7).map(lease_for).collect();
+                    let got = lease::claim(&db, &name("q1"), &grants, &name(&key), &leases, 30)
+                        .await
+                        .unwrap();
+                    if got.is_empty() {
+                        return mine;
+                    }
+                    mine.extend(got.into_iter().map(|c| (c.id, c.lease, c.handle)));
+                }
+            })
+        })
+        .collect();
+    let mut ids = HashSet::new();
+    let mut handles = HashSet::new();
+    let mut total = 0;
+    for c in claimers {
+        for (id, _, handle) in c.await.unwrap() {
+            ids.insert(id);
+            handles.insert(handle);
+            total += 1;
+        }
+    }
+    assert_eq!(total, 400, "every task claimed once");
+    assert_eq!(ids.len(), 400);
+    assert_eq!(handles.len(), 400, "each claim its own handle");
+}
