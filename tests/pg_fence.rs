@@ -2,7 +2,10 @@
 //! a lapsed lease, a reaped task claimed again, a zombie's late
 //! completion, a wrong attempt, a resend and a conflicting resend, each
 //! answered as the embedded queue answers it; claims filtered by the
-//! claimant's grants; concurrent claimers never sharing a task.
+//! claimant's grants; concurrent claimers never sharing a task; two
+//! upstreams ending together releasing their dependent, and a split's
+//! last child queueing its parent, by counters in the completing
+//! statement.
 
 mod support;
 
@@ -325,4 +328,131 @@ async fn concurrent_claimers_never_share_a_task() {
     assert_eq!(total, 400, "every task claimed once");
     assert_eq!(ids.len(), 400);
     assert_eq!(handles.len(), 400, "each claim its own handle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_upstreams_ending_together_release_their_dependent() {
+    let (db, client) = with_tasks(0).await;
+    let w = name("w");
+    for round in 0..40i64 {
+        let (a, b, dependent) = (round * 10 + 1, round * 10 + 2, round * 10 + 3);
+        client
+            .execute(
+                "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, blocked, spec) \
+                 VALUES ($1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 0, '{}'), \
+                        ($2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 0, '{}'), \
+                        ($3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 2, '{}')",
+                &[&a, &b, &dependent],
+            )
+            .await
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO task_deps (upstream, downstream) VALUES ($1, $3), ($2, $3)",
+                &[&a, &b, &dependent],
+            )
+            .await
+            .unwrap();
+        let leases: Vec<_> = (0..2).map(lease_for).collect();
+        let claimed = lease::claim(&db, &name("q1"), &Grants::of(&worker("w")), &w, &leases, 30)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 2, "round {round}: both upstreams claimed");
+        let ends: Vec<_> = claimed
+            .into_iter()
+            .map(|c| {
+                let (db, w) = (db.clone(), w.clone());
+                tokio::spawn(async move {
+                    let request = Sha256::of(b"done");
+                    let done = Finish {
+                        state: TaskState::Succeeded,
+                        request: &request,
+                        receipt: b"{}",
+                    };
+                    lease::complete(&db, fence(&c, &w), done)
+                        .await
+                        .unwrap()
+                        .unwrap()
+                })
+            })
+            .collect();
+        for e in ends {
+            assert!(matches!(e.await.unwrap(), Completed::Accepted(_)));
+        }
+        let row = client
+            .query_one(
+                "SELECT state, blocked FROM tasks WHERE id = $1",
+                &[&dependent],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (row.get::<_, &str>(0), row.get::<_, i32>(1)),
+            ("queued", 0),
+            "round {round}: the dependent is released once, when its last upstream ends"
+        );
+        // Out of the next round's way.
+        client
+            .execute(
+                "UPDATE tasks SET state = 'cancelled' WHERE id = $1",
+                &[&dependent],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_retried_failure_releases_nothing_and_a_last_child_wakes_its_parent() {
+    let (db, client) = with_tasks(0).await;
+    client
+        .batch_execute(
+            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, open_children, spec) \
+             VALUES (1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'waiting', 2, '{}'); \
+             INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, parent, depth, spec) \
+             VALUES (2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 1, 1, '{}'), \
+                    (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 1, 1, '{}')",
+        )
+        .await
+        .unwrap();
+    let w = name("w");
+    let parent = || async {
+        let r = client
+            .query_one("SELECT state, open_children FROM tasks WHERE id = 1", &[])
+            .await
+            .unwrap();
+        (r.get::<_, String>(0), r.get::<_, i32>(1))
+    };
+    let request = Sha256::of(b"r");
+    let first = claim_one(&db, "w").await;
+    let retried = Finish {
+        state: TaskState::Queued,
+        request: &request,
+        receipt: b"{\"ok\":false}",
+    };
+    lease::complete(&db, fence(&first, &w), retried)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        parent().await,
+        ("waiting".into(), 2),
+        "a retried child is still open"
+    );
+    let ended = Finish {
+        state: TaskState::Succeeded,
+        ..retried
+    };
+    for _ in 0..2 {
+        let c = claim_one(&db, "w").await;
+        lease::complete(&db, fence(&c, &w), ended)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        parent().await,
+        ("queued".into(), 0),
+        "the last child queues its parent to combine"
+    );
 }

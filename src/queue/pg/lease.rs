@@ -6,6 +6,14 @@
 //! clock all still hold (the embedded queue's `State::held`), and a
 //! completion records its receipt in that same statement.
 //!
+//! A completion that ends its task releases what waits on it in the same
+//! statement, by counters on the waiting rows: each dependent's open
+//! upstreams (`blocked`, queued at 0) and a split parent's open children
+//! (`open_children`, queued to combine at 0). Checking "every upstream
+//! has ended" instead would leave a dependent pending for good when two
+//! upstreams end together, each seeing the other still claimed; a
+//! counter makes the second wait for the first's row lock and re-read.
+//!
 //! A refused completion is told apart by one read, in the embedded
 //! queue's order (`decide_submit`): a resend of the task's latest
 //! receipt's request under the same lease is that receipt, a different
@@ -173,7 +181,15 @@ pub async fn complete(
                RETURNING id, attempt), \
              r AS ( \
                INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
-               SELECT id, attempt, $2, $6, $7, $8 FROM d RETURNING task_id) \
+               SELECT id, attempt, $2, $6, $7, $8 FROM d RETURNING task_id), \
+             down AS ( \
+               UPDATE tasks t SET blocked = t.blocked - 1, updated_at = now(), \
+                 state = CASE WHEN t.blocked = 1 AND t.state = 'pending' THEN 'queued' ELSE t.state END \
+               FROM task_deps e, d WHERE $9 AND e.upstream = d.id AND t.id = e.downstream), \
+             up AS ( \
+               UPDATE tasks p SET open_children = p.open_children - 1, updated_at = now(), \
+                 state = CASE WHEN p.open_children = 1 AND p.state = 'waiting' THEN 'queued' ELSE p.state END \
+               FROM tasks c, d WHERE $9 AND c.id = d.id AND p.id = c.parent) \
              SELECT task_id FROM r",
             &[
                 &(fence.id.0 as i64),
@@ -184,6 +200,7 @@ pub async fn complete(
                 &finish.request.as_bytes().as_slice(),
                 &sha.as_bytes().as_slice(),
                 &finish.receipt,
+                &finish.state.is_terminal(),
             ],
         )
         .await?;
