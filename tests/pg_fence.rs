@@ -456,3 +456,166 @@ async fn a_retried_failure_releases_nothing_and_a_last_child_wakes_its_parent() 
         "the last child queues its parent to combine"
     );
 }
+
+fn completion(
+    c: &lease::ClaimedRow,
+    by: &str,
+    state: TaskState,
+    request: &[u8],
+    receipt: &[u8],
+) -> lease::Completion {
+    lease::Completion {
+        id: c.id,
+        lease: c.lease.clone(),
+        attempt: c.attempt,
+        by: name(by),
+        state,
+        request: Sha256::of(request),
+        receipt: receipt.to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn one_task_twice_in_a_batch_is_accepted_once_as_the_embedded_queue_would() {
+    let (db, client) = with_tasks(2).await;
+    let leases: Vec<_> = (0..2).map(lease_for).collect();
+    let claimed = lease::claim(
+        &db,
+        &name("q1"),
+        &Grants::of(&worker("w")),
+        &name("w"),
+        &leases,
+        30,
+    )
+    .await
+    .unwrap();
+    let (a, b) = (&claimed[0], &claimed[1]);
+    let same = completion(a, "w", TaskState::Succeeded, b"r", b"{\"a\":1}");
+    let first = completion(b, "w", TaskState::Succeeded, b"r1", b"{\"b\":1}");
+    let other = completion(b, "w", TaskState::Succeeded, b"r2", b"{\"b\":2}");
+    let out = lease::complete_many(&db, &[same.clone(), same, first, other])
+        .await
+        .unwrap();
+    let sha_a = Sha256::of(b"{\"a\":1}");
+    let sha_b = Sha256::of(b"{\"b\":1}");
+    assert_eq!(out[0].as_ref().unwrap(), &Completed::Accepted(sha_a));
+    assert_eq!(
+        out[1].as_ref().unwrap(),
+        &Completed::Existing(sha_a),
+        "a resend in the same batch"
+    );
+    assert_eq!(out[2].as_ref().unwrap(), &Completed::Accepted(sha_b));
+    assert!(matches!(out[3], Err(SubmitError::Conflict)), "{:?}", out[3]);
+    let stored: Vec<u8> = client
+        .query_one(
+            "SELECT sha256 FROM receipts WHERE task_id = $1",
+            &[&(b.id.0 as i64)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored,
+        sha_b.as_bytes(),
+        "the receipt kept is the one answered as accepted"
+    );
+}
+
+#[tokio::test]
+async fn two_upstreams_ending_in_one_batch_count_down_twice() {
+    let (db, client) = with_tasks(2).await;
+    client
+        .batch_execute(
+            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, blocked, spec) \
+             VALUES (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 2, '{}'); \
+             INSERT INTO task_deps (upstream, downstream) VALUES (1, 3), (2, 3)",
+        )
+        .await
+        .unwrap();
+    let leases: Vec<_> = (0..2).map(lease_for).collect();
+    let claimed = lease::claim(
+        &db,
+        &name("q1"),
+        &Grants::of(&worker("w")),
+        &name("w"),
+        &leases,
+        30,
+    )
+    .await
+    .unwrap();
+    let batch: Vec<_> = claimed
+        .iter()
+        .map(|c| completion(c, "w", TaskState::Failed, b"r", b"{}"))
+        .collect();
+    for o in lease::complete_many(&db, &batch).await.unwrap() {
+        assert!(matches!(o, Ok(Completed::Accepted(_))), "{o:?}");
+    }
+    let r = client
+        .query_one("SELECT state, blocked FROM tasks WHERE id = 3", &[])
+        .await
+        .unwrap();
+    assert_eq!((r.get::<_, &str>(0), r.get::<_, i32>(1)), ("queued", 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_submits_share_statements_and_each_is_answered() {
+    let (db, client) = with_tasks(400).await;
+    let completer = tessera::queue::pg::completer::Completer::start(db.clone());
+    let leases: Vec<_> = (0..400).map(lease_for).collect();
+    let mut claimed = Vec::new();
+    for chunk in leases.chunks(100) {
+        claimed.extend(
+            lease::claim(
+                &db,
+                &name("q1"),
+                &Grants::of(&worker("w")),
+                &name("w"),
+                chunk,
+                30,
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    assert_eq!(claimed.len(), 400);
+    let submits: Vec<_> = claimed
+        .iter()
+        .map(|c| {
+            let completer = completer.clone();
+            let c = completion(
+                c,
+                "w",
+                TaskState::Succeeded,
+                b"r",
+                c.id.to_string().as_bytes(),
+            );
+            tokio::spawn(async move { completer.complete(c).await })
+        })
+        .collect();
+    for s in submits {
+        let outcome = s.await.unwrap().unwrap();
+        assert!(matches!(outcome, Ok(Completed::Accepted(_))), "{outcome:?}");
+    }
+    let row = client
+        .query_one(
+            "SELECT count(*), count(DISTINCT xid) FROM events WHERE from_state = 'claimed'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (events, commits) = (row.get::<_, i64>(0), row.get::<_, i64>(1));
+    assert_eq!(
+        events, 400,
+        "one event per completion, written by its statement"
+    );
+    assert!(
+        commits < 400,
+        "400 completions took {commits} commits: none shared one"
+    );
+    let receipts: i64 = client
+        .query_one("SELECT count(*) FROM receipts", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(receipts, 400);
+}

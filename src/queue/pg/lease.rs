@@ -14,6 +14,10 @@
 //! upstreams end together, each seeing the other still claimed; a
 //! counter makes the second wait for the first's row lock and re-read.
 //!
+//! Each change writes its event rows in the statement that makes it
+//! ([`super::events`]): no change is seen without its event, and no
+//! event without its change.
+//!
 //! A refused completion is told apart by one read, in the embedded
 //! queue's order (`decide_submit`): a resend of the task's latest
 //! receipt's request under the same lease is that receipt, a different
@@ -109,7 +113,8 @@ pub async fn claim(
            FROM m WHERE t.id = m.id \
            RETURNING t.id, t.attempt, t.lease_id, m.handle, \
              (extract(epoch FROM t.lease_expires) * 1000000)::bigint AS expires_us), \
-         h AS (INSERT INTO handles (handle, task_id, attempt) SELECT handle, id, attempt FROM u) \
+         h AS (INSERT INTO handles (handle, task_id, attempt) SELECT handle, id, attempt FROM u), \
+         e AS (INSERT INTO events (task_id, from_state, to_state) SELECT id, 'queued', 'claimed' FROM u) \
          SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
         claimable = Grants::may_claim("t", "q.server", 6),
     );
@@ -118,7 +123,8 @@ pub async fn claim(
         vec![&queue, &ids, &handles, &holder, &default_ttl_s];
     params.extend(grants.params());
     let client = db.client().await?;
-    let rows = client.query(&sql, &params).await?;
+    let statement = client.prepare_cached(&sql).await?;
+    let rows = client.query(&statement, &params).await?;
     rows.iter()
         .map(|r| {
             Ok(ClaimedRow {
@@ -162,68 +168,177 @@ pub async fn heartbeat(
     }
 }
 
+/// One completion, owned: what [`complete_many`] and the [`Completer`]
+/// take.
+///
+/// [`Completer`]: super::completer::Completer
+#[derive(Clone, Debug)]
+pub struct Completion {
+    /// The task.
+    pub id: TaskId,
+    /// The lease the caller holds.
+    pub lease: LeaseId,
+    /// The attempt that lease was for.
+    pub attempt: Attempt,
+    /// The key calling.
+    pub by: Name,
+    /// The state the task ends in (or `queued` for a retried failure).
+    pub state: TaskState,
+    /// The submission's request hash.
+    pub request: Sha256,
+    /// The receipt's bytes.
+    pub receipt: Vec<u8>,
+}
+
+impl Completion {
+    /// The completion of `fence` with `finish`.
+    pub fn of(fence: Fence<'_>, finish: Finish<'_>) -> Completion {
+        Completion {
+            id: fence.id,
+            lease: fence.lease.clone(),
+            attempt: fence.attempt,
+            by: fence.by.clone(),
+            state: finish.state,
+            request: *finish.request,
+            receipt: finish.receipt.to_vec(),
+        }
+    }
+
+    fn fence(&self) -> Fence<'_> {
+        Fence {
+            id: self.id,
+            lease: &self.lease,
+            attempt: self.attempt,
+            by: &self.by,
+        }
+    }
+}
+
+/// What [`complete_many`] answers for each completion, in order.
+pub type Outcome = Result<Completed, SubmitError>;
+
 /// Records a completion and its receipt, fenced; answers what it did or
 /// why it was refused, as the embedded queue words it.
 pub async fn complete(
     db: &Database,
     fence: Fence<'_>,
     finish: Finish<'_>,
-) -> Result<Result<Completed, SubmitError>, Error> {
-    let sha = Sha256::of(finish.receipt);
+) -> Result<Outcome, Error> {
+    let mut out = complete_many(db, &[Completion::of(fence, finish)]).await?;
+    Ok(out.pop().expect("one answer per completion"))
+}
+
+/// Records several completions in one statement (one commit, one WAL
+/// flush), each fenced on its own: the accepted ones get their receipt
+/// and their event rows, and release what waits on them; each refused
+/// one is told apart afterwards. A deadlock between two batches that
+/// release the same dependents in other orders is retried: the statement
+/// that lost it changed nothing.
+pub async fn complete_many(db: &Database, items: &[Completion]) -> Result<Vec<Outcome>, Error> {
+    let ids: Vec<i64> = items.iter().map(|c| c.id.0 as i64).collect();
+    let leases: Vec<&str> = items.iter().map(|c| c.lease.0.as_str()).collect();
+    let attempts: Vec<i32> = items.iter().map(|c| c.attempt.0 as i32).collect();
+    let holders: Vec<&str> = items.iter().map(|c| c.by.as_str()).collect();
+    let states: Vec<&str> = items.iter().map(|c| c.state.as_str()).collect();
+    let requests: Vec<&[u8]> = items
+        .iter()
+        .map(|c| c.request.as_bytes().as_slice())
+        .collect();
+    let shas: Vec<Sha256> = items.iter().map(|c| Sha256::of(&c.receipt)).collect();
+    let sha_bytes: Vec<&[u8]> = shas.iter().map(|s| s.as_bytes().as_slice()).collect();
+    let bodies: Vec<&[u8]> = items.iter().map(|c| c.receipt.as_slice()).collect();
+    let ends: Vec<bool> = items.iter().map(|c| c.state.is_terminal()).collect();
     let client = db.client().await?;
-    let row = client
-        .query_opt(
-            "WITH d AS ( \
-               UPDATE tasks SET state = $5, lease_id = NULL, lease_holder = NULL, \
-                 lease_expires = NULL, last_receipt = $7, updated_at = now() \
-               WHERE id = $1 AND lease_id = $2 AND attempt = $3 AND lease_holder = $4 \
-                 AND state = 'claimed' AND lease_expires > now() \
-               RETURNING id, attempt), \
-             r AS ( \
-               INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
-               SELECT id, attempt, $2, $6, $7, $8 FROM d RETURNING task_id), \
-             down AS ( \
-               UPDATE tasks t SET blocked = t.blocked - 1, updated_at = now(), \
-                 state = CASE WHEN t.blocked = 1 AND t.state = 'pending' THEN 'queued' ELSE t.state END \
-               FROM task_deps e, d WHERE $9 AND e.upstream = d.id AND t.id = e.downstream), \
-             up AS ( \
-               UPDATE tasks p SET open_children = p.open_children - 1, updated_at = now(), \
-                 state = CASE WHEN p.open_children = 1 AND p.state = 'waiting' THEN 'queued' ELSE p.state END \
-               FROM tasks c, d WHERE $9 AND c.id = d.id AND p.id = c.parent) \
-             SELECT task_id FROM r",
-            &[
-                &(fence.id.0 as i64),
-                &fence.lease.0,
-                &(fence.attempt.0 as i32),
-                &fence.by.as_str(),
-                &finish.state.as_str(),
-                &finish.request.as_bytes().as_slice(),
-                &sha.as_bytes().as_slice(),
-                &finish.receipt,
-                &finish.state.is_terminal(),
-            ],
-        )
-        .await?;
-    if row.is_some() {
-        return Ok(Ok(Completed::Accepted(sha)));
+    let statement = client.prepare_cached(COMPLETE).await?;
+    let mut tries = 0;
+    // Which row of the batch each accepted task took: by its receipt, as
+    // two completions of one task may share a batch (the first counts).
+    let mut accepted: std::collections::HashSet<(i64, Vec<u8>)> = loop {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
+            &ids, &leases, &attempts, &holders, &states, &requests, &sha_bytes, &bodies, &ends,
+        ];
+        match client.query(&statement, &params).await {
+            Ok(rows) => break rows.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            Err(e)
+                if e.code() == Some(&tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED)
+                    && tries < 5 =>
+            {
+                tries += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    drop(client);
+    let mut out = Vec::with_capacity(items.len());
+    for (c, sha) in items.iter().zip(shas) {
+        out.push(
+            if accepted.remove(&(c.id.0 as i64, sha.as_bytes().to_vec())) {
+                Ok(Completed::Accepted(sha))
+            } else {
+                refused(db, c).await?
+            },
+        );
     }
+    Ok(out)
+}
+
+/// The fenced completion of a batch: each row changes only under its own
+/// live lease; receipts and events are written for the rows that did;
+/// dependents and split parents count down once per upstream or child
+/// that ended (counted per waiting row, so two ending in one batch count
+/// two).
+const COMPLETE: &str = "\
+WITH x AS ( \
+  SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[], $5::text[], \
+                       $6::bytea[], $7::bytea[], $8::bytea[], $9::bool[]) \
+    AS x(id, lease, attempt, holder, state, request, sha, body, ends)), \
+d AS ( \
+  UPDATE tasks t SET state = x.state, lease_id = NULL, lease_holder = NULL, \
+    lease_expires = NULL, last_receipt = x.sha, updated_at = now() \
+  FROM x \
+  WHERE t.id = x.id AND t.lease_id = x.lease AND t.attempt = x.attempt \
+    AND t.lease_holder = x.holder AND t.state = 'claimed' AND t.lease_expires > now() \
+  RETURNING t.id, t.attempt, t.parent, x.lease, x.request, x.sha, x.body, x.ends, x.state), \
+r AS ( \
+  INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
+  SELECT id, attempt, lease, request, sha, body FROM d), \
+e AS ( \
+  INSERT INTO events (task_id, from_state, to_state) SELECT id, 'claimed', state FROM d), \
+down AS ( \
+  UPDATE tasks t SET blocked = t.blocked - n.n, updated_at = now(), \
+    state = CASE WHEN t.blocked = n.n AND t.state = 'pending' THEN 'queued' ELSE t.state END \
+  FROM (SELECT dep.downstream AS id, count(*)::int AS n FROM task_deps dep \
+        JOIN d ON dep.upstream = d.id WHERE d.ends GROUP BY dep.downstream) n \
+  WHERE t.id = n.id), \
+up AS ( \
+  UPDATE tasks p SET open_children = p.open_children - n.n, updated_at = now(), \
+    state = CASE WHEN p.open_children = n.n AND p.state = 'waiting' THEN 'queued' ELSE p.state END \
+  FROM (SELECT parent AS id, count(*)::int AS n FROM d \
+        WHERE d.ends AND d.parent IS NOT NULL GROUP BY parent) n \
+  WHERE p.id = n.id) \
+SELECT id, sha FROM d";
+
+/// Why a completion changed nothing, in `decide_submit`'s order.
+async fn refused(db: &Database, c: &Completion) -> Result<Outcome, Error> {
+    let client = db.client().await?;
     let latest = client
         .query_opt(
             "SELECT lease_id, request, sha256 FROM receipts WHERE task_id = $1 \
              ORDER BY attempt DESC LIMIT 1",
-            &[&(fence.id.0 as i64)],
+            &[&(c.id.0 as i64)],
         )
         .await?;
+    drop(client);
     if let Some(r) = latest
-        && r.get::<_, &str>(0) == fence.lease.0
+        && r.get::<_, &str>(0) == c.lease.0
     {
-        return Ok(if r.get::<_, &[u8]>(1) == finish.request.as_bytes() {
+        return Ok(if r.get::<_, &[u8]>(1) == c.request.as_bytes() {
             Ok(Completed::Existing(sha_of(r.get(2))?))
         } else {
             Err(SubmitError::Conflict)
         });
     }
-    Ok(Err(refusal(db, fence).await?.into()))
+    Ok(Err(refusal(db, c.fence()).await?.into()))
 }
 
 /// Returns every lapsed lease's task to the queue (the leader's reaper);
@@ -233,9 +348,12 @@ pub async fn reap(db: &Database) -> Result<u64, Error> {
     let client = db.client().await?;
     Ok(client
         .execute(
-            "UPDATE tasks SET state = 'queued', lease_id = NULL, lease_holder = NULL, \
-               lease_expires = NULL, updated_at = now() \
-             WHERE state = 'claimed' AND lease_expires <= now()",
+            "WITH r AS ( \
+               UPDATE tasks SET state = 'queued', lease_id = NULL, lease_holder = NULL, \
+                 lease_expires = NULL, updated_at = now() \
+               WHERE state = 'claimed' AND lease_expires <= now() RETURNING id) \
+             INSERT INTO events (task_id, from_state, to_state) \
+             SELECT id, 'claimed', 'queued' FROM r",
             &[],
         )
         .await?)
