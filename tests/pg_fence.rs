@@ -560,7 +560,7 @@ async fn two_upstreams_ending_in_one_batch_count_down_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_submits_share_statements_and_each_is_answered() {
     let (db, client) = with_tasks(400).await;
-    let completer = tessera::queue::pg::completer::Completer::start(db.clone());
+    let completer = tessera::queue::pg::batch::completer(db.clone());
     let leases: Vec<_> = (0..400).map(lease_for).collect();
     let mut claimed = Vec::new();
     for chunk in leases.chunks(100) {
@@ -589,7 +589,7 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
                 b"r",
                 c.id.to_string().as_bytes(),
             );
-            tokio::spawn(async move { completer.complete(c).await })
+            tokio::spawn(async move { completer.call(c).await })
         })
         .collect();
     for s in submits {
@@ -618,4 +618,61 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
         .unwrap()
         .get(0);
     assert_eq!(receipts, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_share_statements_and_never_share_a_task() {
+    let (db, client) = with_tasks(300).await;
+    let claimer = tessera::queue::pg::batch::claimer(db.clone());
+    let grants = std::sync::Arc::new(Grants::of(&worker("w")));
+    let asks: Vec<_> = (0..80)
+        .map(|i| {
+            let claimer = claimer.clone();
+            let ask = lease::ClaimAsk {
+                queue: name("q1"),
+                grants: grants.clone(),
+                holder: name(&format!("w{}", i % 3)),
+                leases: (0..5).map(lease_for).collect(),
+                default_ttl_s: 30,
+            };
+            tokio::spawn(async move {
+                let leases: HashSet<_> = ask.leases.iter().map(|(l, _)| l.clone()).collect();
+                let holder = ask.holder.clone();
+                (claimer.call(ask).await.unwrap(), leases, holder)
+            })
+        })
+        .collect();
+    let mut ids = HashSet::new();
+    for a in asks {
+        let (got, leases, holder) = a.await.unwrap();
+        assert!(got.len() <= 5);
+        for c in got {
+            assert!(
+                leases.contains(&c.lease),
+                "each task goes to the ask whose lease it took"
+            );
+            let row = client
+                .query_one(
+                    "SELECT lease_holder FROM tasks WHERE id = $1",
+                    &[&(c.id.0 as i64)],
+                )
+                .await
+                .unwrap();
+            assert_eq!(row.get::<_, &str>(0), holder.as_str(), "held by its asker");
+            assert!(ids.insert(c.id), "{} claimed twice", c.id);
+        }
+    }
+    assert_eq!(ids.len(), 300, "80 asks of 5 took all 300 tasks");
+    let commits: i64 = client
+        .query_one(
+            "SELECT count(DISTINCT xid) FROM events WHERE to_state = 'claimed'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        commits < 80,
+        "80 claims took {commits} commits: none shared one"
+    );
 }

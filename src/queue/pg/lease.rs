@@ -81,6 +81,23 @@ pub enum Completed {
     Existing(Sha256),
 }
 
+/// One claimant's ask, owned: what [`claim_many`] and a claim
+/// [`Batcher`](super::batch::Batcher) take.
+#[derive(Clone, Debug)]
+pub struct ClaimAsk {
+    /// The queue to claim from.
+    pub queue: Name,
+    /// What the claimant may claim.
+    pub grants: std::sync::Arc<Grants>,
+    /// The claimant's key.
+    pub holder: Name,
+    /// A lease id and a worker handle, minted by the caller, for each
+    /// task it would take (as many tasks at most).
+    pub leases: Vec<(LeaseId, String)>,
+    /// The lease length of a task whose queue gives none, in seconds.
+    pub default_ttl_s: i32,
+}
+
 /// Claims up to `leases.len()` queued tasks of `queue` that `grants` may
 /// claim, for `holder`, with the given lease ids and handles minted by
 /// the caller; a task without a lease length of its own gets
@@ -93,9 +110,72 @@ pub async fn claim(
     leases: &[(LeaseId, String)],
     default_ttl_s: i32,
 ) -> Result<Vec<ClaimedRow>, Error> {
-    let ids: Vec<&str> = leases.iter().map(|(l, _)| l.0.as_str()).collect();
-    let handles: Vec<&str> = leases.iter().map(|(_, h)| h.as_str()).collect();
-    let sql = format!(
+    let ask = ClaimAsk {
+        queue: queue.clone(),
+        grants: std::sync::Arc::new(grants.clone()),
+        holder: holder.clone(),
+        leases: leases.to_vec(),
+        default_ttl_s,
+    };
+    let mut out = claim_many(db, vec![ask]).await?;
+    Ok(out.pop().expect("one answer per ask"))
+}
+
+/// Claims for several claimants at once: one statement for all the asks
+/// on one queue with the same grants and lease length, each task going
+/// to the ask whose lease it took; answers each ask's tasks in order.
+pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<ClaimedRow>>, Error> {
+    let mut out: Vec<Vec<ClaimedRow>> = asks.iter().map(|_| Vec::new()).collect();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, a) in asks.iter().enumerate() {
+        let same = |g: &Vec<usize>| {
+            let b = &asks[g[0]];
+            b.queue == a.queue && b.grants == a.grants && b.default_ttl_s == a.default_ttl_s
+        };
+        match groups.iter_mut().find(|g| same(g)) {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    let client = db.client().await?;
+    let statement = client.prepare_cached(&CLAIM).await?;
+    for group in groups {
+        let first = &asks[group[0]];
+        let mut owner = std::collections::HashMap::new();
+        let (mut ids, mut handles, mut holders) = (Vec::new(), Vec::new(), Vec::new());
+        for &i in &group {
+            for (lease, handle) in &asks[i].leases {
+                owner.insert(lease.0.as_str(), i);
+                ids.push(lease.0.as_str());
+                handles.push(handle.as_str());
+                holders.push(asks[i].holder.as_str());
+            }
+        }
+        let queue = first.queue.as_str();
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+            vec![&queue, &ids, &handles, &holders, &first.default_ttl_s];
+        params.extend(first.grants.params());
+        for r in client.query(&statement, &params).await? {
+            let row = ClaimedRow {
+                id: TaskId(r.get::<_, i64>(0) as u64),
+                attempt: Attempt(r.get::<_, i32>(1) as u32),
+                lease: LeaseId(r.get(2)),
+                handle: r.get(3),
+                expires_at: micros(r.get(4))?,
+            };
+            let i = owner[row.lease.0.as_str()];
+            out[i].push(row);
+        }
+    }
+    Ok(out)
+}
+
+/// The claim: the best queued rows the grants allow, locked past the
+/// ones another claim holds, each given one of the leases (with its
+/// holder and handle); the handles and the event rows in the same
+/// statement.
+static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
         "WITH c AS MATERIALIZED ( \
            SELECT t.id FROM tasks t JOIN queues q ON q.name = t.queue \
            WHERE t.state = 'queued' AND t.queue = $1 \
@@ -103,12 +183,13 @@ pub async fn claim(
            ORDER BY t.priority DESC, t.id LIMIT cardinality($2::text[]) \
            FOR UPDATE OF t SKIP LOCKED), \
          m AS ( \
-           SELECT n.id, x.lease, x.handle \
+           SELECT n.id, x.lease, x.handle, x.holder \
            FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM c) n \
-           JOIN unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(lease, handle, n) USING (n)), \
+           JOIN unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY \
+             AS x(lease, handle, holder, n) USING (n)), \
          u AS ( \
            UPDATE tasks t SET state = 'claimed', attempt = t.attempt + 1, lease_id = m.lease, \
-             lease_holder = $4, claimed_at = now(), not_before = NULL, updated_at = now(), \
+             lease_holder = m.holder, claimed_at = now(), not_before = NULL, updated_at = now(), \
              lease_expires = now() + make_interval(secs => coalesce(t.lease_ttl_s, $5::int)) \
            FROM m WHERE t.id = m.id \
            RETURNING t.id, t.attempt, t.lease_id, m.handle, \
@@ -117,26 +198,8 @@ pub async fn claim(
          e AS (INSERT INTO events (task_id, from_state, to_state) SELECT id, 'queued', 'claimed' FROM u) \
          SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
         claimable = Grants::may_claim("t", "q.server", 6),
-    );
-    let (queue, holder) = (queue.as_str(), holder.as_str());
-    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-        vec![&queue, &ids, &handles, &holder, &default_ttl_s];
-    params.extend(grants.params());
-    let client = db.client().await?;
-    let statement = client.prepare_cached(&sql).await?;
-    let rows = client.query(&statement, &params).await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ClaimedRow {
-                id: TaskId(r.get::<_, i64>(0) as u64),
-                attempt: Attempt(r.get::<_, i32>(1) as u32),
-                lease: LeaseId(r.get(2)),
-                handle: r.get(3),
-                expires_at: micros(r.get(4))?,
-            })
-        })
-        .collect()
-}
+    )
+});
 
 /// Extends a live lease by the task's lease length (or `default_ttl_s`);
 /// answers the new expiry.
@@ -168,10 +231,8 @@ pub async fn heartbeat(
     }
 }
 
-/// One completion, owned: what [`complete_many`] and the [`Completer`]
-/// take.
-///
-/// [`Completer`]: super::completer::Completer
+/// One completion, owned: what [`complete_many`] and a completion
+/// [`Batcher`](super::batch::Batcher) take.
 #[derive(Clone, Debug)]
 pub struct Completion {
     /// The task.

@@ -6,7 +6,7 @@
 //! Tessera acknowledges a change only once it is durable, and an
 //! asynchronous commit is visible to other sessions before it is flushed.
 
-pub mod completer;
+pub mod batch;
 pub mod events;
 pub mod leader;
 pub mod lease;

@@ -15,7 +15,7 @@ use crate::store::envelope::{Viewer, Visibility};
 /// A viewer's grants as the parameters of [`Grants::sees`] (the first
 /// [`SIGHT`] of [`Grants::params`]) and [`Grants::may_claim`] (all
 /// [`PARAMS`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Grants {
     admin: bool,
     claims: bool,
