@@ -104,7 +104,7 @@ pub async fn promote(
     if unique.len() != req.stages.len() {
         problems.push("a stage is named twice".into());
     }
-    let (tasks, required) = queue.tasks_now(&req.stages);
+    let (tasks, required) = queue.tasks_now(&req.stages).await;
     let policy: BTreeSet<String> = required.iter().map(|k| k.to_string()).collect();
     let pin = req.pin.clone();
     let (bytes_ok, stages, mut more) = store.blocking(move |store| {

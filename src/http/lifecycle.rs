@@ -55,7 +55,7 @@ fn state_reply(id: TaskId, state: crate::queue::TaskState) -> Resp {
 pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work)?;
+    check(ctx, id, &p, access::may_work).await?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
     let expires_at = ctx
         .queue
@@ -68,7 +68,7 @@ pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiErr
 pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work)?;
+    check(ctx, id, &p, access::may_work).await?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
     let by = (!p.is_admin()).then_some(&p.key_id);
     let state = ctx.queue.release(id, &LeaseId(body.lease_id), by).await?;
@@ -80,17 +80,13 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let checked = check(ctx, id, &p, access::may_submit)?;
+    let checked = check(ctx, id, &p, access::may_submit).await?;
     let task = submit::SubmitTask::of(&checked);
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
-    let next = body
-        .claim_next
-        .clone()
-        .map(|n| {
-            super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms)?;
-            Ok::<_, ApiError>(n)
-        })
-        .transpose()?;
+    let next = body.claim_next.clone();
+    if let Some(n) = &next {
+        super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms).await?;
+    }
     let (lease, input) = body.input()?;
     let requester = ctx.keyring.principal(&checked.requester).ok();
     let done = submit::complete(
@@ -122,7 +118,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_work)?;
+    check(ctx, id, &p, access::may_work).await?;
     let body: ParkBody = req.json(ctx.limits.max_body_bytes).await?;
     let park = Park {
         reason: body.reason,
@@ -141,7 +137,8 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
 pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let ns = check(ctx, id, &p, access::may_resume)?
+    let ns = check(ctx, id, &p, access::may_resume)
+        .await?
         .spec
         .namespace
         .clone();
@@ -162,7 +159,7 @@ pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    let parent = check(ctx, id, &p, access::may_work)?;
+    let parent = check(ctx, id, &p, access::may_work).await?;
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
     let requester = ctx.keyring.principal(&parent.requester).map_err(|_| {
         ApiError::from(crate::auth::Error::Forbidden(
@@ -171,7 +168,7 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
         ))
     })?;
     let within = access::split_authority(&requester, &p)?;
-    let parent_server = queue_server(ctx, &parent.spec.queue)?;
+    let parent_server = queue_server(ctx, &parent.spec.queue).await?;
     let mut children = Vec::with_capacity(body.children.len());
     for (i, child) in body.children.into_iter().enumerate() {
         let spec = child
@@ -209,7 +206,7 @@ pub async fn cancel(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
     let only = if_state(&req)?;
-    check(ctx, id, &p, access::may_cancel)?;
+    check(ctx, id, &p, access::may_cancel).await?;
     let state = ctx.queue.cancel(id, &p.key_id, only.as_deref()).await?;
     tracing::info!(task = %id, by = %p.key_id, "task cancelled");
     Ok(state_reply(id, state))
@@ -237,7 +234,7 @@ fn if_state(req: &Req) -> Result<Option<Vec<TaskState>>, ApiError> {
 pub async fn retry(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_retry)?;
+    check(ctx, id, &p, access::may_retry).await?;
     let raw = req.bytes(ctx.limits.max_body_bytes).await?;
     if !raw.is_empty() {
         let _: super::wire::RetryBody = super::request::parse_json(&raw)?;

@@ -17,14 +17,14 @@ pub fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
 }
 
 /// `GET /metrics`: the OpenMetrics text (an admin key or `metrics:read`).
-pub fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
+pub async fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(req)?;
     crate::auth::access::require(&p, crate::auth::Scope::MetricsRead)?;
     let now = crate::metrics::Readings {
         failed_authentications: ctx.keyring.failed_authentications(),
         connections: ctx.connections.counts(),
     };
-    let counts = ctx.queue.task_counts();
+    let counts = ctx.queue.task_counts().await;
     let text = ctx.metrics.render(&counts, &now);
     let mut resp = Response::new(super::body::full(text));
     resp.headers_mut().insert(

@@ -102,7 +102,7 @@ impl Made {
 
 /// Checks a claim request: the `wait_ms` bound, the queue, the key's
 /// grants.
-pub fn may_claim_from(
+pub async fn may_claim_from(
     ctx: &Ctx,
     p: &Principal,
     queue: &Name,
@@ -115,7 +115,7 @@ pub fn may_claim_from(
             format!("wait_ms is at most {MAX_WAIT_MS}"),
         ));
     }
-    let server = super::tasks::queue_server(ctx, queue)?;
+    let server = super::tasks::queue_server(ctx, queue).await?;
     Ok(access::may_claim_from(p, queue, server)?)
 }
 
@@ -167,7 +167,7 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     let queue = Name::parse("queue", queue)?;
     access::require(&p, auth::Scope::VerbsClaim)?;
     let body: ClaimNext = req.json(ctx.limits.max_body_bytes).await?;
-    may_claim_from(ctx, &p, &queue, body.wait_ms)?;
+    may_claim_from(ctx, &p, &queue, body.wait_ms).await?;
     let kinds = body.kinds.as_deref();
     match body.max {
         None => {
@@ -193,7 +193,7 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
 pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req)?;
     let id = task_id(id)?;
-    check(ctx, id, &p, access::may_claim)?;
+    check(ctx, id, &p, access::may_claim).await?;
     let got = ctx.queue.claim(id, &p.viewer).await?;
     tracing::debug!(task = %id, by = %p.key_id, "task claimed");
     let (answer, handover) = claimed(ctx, &p, got);

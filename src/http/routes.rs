@@ -193,7 +193,7 @@ async fn route(
     match (method, segs.as_slice()) {
         (Method::GET, ["healthz"]) => ops::healthz(ctx),
         (Method::GET, ["v1", "openapi.json"]) => openapi::serve(),
-        (Method::GET, ["metrics"]) => ops::metrics(ctx, &req),
+        (Method::GET, ["metrics"]) => ops::metrics(ctx, &req).await,
         (Method::GET, ["v1", "events"]) => events::stream(ctx, req).await,
         (Method::GET, ["v1", "status"]) => status::status(ctx, req).await,
         (Method::GET, [""]) => site::index(&req),

@@ -28,7 +28,7 @@ pub fn task_id(s: &str) -> Result<TaskId, ApiError> {
 
 /// Runs an access rule against a task and answers the task it allowed;
 /// `NotFound` when it does not exist (`Queue::checked`).
-pub fn check(
+pub async fn check(
     ctx: &Ctx,
     id: TaskId,
     p: &Principal,
@@ -36,6 +36,7 @@ pub fn check(
 ) -> Result<Task, ApiError> {
     ctx.queue
         .checked(id, |f| rule(p, f).map_err(ApiError::from))
+        .await
 }
 
 /// How a task looks to `p`, from the queue's snapshot of it for `p`
@@ -102,7 +103,7 @@ pub fn view(snap: TaskSnap, p: &Principal) -> TaskView {
 pub async fn authorize_spec(ctx: &Ctx, p: &Principal, spec: &mut TaskSpec) -> Result<(), ApiError> {
     access::require(p, auth::Scope::VerbsEnqueue)?;
     access::require_namespace(p, &spec.namespace)?;
-    let server = queue_server(ctx, &spec.queue)?;
+    let server = queue_server(ctx, &spec.queue).await?;
     spec.producer_surface = access::may_enqueue(p, &spec.facts(&p.key_id, server))?;
     access::reachable(&spec.facts(&p.key_id, server).envelope)
         .map_err(crate::queue::EnqueueError::Unclaimable)?;
@@ -120,7 +121,7 @@ pub async fn authorize_child(
     parent_server: bool,
     spec: TaskSpec,
 ) -> Result<TaskSpec, ApiError> {
-    let server = queue_server(ctx, &spec.queue)?;
+    let server = queue_server(ctx, &spec.queue).await?;
     access::may_split_child(
         within,
         &parent.facts(parent_server),
@@ -133,9 +134,10 @@ pub async fn authorize_child(
 }
 
 /// Whether `queue` is a server queue (unknown when never provisioned).
-pub fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
+pub async fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
     ctx.queue
         .is_server(queue)
+        .await
         .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()).into())
 }
 
@@ -147,7 +149,7 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
         .map_err(|(field, message)| crate::queue::EnqueueError::InvalidSpec { field, message })?;
     crate::worker::pins::check(&ctx.store, p, &spec.namespace, brief.pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
-        let template = ctx.queue.template_of(spec);
+        let template = ctx.queue.template_of(spec).await;
         if crate::queue::placement::check_template(&template).is_ok() {
             let ns = spec.namespace.clone();
             ctx.blocking(move |store| {

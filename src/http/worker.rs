@@ -22,11 +22,13 @@ use crate::worker::{
 /// Resolves the worker credential. A valid one is always served; one that
 /// fails spends its peer's failure budget, and is answered `429` instead
 /// of `401` once that (or the overall) budget is spent.
-fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
+async fn session(ctx: &Ctx, req: &Req, route: Route) -> Result<Session, ApiError> {
     let peer = req.peer().ip();
     let wanted = req.query("task_id").map(task_id).transpose()?;
     let resolved = match req.bearer() {
-        Ok(bearer) => worker::resolve(&ctx.queue, &ctx.tokens, &ctx.keyring, bearer, wanted, route),
+        Ok(bearer) => {
+            worker::resolve(&ctx.queue, &ctx.tokens, &ctx.keyring, bearer, wanted, route).await
+        }
         Err(_) => Err(worker::Error::Unauthenticated(
             "malformed Authorization header",
         )),
@@ -45,7 +47,7 @@ async fn turn<'a>(
     route: Route,
 ) -> Result<(MutexGuard<'a, ()>, Session), ApiError> {
     let guard = ctx.task_locks.lock(s.task.id).await;
-    let s = s.recheck(&ctx.queue, &ctx.keyring, route)?;
+    let s = s.recheck(&ctx.queue, &ctx.keyring, route).await?;
     Ok((guard, s))
 }
 
@@ -73,8 +75,8 @@ async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError
 
 /// `GET /v1/worker/prompt`.
 pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Prompt)?;
-    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant);
+    let s = session(ctx, &req, Route::Prompt).await?;
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await;
     let claimant = s.claimant;
     let assembled = ctx
         .blocking(move |store| prompt::assemble(store, &facts, &claimant))
@@ -87,10 +89,10 @@ pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 /// evidence), read as the claimant; anything else is `404` as for a
 /// missing noun.
 pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Nouns)?;
+    let s = session(ctx, &req, Route::Nouns).await?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     let (version, sha256) = version_query(&req)?;
-    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant);
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await;
     let claimant = s.claimant;
     let started = std::time::Instant::now();
     let (entry, bytes) = ctx
@@ -108,8 +110,8 @@ pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError
 /// entry of the task's brief, read as the claimant, with `x-tessera-sha256`;
 /// an entry that is missing (or no entry) is `404`.
 pub async fn consumed(ctx: &Ctx, req: Req, name: &str) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Consumes)?;
-    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant);
+    let s = session(ctx, &req, Route::Consumes).await?;
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await;
     let wanted = name.to_string();
     let found = ctx
         .blocking(move |store| consumes::read(store, &facts.task, &facts.related, &wanted))
@@ -141,7 +143,7 @@ fn raw_response(sha: &Sha256, bytes: Vec<u8>) -> Resp {
 /// `POST /v1/worker/heartbeat`: extends the attempt's lease, as
 /// `POST /v1/tasks/{id}/heartbeat` does; answers the new `expires_at`.
 pub async fn heartbeat(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Heartbeat)?;
+    let s = session(ctx, &req, Route::Heartbeat).await?;
     let lease = s.task.lease.as_ref().ok_or(worker::Error::StaleLease {
         state: s.task.state,
         attempt: s.task.attempt,
@@ -159,7 +161,7 @@ pub async fn heartbeat(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 /// `GET /v1/worker/parts`: the parts this attempt staged so far, by name,
 /// with sha256 and size.
 pub async fn parts(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Parts)?;
+    let s = session(ctx, &req, Route::Parts).await?;
     let staged = s.task.staged.clone();
     let parts = ctx
         .blocking(move |store| {
@@ -180,7 +182,7 @@ pub async fn parts(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
 
 /// `POST /v1/worker/artifact?name=N`: stages one part (last write wins).
 pub async fn stage(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Artifact)?;
+    let s = session(ctx, &req, Route::Artifact).await?;
     let name = req.query("name").unwrap_or_default().to_string();
     let step = s.task.spec.step_name();
     artifact::check_name(&name, step.as_str())?;
@@ -216,7 +218,7 @@ fn flag(req: &Req, name: &str) -> Result<bool, ApiError> {
 /// `POST /v1/worker/submit[?ok=false[&final=true]]`: the final body;
 /// completes the attempt.
 pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
-    let s = session(ctx, &req, Route::Submit)?;
+    let s = session(ctx, &req, Route::Submit).await?;
     let ok = req.query("ok").is_none() || flag(&req, "ok")?;
     let final_failure = flag(&req, "final")?;
     let bytes = body(ctx, &mut req, &s).await?;
@@ -225,7 +227,7 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let (id, done) = to_the_end(ctx, move |ctx| async move {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
-        let template = ctx.queue.template_of(&s.task.spec);
+        let template = ctx.queue.template_of(&s.task.spec).await;
         let requester = ctx.keyring.principal(&s.task.requester).ok();
         let done = submit::submit_body(
             &ctx.store,

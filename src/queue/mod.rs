@@ -38,7 +38,7 @@
 //! | `heartbeat`, `release`, `park`, `resume`, `split`, `cancel`, `retry`, `stage`, `bulk` | the task's new state or expiry | yes |
 //! | `submit`; `submit_unsynced` then `synced` | the receipt, fenced to the lease | yes; after `synced` |
 //! | `task`, `page`, `queue_counts` (each queue's config and counts), `summary` (`query`) | owned snapshots for a `Viewer` | what they saw is |
-//! | `checked`, `is_server`, `template_of`, `task_now`, `tasks_now`, `related`, `attempts_left`, `task_counts`, `handle` | facts that never change after enqueue, or figures to render | not waited for |
+//! | `checked`, `is_server`, `template_of`, `task_now`, `tasks_now`, `related`, `attempts_left`, `task_counts`, `handle` | facts that never change after enqueue, or figures to render (async, so that a backend may read them from its database) | not waited for |
 //! | observers (`observe`) | each committed change as owned `Transition`s, each sync, each lock hold | told after the fact |
 //!
 //! `audit` walks every task once, at start, before the daemon serves;
@@ -402,7 +402,7 @@ impl Queue {
     }
 
     /// The (task, attempt) a worker handle stands for.
-    pub fn handle(&self, handle: &str) -> Option<(TaskId, Attempt)> {
+    pub async fn handle(&self, handle: &str) -> Option<(TaskId, Attempt)> {
         self.lock(Op::Peek).index.handles.get(handle).copied()
     }
 

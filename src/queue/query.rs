@@ -377,7 +377,7 @@ impl Queue {
 
     /// Every queue's tasks per state (every state, zeros included), for
     /// a scrape: counted from the shelves, encoded by the caller after.
-    pub fn task_counts(&self) -> Vec<(Name, Vec<(TaskState, u64)>)> {
+    pub async fn task_counts(&self) -> Vec<(Name, Vec<(TaskState, u64)>)> {
         self.peek(|st| {
             st.queues
                 .keys()
@@ -388,12 +388,12 @@ impl Queue {
 
     /// Whether `queue` is a server queue; `None` when it was never
     /// provisioned.
-    pub fn is_server(&self, queue: &Name) -> Option<bool> {
+    pub async fn is_server(&self, queue: &Name) -> Option<bool> {
         self.peek(|st| st.queues.get(queue).map(|q| q.server))
     }
 
     /// The ctx-dir template of a task with this spec ([`State::template_of`]).
-    pub fn template_of(&self, spec: &super::TaskSpec) -> String {
+    pub async fn template_of(&self, spec: &super::TaskSpec) -> String {
         self.peek(|st| st.template_of(spec))
     }
 
@@ -402,7 +402,7 @@ impl Queue {
     /// after enqueue, and whatever the caller then changes is journaled
     /// after what it saw. The snapshot shares the task's spec, so taking
     /// it under the lock copies no brief.
-    pub fn checked<E: From<TaskCallError>>(
+    pub async fn checked<E: From<TaskCallError>>(
         &self,
         id: TaskId,
         rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
@@ -416,7 +416,7 @@ impl Queue {
 
     /// Task `id` as it is now, and whether its queue is a server queue
     /// (a worker call's view of its attempt).
-    pub fn task_now(&self, id: TaskId) -> Option<(Task, bool)> {
+    pub async fn task_now(&self, id: TaskId) -> Option<(Task, bool)> {
         self.peek(|st| {
             st.tasks
                 .get(&id)
@@ -426,7 +426,7 @@ impl Queue {
 
     /// Each of `ids` as it is now (`None`: no such task), and the stage
     /// kinds their queues require.
-    pub fn tasks_now(&self, ids: &[TaskId]) -> (Vec<(TaskId, Option<Task>)>, Vec<Name>) {
+    pub async fn tasks_now(&self, ids: &[TaskId]) -> (Vec<(TaskId, Option<Task>)>, Vec<Name>) {
         self.peek(|st| {
             let tasks: Vec<_> = ids
                 .iter()
@@ -445,7 +445,7 @@ impl Queue {
     /// What a worker's prompt needs besides the task: its effective
     /// attempt limit, and its upstream tasks then children that `viewer`
     /// may see, as they are now.
-    pub fn related(&self, task: &Task, viewer: &Viewer) -> (u32, Vec<Task>) {
+    pub async fn related(&self, task: &Task, viewer: &Viewer) -> (u32, Vec<Task>) {
         self.peek(|st| {
             let related = st
                 .seen(&task.spec.depends_on, viewer)
@@ -458,7 +458,7 @@ impl Queue {
     }
 
     /// The attempts task `id` has left: none once it ended.
-    pub fn attempts_left(&self, id: TaskId) -> u32 {
+    pub async fn attempts_left(&self, id: TaskId) -> u32 {
         self.peek(|st| {
             st.tasks.get(&id).map_or(0, |t| {
                 if t.state.is_terminal() {

@@ -208,7 +208,7 @@ enum When {
 
 /// Resolves a bearer handle or token to its live attempt when the call
 /// arrives, and checks the claimant's current grants for `route`.
-pub fn resolve(
+pub async fn resolve(
     queue: &Queue,
     tokens: &Minter,
     keyring: &Keyring,
@@ -216,8 +216,8 @@ pub fn resolve(
     wanted: Option<TaskId>,
     route: Route,
 ) -> Result<Session, Error> {
-    let (id, attempt) = identify(queue, tokens, bearer, route)?;
-    let session = live(queue, keyring, id, attempt, route, When::Arrival)?;
+    let (id, attempt) = identify(queue, tokens, bearer, route).await?;
+    let session = live(queue, keyring, id, attempt, route, When::Arrival).await?;
     if wanted.is_some_and(|w| w != id) {
         return Err(Error::WrongTask);
     }
@@ -228,7 +228,7 @@ impl Session {
     /// Resolves the same attempt again from the queue's current state,
     /// once the call holds its task's lock ([`order`]): an attempt that
     /// ended meanwhile is `AlreadySubmitted` or `StaleLease`.
-    pub fn recheck(
+    pub async fn recheck(
         &self,
         queue: &Queue,
         keyring: &Keyring,
@@ -242,11 +242,12 @@ impl Session {
             route,
             When::Ordered,
         )
+        .await
     }
 }
 
 /// The (task, attempt) a credential names, whether or not it is live.
-fn identify(
+async fn identify(
     queue: &Queue,
     tokens: &Minter,
     bearer: Option<&str>,
@@ -256,6 +257,7 @@ fn identify(
     if token::is_handle(bearer) {
         return queue
             .handle(bearer)
+            .await
             .ok_or(Error::Unauthenticated("unknown handle"));
     }
     if !token::is_token(bearer) {
@@ -275,7 +277,7 @@ fn identify(
 }
 
 /// The session of a live attempt whose claimant may still use `route`.
-fn live(
+async fn live(
     queue: &Queue,
     keyring: &Keyring,
     id: TaskId,
@@ -285,6 +287,7 @@ fn live(
 ) -> Result<Session, Error> {
     let (task, server_queue) = queue
         .task_now(id)
+        .await
         .ok_or(Error::Unauthenticated("unknown task"))?;
     let holder = live_holder(&task, attempt, Timestamp::now(), when)?;
     let claimant = match keyring.principal(holder) {

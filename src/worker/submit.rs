@@ -335,7 +335,10 @@ async fn record(
 ) -> Result<Completed, Error> {
     let ((receipt, created, state), unsynced) =
         queue.submit_unsynced(id, lease_id, input, &p.key_id)?;
-    let attempts_left = (state != TaskState::Succeeded).then(|| queue.attempts_left(id));
+    let attempts_left = match state {
+        TaskState::Succeeded => None,
+        _ => Some(queue.attempts_left(id).await),
+    };
     if wait {
         queue
             .synced(unsynced)
