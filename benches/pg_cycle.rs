@@ -169,7 +169,7 @@ async fn main() {
         .execute(
             "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
              SELECT i, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', \
-               jsonb_build_object('brief', repeat('x', 400)) \
+               json_build_object('brief', repeat('x', 400)) \
              FROM generate_series(1, $1::bigint) i",
             &[&args.tasks],
         )

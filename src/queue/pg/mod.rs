@@ -11,6 +11,7 @@ pub mod events;
 pub mod leader;
 pub mod lease;
 pub mod schema;
+pub mod tasks;
 pub mod viewer;
 
 use std::str::FromStr;

@@ -38,7 +38,10 @@ CREATE TABLE tasks (
   source_pack text,
   staged_rev integer NOT NULL DEFAULT 0,
   last_receipt bytea,
-  spec jsonb NOT NULL,
+  -- The spec as Tessera wrote it (json keeps its bytes; jsonb would not).
+  spec json NOT NULL,
+  children bigint[] NOT NULL DEFAULT '{}',
+  dropped bytea[] NOT NULL DEFAULT '{}',
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
@@ -110,3 +113,8 @@ CREATE TABLE secrets (
 
 -- A resend is recognised by the task's latest receipt.
 CREATE INDEX receipts_latest ON receipts (task_id, attempt DESC);
+
+-- Microseconds since the epoch as a time (what Tessera's times are sent as).
+CREATE FUNCTION micros(us bigint) RETURNS timestamptz
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  RETURN 'epoch'::timestamptz + us * interval '1 microsecond';
