@@ -3,7 +3,9 @@
 //! running transaction (16 writers whose transactions overlap; a reader
 //! misses nothing and never reads a row twice), and the maintenance
 //! leader's lease row on the database clock (one holder at a time, a
-//! takeover once it lapses, the old holder fenced off, a resignation).
+//! takeover once it lapses, the old holder fenced off, a resignation),
+//! and wake-ups: one `NOTIFY` per tick for any number of commits, none
+//! when nothing was committed, heard by another daemon's listener.
 
 mod support;
 
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use support::pg;
-use tessera::queue::pg::{Database, events, leader, schema};
+use tessera::queue::pg::{Database, events, leader, schema, wake};
 
 async fn migrated() -> (String, Database) {
     let url = pg::fresh_database().await;
@@ -284,4 +286,59 @@ async fn contenders_racing_for_a_lapsed_lease_get_one_leader() {
         assert_eq!(won, 1, "round {round}: exactly one contender leads");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_wake_other_daemons_once_per_tick_and_idleness_wakes_no_one() {
+    let (url, db) = migrated().await;
+    // The listener is another daemon's: a pool and a connection of its own.
+    let listener_db = Database::connect(&url).await.unwrap();
+    let woken = wake::listen(&listener_db, wake::EVENTS).await.unwrap();
+    let heard = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = {
+        let (woken, heard) = (woken.clone(), heard.clone());
+        tokio::spawn(async move {
+            loop {
+                woken.notified().await;
+                heard.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let ticker = wake::Ticker::start(db.clone(), wake::EVENTS, wake::TICK);
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        heard.load(Ordering::SeqCst),
+        0,
+        "nothing committed, no one woken"
+    );
+
+    // 400 commits over about a second: one wake-up per tick at most.
+    let start = Instant::now();
+    for _ in 0..400 {
+        ticker.committed();
+        tokio::time::sleep(Duration::from_micros(2500)).await;
+    }
+    let elapsed = start.elapsed();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let n = heard.load(Ordering::SeqCst);
+    let ticks = (elapsed.as_millis() / wake::TICK.as_millis()) as usize + 2;
+    assert!(n >= 10, "the listener heard {n} wake-ups for 400 commits");
+    assert!(
+        n <= ticks,
+        "{n} wake-ups in {ticks} ticks: more than one per tick"
+    );
+
+    // One more commit is heard within a few ticks.
+    let before = heard.load(Ordering::SeqCst);
+    let t = Instant::now();
+    ticker.committed();
+    while heard.load(Ordering::SeqCst) == before {
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "a commit's wake-up never came"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    counter.abort();
 }

@@ -13,6 +13,7 @@ pub mod lease;
 pub mod schema;
 pub mod tasks;
 pub mod viewer;
+pub mod wake;
 
 use std::str::FromStr;
 
@@ -81,6 +82,7 @@ pub enum Error {
 #[derive(Clone)]
 pub struct Database {
     pool: Pool,
+    config: tokio_postgres::Config,
     at: String,
 }
 
@@ -98,7 +100,7 @@ impl Database {
             tokio_postgres::Config::from_str(url).map_err(|e| Error::BadUrl(e.to_string()))?;
         let at = describe(&config);
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -108,7 +110,7 @@ impl Database {
             .max_size(POOL_SIZE)
             .build()
             .expect("a pool with a runtime-free config builds");
-        let db = Database { pool, at };
+        let db = Database { pool, config, at };
         db.check_server().await?;
         Ok(db)
     }
@@ -116,6 +118,20 @@ impl Database {
     /// Where it connects (the URL without its password).
     pub fn at(&self) -> &str {
         &self.at
+    }
+
+    /// A connection of its own, outside the pool (a listener's), with the
+    /// task that drives it: its messages go to `messages`.
+    pub async fn dedicated(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        ),
+        Error,
+    > {
+        Ok(self.config.connect(NoTls).await?)
     }
 
     /// A connection from the pool.
