@@ -10,8 +10,11 @@ pub mod batch;
 pub mod events;
 pub mod leader;
 pub mod lease;
+#[cfg(test)]
+mod model_props;
 pub mod schema;
 pub mod tasks;
+pub mod transact;
 pub mod viewer;
 pub mod wake;
 
@@ -96,8 +99,17 @@ impl Database {
     /// Connects to `url` and checks the server's version and that it
     /// commits synchronously.
     pub async fn connect(url: &str) -> Result<Database, Error> {
-        let config =
+        let mut config =
             tokio_postgres::Config::from_str(url).map_err(|e| Error::BadUrl(e.to_string()))?;
+        // Short statements only: compiling one with the JIT (on by default
+        // for plans the planner thinks costly, such as the recursive family
+        // query) took up to a second here, for a statement that runs in
+        // well under a millisecond.
+        let options = match config.get_options() {
+            Some(o) => format!("{o} -c jit=off"),
+            None => "-c jit=off".to_string(),
+        };
+        config.options(&options);
         let at = describe(&config);
         let manager = Manager::from_config(
             config.clone(),

@@ -25,9 +25,31 @@ use crate::queue::task::Submission;
 use crate::queue::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskSpec};
 use crate::store::{Name, Sha256};
 
+/// The counters a claim and a completion keep on a task's row ([`super::lease`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Open upstreams of a pending task (`None`: leave as it is).
+    pub blocked: Option<i32>,
+    /// Open children (`None`: leave as it is).
+    pub open_children: Option<i32>,
+}
+
+/// Locks the rows of `ids` (in id order) until the transaction `client`
+/// is in ends.
+pub async fn lock(client: &impl GenericClient, ids: &[TaskId]) -> Result<(), Error> {
+    let ids: Vec<i64> = ids.iter().map(|i| i.0 as i64).collect();
+    client
+        .query(
+            "SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .await?;
+    Ok(())
+}
+
 /// Writes `t` (new, or changed since it was loaded) with its handles and
-/// staged parts.
-pub async fn save(client: &impl GenericClient, t: &Task) -> Result<(), Error> {
+/// staged parts, and the counters on its row.
+pub async fn save(client: &impl GenericClient, t: &Task, counters: Counters) -> Result<(), Error> {
     let s = &t.spec;
     let spec = serde_json::to_string(&**s).expect("a spec serializes");
     let park = t
@@ -45,16 +67,18 @@ pub async fn save(client: &impl GenericClient, t: &Task) -> Result<(), Error> {
                producer_surface, allowed_surfaces, requester, priority, state, not_before, \
                reason, park, attempt, lease_id, lease_holder, lease_expires, parent, depth, \
                idempotency_key, fingerprint, source_pack, spec, children, dropped, \
-               created_at, updated_at) \
+               created_at, updated_at, blocked, open_children) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, micros($12), $13, $14::text::json, \
                $15, $16, $17, micros($18), $19, $20, $21, $22, $23, $24::text::json, $25, $26, \
-               micros($27), micros($28)) \
+               micros($27), micros($28), coalesce($29, 0), coalesce($30, 0)) \
              ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, \
                not_before = EXCLUDED.not_before, reason = EXCLUDED.reason, park = EXCLUDED.park, \
                attempt = EXCLUDED.attempt, lease_id = EXCLUDED.lease_id, \
                lease_holder = EXCLUDED.lease_holder, lease_expires = EXCLUDED.lease_expires, \
                spec = EXCLUDED.spec, children = EXCLUDED.children, dropped = EXCLUDED.dropped, \
-               updated_at = EXCLUDED.updated_at",
+               updated_at = EXCLUDED.updated_at, \
+               blocked = coalesce($29, tasks.blocked), \
+               open_children = coalesce($30, tasks.open_children)",
             &[
                 &id,
                 &s.namespace.as_str(),
@@ -84,6 +108,8 @@ pub async fn save(client: &impl GenericClient, t: &Task) -> Result<(), Error> {
                 &dropped,
                 &t.created_at.as_microsecond(),
                 &t.updated_at.as_microsecond(),
+                &counters.blocked,
+                &counters.open_children,
             ],
         )
         .await?;
