@@ -69,37 +69,60 @@ pub struct EventRow {
     pub facts: Option<String>,
 }
 
-/// The position before every event not yet ended: a reader starting
-/// here sees every change that commits from now on (and any still
-/// running now), none from before.
-pub async fn now(db: &Database) -> Result<Cursor, Error> {
+/// Where a reader that starts now begins: before every transaction that
+/// has not ended, remembering which of the later ones had already ended
+/// (`pg_current_snapshot`), so that it reads every change that commits
+/// from now on and none from before, even while an older transaction
+/// anywhere on the cluster holds the horizon back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Start {
+    /// The position to read after.
+    pub cursor: Cursor,
+    /// The snapshot whose visible transactions are "before".
+    snapshot: String,
+}
+
+/// The start of a reader from now ([`Start`]).
+pub async fn now(db: &Database) -> Result<Start, Error> {
     let client = db.client().await?;
-    let xmin: i64 = client
+    let row = client
         .query_one(
-            "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+            "SELECT pg_snapshot_xmin(s)::text::bigint, s::text \
+             FROM (SELECT pg_current_snapshot() AS s) x",
             &[],
         )
-        .await?
-        .get(0);
-    Ok(Cursor {
-        xid: (xmin as u64).saturating_sub(1),
-        id: i64::MAX,
+        .await?;
+    let xmin: i64 = row.get(0);
+    Ok(Start {
+        cursor: Cursor {
+            xid: (xmin as u64).saturating_sub(1),
+            id: i64::MAX,
+        },
+        snapshot: row.get(1),
     })
 }
 
 /// Up to `limit` events after `after`, in stream order, from
 /// transactions that have all ended; an empty answer means nothing new
-/// is readable yet (ask again after a wake-up or a short poll).
-pub async fn after(db: &Database, after: Cursor, limit: i64) -> Result<Vec<EventRow>, Error> {
+/// is readable yet (ask again after a wake-up or a short poll). With
+/// `start`, events its snapshot already saw are left out.
+pub async fn after(
+    db: &Database,
+    after: Cursor,
+    start: Option<&Start>,
+    limit: i64,
+) -> Result<Vec<EventRow>, Error> {
     let client = db.client().await?;
     let xid = after.xid as i64;
+    let snapshot = start.map(|s| s.snapshot.as_str());
     let rows = client
         .query(
             "SELECT xid::text::bigint, id, task_id, from_state, to_state, facts::text FROM events \
              WHERE (xid, id) > ($1::bigint::text::xid8, $2) \
                AND xid < pg_snapshot_xmin(pg_current_snapshot()) \
+               AND ($4::text IS NULL OR NOT pg_visible_in_snapshot(xid, $4::text::pg_snapshot)) \
              ORDER BY xid, id LIMIT $3",
-            &[&xid, &after.id, &limit],
+            &[&xid, &after.id, &limit, &snapshot],
         )
         .await?;
     Ok(rows
