@@ -99,7 +99,6 @@ async fn run_phase(url: &str, args: &Args, coalesced: bool) {
                 grants: grants.clone(),
                 holder: who.clone(),
                 leases: vec![(new_lease_id(), new_handle())],
-                default_ttl_s: 30,
             };
             let got = match &batchers {
                 Some((claimer, _)) => claimer.call(ask).await.map_err(|e| e.to_string()),

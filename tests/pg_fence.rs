@@ -71,7 +71,6 @@ async fn claim_one(db: &Database, key: &str) -> lease::ClaimedRow {
         &Grants::of(&worker(key)),
         &name(key),
         &[lease_for(0)],
-        30,
     )
     .await
     .unwrap();
@@ -158,11 +157,9 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         matches!(thief, Err(SubmitError::Task(TaskCallError::NotClaimant))),
         "{thief:?}"
     );
-    let beat = lease::heartbeat(&db, fence(&second, &w1), 30)
-        .await
-        .unwrap();
+    let beat = lease::heartbeat(&db, fence(&second, &w1)).await.unwrap();
     assert!(matches!(beat, Err(TaskCallError::NotClaimant)), "{beat:?}");
-    let beat = lease::heartbeat(&db, fence(&second, &w2), 30)
+    let beat = lease::heartbeat(&db, fence(&second, &w2))
         .await
         .unwrap()
         .unwrap();
@@ -209,9 +206,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         after.as_ref().is_err_and(stale(TaskState::Succeeded, 2)),
         "{after:?}"
     );
-    let beat = lease::heartbeat(&db, fence(&second, &w2), 30)
-        .await
-        .unwrap();
+    let beat = lease::heartbeat(&db, fence(&second, &w2)).await.unwrap();
     assert!(
         matches!(
             beat,
@@ -261,16 +256,9 @@ async fn a_claim_takes_only_what_the_claimants_grants_allow() {
     let mut plain = worker("w");
     plain.kinds.insert(name("k2"));
     plain.effect_classes.insert(EffectClass::WriteRepo);
-    let got = lease::claim(
-        &db,
-        &name("q1"),
-        &Grants::of(&plain),
-        &name("w"),
-        &leases,
-        30,
-    )
-    .await
-    .unwrap();
+    let got = lease::claim(&db, &name("q1"), &Grants::of(&plain), &name("w"), &leases)
+        .await
+        .unwrap();
     let ids: Vec<u64> = got.iter().map(|c| c.id.0).collect();
     assert_eq!(
         ids,
@@ -285,7 +273,6 @@ async fn a_claim_takes_only_what_the_claimants_grants_allow() {
         &Grants::of(&no_claim),
         &name("w"),
         &leases,
-        30,
     )
     .await
     .unwrap();
@@ -304,7 +291,7 @@ async fn concurrent_claimers_never_share_a_task() {
                 let mut mine = Vec::new();
                 loop {
                     let leases: Vec<_> = (0..7).map(lease_for).collect();
-                    let got = lease::claim(&db, &name("q1"), &grants, &name(&key), &leases, 30)
+                    let got = lease::claim(&db, &name("q1"), &grants, &name(&key), &leases)
                         .await
                         .unwrap();
                     if got.is_empty() {
@@ -354,7 +341,7 @@ async fn two_upstreams_ending_together_release_their_dependent() {
             .await
             .unwrap();
         let leases: Vec<_> = (0..2).map(lease_for).collect();
-        let claimed = lease::claim(&db, &name("q1"), &Grants::of(&worker("w")), &w, &leases, 30)
+        let claimed = lease::claim(&db, &name("q1"), &Grants::of(&worker("w")), &w, &leases)
             .await
             .unwrap();
         assert_eq!(claimed.len(), 2, "round {round}: both upstreams claimed");
@@ -485,7 +472,6 @@ async fn one_task_twice_in_a_batch_is_accepted_once_as_the_embedded_queue_would(
         &Grants::of(&worker("w")),
         &name("w"),
         &leases,
-        30,
     )
     .await
     .unwrap();
@@ -539,7 +525,6 @@ async fn two_upstreams_ending_in_one_batch_count_down_twice() {
         &Grants::of(&worker("w")),
         &name("w"),
         &leases,
-        30,
     )
     .await
     .unwrap();
@@ -571,7 +556,6 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
                 &Grants::of(&worker("w")),
                 &name("w"),
                 chunk,
-                30,
             )
             .await
             .unwrap(),
@@ -633,7 +617,6 @@ async fn concurrent_claims_share_statements_and_never_share_a_task() {
                 grants: grants.clone(),
                 holder: name(&format!("w{}", i % 3)),
                 leases: (0..5).map(lease_for).collect(),
-                default_ttl_s: 30,
             };
             tokio::spawn(async move {
                 let leases: HashSet<_> = ask.leases.iter().map(|(l, _)| l.clone()).collect();
@@ -674,5 +657,50 @@ async fn concurrent_claims_share_statements_and_never_share_a_task() {
     assert!(
         commits < 80,
         "80 claims took {commits} commits: none shared one"
+    );
+}
+
+#[tokio::test]
+async fn a_lease_lasts_the_tasks_own_length_else_its_queues_else_300_s() {
+    let (db, client) = with_tasks(0).await;
+    client
+        .batch_execute(
+            "INSERT INTO queues (name, server, config) VALUES ('q2', false, '{\"lease_ttl_s\": 45}'); \
+             INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, lease_ttl_s, spec) \
+             VALUES (1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 90, '{}'), \
+                    (2, 'ns1', 'q2', 'k1', 'read', 'public', 'requester', 'queued', NULL, '{}'), \
+                    (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', NULL, '{}')",
+        )
+        .await
+        .unwrap();
+    let mut grants_of = worker("w");
+    grants_of.queues.insert(name("q2"));
+    let grants = Grants::of(&grants_of);
+    let w = name("w");
+    let mut lengths = Vec::new();
+    for (queue, n) in [("q1", 2), ("q2", 1)] {
+        let leases: Vec<_> = (0..n).map(lease_for).collect();
+        let got = lease::claim(&db, &name(queue), &grants, &w, &leases)
+            .await
+            .unwrap();
+        for c in got {
+            let row = client
+                .query_one(
+                    "SELECT extract(epoch FROM lease_expires - claimed_at)::int FROM tasks WHERE id = $1",
+                    &[&(c.id.0 as i64)],
+                )
+                .await
+                .unwrap();
+            lengths.push((c.id.0, row.get::<_, i32>(0)));
+            let beat = lease::heartbeat(&db, fence(&c, &w)).await.unwrap().unwrap();
+            let left = beat.duration_since(jiff::Timestamp::now()).as_secs();
+            lengths.push((c.id.0 + 10, left as i32 + 1));
+        }
+    }
+    lengths.sort();
+    assert_eq!(
+        lengths,
+        [(1, 90), (2, 45), (3, 300), (11, 90), (12, 45), (13, 300)],
+        "claims, then heartbeats: the task's own length, else its queue's, else 300 s"
     );
 }

@@ -94,35 +94,30 @@ pub struct ClaimAsk {
     /// A lease id and a worker handle, minted by the caller, for each
     /// task it would take (as many tasks at most).
     pub leases: Vec<(LeaseId, String)>,
-    /// The lease length of a task whose queue gives none, in seconds.
-    pub default_ttl_s: i32,
 }
 
 /// Claims up to `leases.len()` queued tasks of `queue` that `grants` may
 /// claim, for `holder`, with the given lease ids and handles minted by
-/// the caller; a task without a lease length of its own gets
-/// `default_ttl_s`.
+/// the caller; each lease lasts the task's lease length ([`LEASE_TTL`]).
 pub async fn claim(
     db: &Database,
     queue: &Name,
     grants: &Grants,
     holder: &Name,
     leases: &[(LeaseId, String)],
-    default_ttl_s: i32,
 ) -> Result<Vec<ClaimedRow>, Error> {
     let ask = ClaimAsk {
         queue: queue.clone(),
         grants: std::sync::Arc::new(grants.clone()),
         holder: holder.clone(),
         leases: leases.to_vec(),
-        default_ttl_s,
     };
     let mut out = claim_many(db, vec![ask]).await?;
     Ok(out.pop().expect("one answer per ask"))
 }
 
 /// Claims for several claimants at once: one statement for all the asks
-/// on one queue with the same grants and lease length, each task going
+/// on one queue with the same grants, each task going
 /// to the ask whose lease it took; answers each ask's tasks in order.
 pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<ClaimedRow>>, Error> {
     let mut out: Vec<Vec<ClaimedRow>> = asks.iter().map(|_| Vec::new()).collect();
@@ -130,7 +125,7 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
     for (i, a) in asks.iter().enumerate() {
         let same = |g: &Vec<usize>| {
             let b = &asks[g[0]];
-            b.queue == a.queue && b.grants == a.grants && b.default_ttl_s == a.default_ttl_s
+            b.queue == a.queue && b.grants == a.grants
         };
         match groups.iter_mut().find(|g| same(g)) {
             Some(g) => g.push(i),
@@ -153,7 +148,7 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
         }
         let queue = first.queue.as_str();
         let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-            vec![&queue, &ids, &handles, &holders, &first.default_ttl_s];
+            vec![&queue, &ids, &handles, &holders];
         params.extend(first.grants.params());
         for r in client.query(&statement, &params).await? {
             let row = ClaimedRow {
@@ -190,38 +185,44 @@ static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          u AS ( \
            UPDATE tasks t SET state = 'claimed', attempt = t.attempt + 1, lease_id = m.lease, \
              lease_holder = m.holder, claimed_at = now(), not_before = NULL, updated_at = now(), \
-             lease_expires = now() + make_interval(secs => coalesce(t.lease_ttl_s, $5::int)) \
-           FROM m WHERE t.id = m.id \
+             lease_expires = now() + make_interval(secs => {ttl}) \
+           FROM m, queues q WHERE t.id = m.id AND q.name = t.queue \
            RETURNING t.id, t.attempt, t.lease_id, m.handle, \
              (extract(epoch FROM t.lease_expires) * 1000000)::bigint AS expires_us), \
          h AS (INSERT INTO handles (handle, task_id, attempt) SELECT handle, id, attempt FROM u), \
          e AS (INSERT INTO events (task_id, from_state, to_state) SELECT id, 'queued', 'claimed' FROM u) \
          SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
-        claimable = Grants::may_claim("t", "q.server", 6),
+        claimable = Grants::may_claim("t", "q.server", 5),
+        ttl = LEASE_TTL,
     )
 });
 
-/// Extends a live lease by the task's lease length (or `default_ttl_s`);
+/// A task's lease length in seconds, as `State::lease_ttl` decides it:
+/// its own, else its queue's (`q`, the queue's row), else 300.
+const LEASE_TTL: &str = "coalesce(t.lease_ttl_s, (q.config->>'lease_ttl_s')::int, 300)";
+
+/// Extends a live lease by the task's lease length ([`LEASE_TTL`]);
 /// answers the new expiry.
 pub async fn heartbeat(
     db: &Database,
     fence: Fence<'_>,
-    default_ttl_s: i32,
 ) -> Result<Result<Timestamp, TaskCallError>, Error> {
     let client = db.client().await?;
     let row = client
         .query_opt(
-            "UPDATE tasks SET updated_at = now(), \
-               lease_expires = now() + make_interval(secs => coalesce(lease_ttl_s, $5::int)) \
-             WHERE id = $1 AND lease_id = $2 AND attempt = $3 AND lease_holder = $4 \
-               AND state = 'claimed' AND lease_expires > now() \
-             RETURNING (extract(epoch FROM lease_expires) * 1000000)::bigint",
+            &format!(
+                "UPDATE tasks t SET updated_at = now(), \
+                   lease_expires = now() + make_interval(secs => {LEASE_TTL}) \
+                 FROM queues q \
+                 WHERE t.id = $1 AND t.lease_id = $2 AND t.attempt = $3 AND t.lease_holder = $4 \
+                   AND t.state = 'claimed' AND t.lease_expires > now() AND q.name = t.queue \
+                 RETURNING (extract(epoch FROM t.lease_expires) * 1000000)::bigint"
+            ),
             &[
                 &(fence.id.0 as i64),
                 &fence.lease.0,
                 &(fence.attempt.0 as i32),
                 &fence.by.as_str(),
-                &default_ttl_s,
             ],
         )
         .await?;

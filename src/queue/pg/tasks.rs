@@ -67,10 +67,10 @@ pub async fn save(client: &impl GenericClient, t: &Task, counters: Counters) -> 
                producer_surface, allowed_surfaces, requester, priority, state, not_before, \
                reason, park, attempt, lease_id, lease_holder, lease_expires, parent, depth, \
                idempotency_key, fingerprint, source_pack, spec, children, dropped, \
-               created_at, updated_at, blocked, open_children) \
+               created_at, updated_at, blocked, open_children, lease_ttl_s, max_attempts) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, micros($12), $13, $14::text::json, \
                $15, $16, $17, micros($18), $19, $20, $21, $22, $23, $24::text::json, $25, $26, \
-               micros($27), micros($28), coalesce($29, 0), coalesce($30, 0)) \
+               micros($27), micros($28), coalesce($29, 0), coalesce($30, 0), $31, $32) \
              ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, \
                not_before = EXCLUDED.not_before, reason = EXCLUDED.reason, park = EXCLUDED.park, \
                attempt = EXCLUDED.attempt, lease_id = EXCLUDED.lease_id, \
@@ -110,6 +110,8 @@ pub async fn save(client: &impl GenericClient, t: &Task, counters: Counters) -> 
                 &t.updated_at.as_microsecond(),
                 &counters.blocked,
                 &counters.open_children,
+                &s.lease_ttl_s.map(|v| v as i32),
+                &s.max_attempts.map(|v| v as i32),
             ],
         )
         .await?;
