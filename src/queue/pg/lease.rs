@@ -27,7 +27,7 @@
 use jiff::Timestamp;
 
 use super::viewer::Grants;
-use super::{Database, Error};
+use super::{Database, Error, sha256, time};
 use crate::queue::errors::{SubmitError, TaskCallError};
 use crate::queue::{Attempt, LeaseId, TaskId, TaskState};
 use crate::store::{Name, Sha256};
@@ -156,7 +156,7 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
                 attempt: Attempt(r.get::<_, i32>(1) as u32),
                 lease: LeaseId(r.get(2)),
                 handle: r.get(3),
-                expires_at: micros(r.get(4))?,
+                expires_at: time(r.get(4))?,
             };
             let i = owner[row.lease.0.as_str()];
             out[i].push(row);
@@ -172,23 +172,23 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
 static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH c AS MATERIALIZED ( \
-           SELECT t.id FROM tasks t JOIN queues q ON q.name = t.queue \
+           SELECT t.id, {ttl} AS ttl FROM tasks t JOIN queues q ON q.name = t.queue \
            WHERE t.state = 'queued' AND t.queue = $1 \
              AND (t.not_before IS NULL OR t.not_before <= now()) AND {claimable} \
            ORDER BY t.priority DESC, t.id LIMIT cardinality($2::text[]) \
            FOR UPDATE OF t SKIP LOCKED), \
          m AS ( \
-           SELECT n.id, x.lease, x.handle, x.holder \
-           FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM c) n \
+           SELECT n.id, n.ttl, x.lease, x.handle, x.holder \
+           FROM (SELECT id, ttl, row_number() OVER (ORDER BY id) AS n FROM c) n \
            JOIN unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY \
              AS x(lease, handle, holder, n) USING (n)), \
          u AS ( \
            UPDATE tasks t SET state = 'claimed', attempt = t.attempt + 1, lease_id = m.lease, \
              lease_holder = m.holder, claimed_at = now(), not_before = NULL, updated_at = now(), \
-             lease_expires = now() + make_interval(secs => {ttl}) \
-           FROM m, queues q WHERE t.id = m.id AND q.name = t.queue \
+             lease_expires = now() + make_interval(secs => m.ttl) \
+           FROM m WHERE t.id = m.id \
            RETURNING t.id, t.attempt, t.lease_id, m.handle, \
-             (extract(epoch FROM t.lease_expires) * 1000000)::bigint AS expires_us), \
+             to_micros(t.lease_expires) AS expires_us), \
          h AS (INSERT INTO handles (handle, task_id, attempt) SELECT handle, id, attempt FROM u), \
          e AS (INSERT INTO events (task_id, from_state, to_state) SELECT id, 'queued', 'claimed' FROM u) \
          SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
@@ -216,7 +216,7 @@ pub async fn heartbeat(
                  FROM queues q \
                  WHERE t.id = $1 AND t.lease_id = $2 AND t.attempt = $3 AND t.lease_holder = $4 \
                    AND t.state = 'claimed' AND t.lease_expires > now() AND q.name = t.queue \
-                 RETURNING (extract(epoch FROM t.lease_expires) * 1000000)::bigint"
+                 RETURNING to_micros(t.lease_expires)"
             ),
             &[
                 &(fence.id.0 as i64),
@@ -227,7 +227,7 @@ pub async fn heartbeat(
         )
         .await?;
     match row {
-        Some(r) => Ok(Ok(micros(r.get(0))?)),
+        Some(r) => Ok(Ok(time(r.get(0))?)),
         None => Ok(Err(refusal(db, fence).await?)),
     }
 }
@@ -395,7 +395,7 @@ async fn refused(db: &Database, c: &Completion) -> Result<Outcome, Error> {
         && r.get::<_, &str>(0) == c.lease.0
     {
         return Ok(if r.get::<_, &[u8]>(1) == c.request.as_bytes() {
-            Ok(Completed::Existing(sha_of(r.get(2))?))
+            Ok(Completed::Existing(sha256(r.get(2))?))
         } else {
             Err(SubmitError::Conflict)
         });
@@ -447,16 +447,4 @@ async fn refusal(db: &Database, fence: Fence<'_>) -> Result<TaskCallError, Error
             TaskCallError::StaleLease { state, attempt }
         },
     )
-}
-
-fn micros(us: i64) -> Result<Timestamp, Error> {
-    Timestamp::from_microsecond(us)
-        .map_err(|_| Error::Corrupt(format!("a lease expiry of {us} µs is out of range")))
-}
-
-fn sha_of(bytes: &[u8]) -> Result<Sha256, Error> {
-    let bytes = bytes
-        .try_into()
-        .map_err(|_| Error::Corrupt(format!("a receipt hash of {} bytes", bytes.len())))?;
-    Ok(Sha256::from_bytes(bytes))
 }

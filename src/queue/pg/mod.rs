@@ -176,6 +176,21 @@ impl Database {
     }
 }
 
+/// A time the database sent as microseconds since the epoch
+/// (`to_micros` in the schema).
+fn time(us: i64) -> Result<jiff::Timestamp, Error> {
+    jiff::Timestamp::from_microsecond(us)
+        .map_err(|_| Error::Corrupt(format!("a time of {us} µs is out of range")))
+}
+
+/// A sha256 the database holds as its 32 bytes.
+fn sha256(bytes: &[u8]) -> Result<crate::store::Sha256, Error> {
+    let bytes = bytes
+        .try_into()
+        .map_err(|_| Error::Corrupt(format!("a hash of {} bytes", bytes.len())))?;
+    Ok(crate::store::Sha256::from_bytes(bytes))
+}
+
 /// `user@host:port/database`, without the password.
 fn describe(config: &tokio_postgres::Config) -> String {
     let host = match config.get_hosts().first() {

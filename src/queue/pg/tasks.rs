@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use jiff::Timestamp;
 use tokio_postgres::GenericClient;
 use tokio_postgres::Row;
 
@@ -23,7 +22,7 @@ use super::Error;
 use super::viewer::wire;
 use crate::queue::task::Submission;
 use crate::queue::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskSpec};
-use crate::store::{Name, Sha256};
+use crate::store::Name;
 
 /// The counters a claim and a completion keep on a task's row ([`super::lease`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -147,10 +146,10 @@ pub async fn load(
     let ids: Vec<i64> = ids.iter().map(|i| i.0 as i64).collect();
     let sql = format!(
         "SELECT t.id, t.requester, t.source_pack, t.parent, t.depth, t.children, t.state, \
-           t.attempt, t.lease_id, t.lease_holder, (extract(epoch FROM t.lease_expires) * 1000000)::bigint, \
-           (extract(epoch FROM t.not_before) * 1000000)::bigint, t.dropped, t.fingerprint, \
-           t.park::text, t.reason, (extract(epoch FROM t.created_at) * 1000000)::bigint, \
-           (extract(epoch FROM t.updated_at) * 1000000)::bigint, t.spec::text, \
+           t.attempt, t.lease_id, t.lease_holder, to_micros(t.lease_expires), \
+           to_micros(t.not_before), t.dropped, t.fingerprint, \
+           t.park::text, t.reason, to_micros(t.created_at), \
+           to_micros(t.updated_at), t.spec::text, \
            coalesce((SELECT array_agg(h.handle ORDER BY h.attempt) FROM handles h WHERE h.task_id = t.id), '{{}}'), \
            coalesce((SELECT array_agg(r.sha256 ORDER BY r.attempt) FROM receipts r WHERE r.task_id = t.id), '{{}}'), \
            coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM staged s \
@@ -176,10 +175,8 @@ fn task(r: &Row) -> Result<Task, Error> {
     let id = TaskId(r.get::<_, i64>(0) as u64);
     let bad = |what: &str| Error::Corrupt(format!("task {id}: {what}"));
     let name = |s: &str| Name::parse("name", s).map_err(|_| bad("a name"));
-    let sha = |b: &[u8]| -> Result<Sha256, Error> {
-        Ok(Sha256::from_bytes(b.try_into().map_err(|_| bad("a hash"))?))
-    };
-    let time = |us: i64| Timestamp::from_microsecond(us).map_err(|_| bad("a time"));
+    let sha = |b: &[u8]| super::sha256(b).map_err(|_| bad("a hash"));
+    let time = |us: i64| super::time(us).map_err(|_| bad("a time"));
     let spec: TaskSpec = serde_json::from_str(r.get(18)).map_err(|_| bad("its spec"))?;
     let handles: Vec<String> = r.get(19);
     let attempt = Attempt(r.get::<_, i32>(7) as u32);

@@ -68,12 +68,8 @@ pub async fn decide<T, E>(
 ) -> Result<Result<Decided<T>, E>, Error> {
     let mut client = db.client().await?;
     let tx = client.transaction().await?;
-    let us: i64 = tx
-        .query_one("SELECT (extract(epoch FROM now()) * 1000000)::bigint", &[])
-        .await?
-        .get(0);
-    let now = Timestamp::from_microsecond(us)
-        .map_err(|_| Error::Corrupt(format!("the database's clock reads {us} µs")))?;
+    let us: i64 = tx.query_one("SELECT to_micros(now())", &[]).await?.get(0);
+    let now = super::time(us)?;
     let family = lock_family(&*tx, ids).await?;
     let queues = queues(&*tx).await?;
     let mut table = TaskTable::with_capacity(family.len());

@@ -118,3 +118,8 @@ CREATE INDEX receipts_latest ON receipts (task_id, attempt DESC);
 CREATE FUNCTION micros(us bigint) RETURNS timestamptz
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
   RETURN 'epoch'::timestamptz + us * interval '1 microsecond';
+
+-- A time as microseconds since the epoch (what Tessera reads times as).
+CREATE FUNCTION to_micros(t timestamptz) RETURNS bigint
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  RETURN (extract(epoch FROM t) * 1000000)::bigint;
