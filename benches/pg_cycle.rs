@@ -98,6 +98,7 @@ async fn run_phase(url: &str, args: &Args, coalesced: bool) {
                 queue: name("q1"),
                 grants: grants.clone(),
                 holder: who.clone(),
+                kinds: None,
                 leases: vec![(new_lease_id(), new_handle())],
             };
             let got = match &batchers {

@@ -45,6 +45,11 @@ pub struct QueueLimits {
     /// segments): a start replays at most about that much plus the open
     /// segment.
     pub fold_journal_mib: u64,
+    /// The PostgreSQL database that holds the queue instead of the root's
+    /// journal (`postgres://USER@HOST:PORT/DATABASE`), shared by every
+    /// daemon given the same one; `serve --queue-url` and
+    /// `TESSERA_QUEUE_URL` set it too.
+    pub url: Option<String>,
 }
 
 impl Default for QueueLimits {
@@ -54,6 +59,7 @@ impl Default for QueueLimits {
             max_children: 64,
             journal_segment_mib: crate::store::log::segment::SEGMENT_BYTES >> 20,
             fold_journal_mib: crate::queue::FoldAfter::default().bytes >> 20,
+            url: None,
         }
     }
 }

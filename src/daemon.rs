@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::http::budget::BodyBudget;
 use crate::http::conns::{self, Connections};
 use crate::http::{self, Ctx};
-use crate::queue::{self, Queue};
+use crate::queue::{self, Queue, pg};
 use crate::store::{self, Access, Store};
 use crate::worker::order::TaskLocks;
 
@@ -30,6 +30,9 @@ pub enum Error {
     /// The task journal.
     #[error(transparent)]
     Queue(#[from] queue::Error),
+    /// The queue's database.
+    #[error(transparent)]
+    Database(#[from] pg::Error),
     /// A file under `auth/` that durable records prove existed is missing
     /// or damaged (`auth::check`).
     #[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
@@ -58,6 +61,59 @@ pub fn auth_evidence(tasks: queue::Walk<'_>) -> check::Expected {
     expected
 }
 
+/// Opens the root and the queue it names: the root's journal
+/// (recovered), or the database of `[queue] url` (migrated).
+async fn open_queue(config: &Config) -> Result<(Store, Queue), Error> {
+    let (root, segment_bytes) = (config.root.clone(), config.queue.segment_bytes());
+    let limits = config.queue.clone();
+    let blocking = move || -> Result<(Store, Option<Queue>), Error> {
+        let store = Store::open_with(&root, Access::Exclusive, segment_bytes)?;
+        if limits.url.is_some() {
+            return Ok((store, None));
+        }
+        let (queue, rec) = Queue::open(
+            &store,
+            limits.split_limits(),
+            segment_bytes,
+            limits.fold_after(),
+        )?;
+        tracing::info!(
+            snapshot_tasks = rec.snapshot_tasks,
+            replayed = rec.records,
+            torn_tail = rec.torn_tail,
+            segments = rec.segments,
+            snapshot_ms = rec.snapshot_ms,
+            replay_ms = rec.replay_ms,
+            "task journal recovered"
+        );
+        Ok((store, Some(queue)))
+    };
+    let (store, journal) = tokio::task::spawn_blocking(blocking)
+        .await
+        .expect("opening the root does not panic")?;
+    if let Some(queue) = journal {
+        return Ok((store, queue));
+    }
+    let url = config
+        .queue
+        .url
+        .as_deref()
+        .expect("no journal without a url");
+    let db = pg::Database::connect(url).await?;
+    for m in pg::schema::migrate(&db).await? {
+        tracing::info!(version = m.version, name = %m.name, "queue database migrated");
+    }
+    let restored = pg::Shared::restore_receipts(&db, &store).await?;
+    if restored > 0 {
+        tracing::info!(
+            receipts = restored,
+            "wrote the receipt objects this root lacked from the queue database"
+        );
+    }
+    let queue = Queue::shared(db, &store, config.queue.split_limits()).await;
+    Ok((store, queue))
+}
+
 /// A daemon whose root is open and locked, ready to serve.
 #[derive(Debug)]
 pub struct Daemon {
@@ -65,24 +121,20 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Opens the root, creating its layout and the admin key on first start.
-    pub fn open(config: &Config) -> Result<Daemon, Error> {
+    /// Opens the root, creating its layout and the admin key on first
+    /// start, and the queue: the root's journal, or the database of
+    /// `[queue] url` (migrated first).
+    pub async fn open(config: &Config) -> Result<Daemon, Error> {
         let started = std::time::Instant::now();
-        let store = Store::open_with(
-            &config.root,
-            Access::Exclusive,
-            config.queue.segment_bytes(),
-        )?;
-        let (queue, rec) = Queue::open(
-            &store,
-            config.queue.split_limits(),
-            config.queue.segment_bytes(),
-            config.queue.fold_after(),
-        )?;
+        let (store, queue) = open_queue(config).await?;
         // Keys and the token secret are opened (and made, on a fresh root)
         // only once the journal has said what they must be: a missing one
         // that a task names is refused, never made again.
-        let blockers: Vec<check::Problem> = check::check(&store, &queue.audit(auth_evidence))?
+        let expected = queue
+            .audit(auth_evidence)
+            .await
+            .map_err(queue::Error::from)?;
+        let blockers: Vec<check::Problem> = check::check(&store, &expected)?
             .into_iter()
             .filter(|p| p.blocks_start)
             .collect();
@@ -96,16 +148,14 @@ impl Daemon {
         }
         let tokens = Minter::open(&store)?;
         tracing::info!(
-            snapshot_tasks = rec.snapshot_tasks,
-            replayed = rec.records,
-            torn_tail = rec.torn_tail,
-            segments = rec.segments,
-            snapshot_ms = rec.snapshot_ms,
-            replay_ms = rec.replay_ms,
+            queue = %queue.describe(),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "task journal recovered"
+            "queue open"
         );
-        let unsettled = queue.audit(crate::worker::audit::Unsettled::of);
+        let unsettled = queue
+            .audit(crate::worker::audit::Unsettled::of)
+            .await
+            .map_err(queue::Error::from)?;
         for line in crate::worker::audit::settle(&store, &unsettled) {
             tracing::warn!("{line}");
         }
@@ -185,9 +235,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let daemon = tokio::task::spawn_blocking(move || Daemon::open(&config))
-        .await
-        .expect("opening the root does not panic")?;
+    let daemon = Daemon::open(&config).await?;
     daemon.serve(listener, shutdown).await;
     Ok(())
 }

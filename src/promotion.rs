@@ -40,6 +40,9 @@ pub enum Error {
     /// The store failed (or a concurrent write won the version).
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// The queue could not answer.
+    #[error(transparent)]
+    Queue(#[from] crate::queue::JournalError),
 }
 
 /// `POST /v1/promotions`.
@@ -104,7 +107,7 @@ pub async fn promote(
     if unique.len() != req.stages.len() {
         problems.push("a stage is named twice".into());
     }
-    let (tasks, required) = queue.tasks_now(&req.stages).await;
+    let (tasks, required) = queue.tasks_now(&req.stages).await?;
     let policy: BTreeSet<String> = required.iter().map(|k| k.to_string()).collect();
     let pin = req.pin.clone();
     let (bytes_ok, stages, mut more) = store.blocking(move |store| {

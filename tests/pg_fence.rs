@@ -616,6 +616,7 @@ async fn concurrent_claims_share_statements_and_never_share_a_task() {
                 queue: name("q1"),
                 grants: grants.clone(),
                 holder: name(&format!("w{}", i % 3)),
+                kinds: None,
                 leases: (0..5).map(lease_for).collect(),
             };
             tokio::spawn(async move {

@@ -156,7 +156,9 @@ async fn tasks_read_back_as_they_were_written() {
 
     let all = [&fresh, &claimed, &parked, &parent, &child, &child2, &ended];
     for t in all {
-        tasks::save(&client, t, Default::default()).await.unwrap();
+        tasks::save(&client, t, Default::default(), false)
+            .await
+            .unwrap();
     }
     for (attempt, lease, request, body) in [
         (
@@ -209,7 +211,7 @@ async fn tasks_read_back_as_they_were_written() {
     next.dropped.extend(next.staged.values().copied());
     next.staged = [("final.md".to_string(), Sha256::of(b"final"))].into();
     next.updated_at = at(1_780_000_350_000_000);
-    tasks::save(&client, &next, Default::default())
+    tasks::save(&client, &next, Default::default(), true)
         .await
         .unwrap();
     let back = tasks::load(&client, &[next.id, TaskId(42)], true)

@@ -34,6 +34,11 @@ pub struct ServeArgs {
     /// A TOML config file.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Keep the queue in this PostgreSQL database instead of the root's
+    /// journal (postgres://USER@HOST:PORT/DATABASE); daemons given the
+    /// same one serve one queue [config: [queue] url].
+    #[arg(long, env = "TESSERA_QUEUE_URL")]
+    pub queue_url: Option<String>,
 }
 
 /// Runs the daemon in the foreground.
@@ -48,9 +53,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(listen) = args.listen {
         config.listen = listen;
     }
+    if let Some(url) = args.queue_url {
+        config.queue.url = Some(url);
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let served = runtime.block_on(async move {
-        let daemon = Daemon::open(&config)?;
+        let daemon = Daemon::open(&config).await?;
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}; is another process using it?", config.listen))?;

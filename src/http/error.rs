@@ -153,6 +153,8 @@ error_codes! {
     StorageFailed = "storage_failed", SERVICE_UNAVAILABLE;
     /// The task journal failed: task changes are refused until restart.
     JournalFailed = "journal_failed", SERVICE_UNAVAILABLE;
+    /// The queue's database cannot be reached (`--queue-url`): retry.
+    QueueUnavailable = "queue_unavailable", SERVICE_UNAVAILABLE;
     /// The disk is full: nothing was written; retry after freeing space.
     InsufficientStorage = "insufficient_storage", INSUFFICIENT_STORAGE;
 }
@@ -354,6 +356,7 @@ impl From<queue::JournalError> for ApiError {
             E::Failed(incident) => ApiError::failed(ErrorCode::JournalFailed, msg, &incident),
             E::Inapplicable(_) => ApiError::internal(&msg),
             E::Store(s) => s.into(),
+            E::Unavailable(_) => ApiError::new(ErrorCode::QueueUnavailable, msg),
         }
     }
 }
@@ -446,6 +449,7 @@ impl From<worker::Error> for ApiError {
         let msg = e.to_string();
         match e {
             E::Unauthenticated(_) => ApiError::new(C::Unauthenticated, msg),
+            E::Queue(q) => q.into(),
             E::WrongTask => ApiError::new(C::WrongTask, msg),
             E::StaleLease { state, attempt } => {
                 ApiError::new(C::StaleLease, msg).with(json!({"state": state, "attempt": attempt}))
@@ -485,6 +489,7 @@ impl From<promotion::Error> for ApiError {
                 ApiError::new(ErrorCode::PromotionRefused, msg).with(json!({"problems": problems}))
             }
             promotion::Error::Store(s) => s.into(),
+            promotion::Error::Queue(q) => q.into(),
         }
     }
 }

@@ -10,9 +10,18 @@ use super::{Ctx, Resp, json_response};
 use crate::http::wire::{Health, HealthIncident};
 use crate::store::Condition;
 
-/// `GET /healthz`.
-pub fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
-    let (status, body) = report(&ctx.store);
+/// `GET /healthz`: the root's health, then whether the queue's backend
+/// answers now (asked on every call, so a database that is back is
+/// healthy at once).
+pub async fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
+    let (mut status, mut body) = report(&ctx.store);
+    if status == StatusCode::OK
+        && let Err(e) = ctx.queue.health().await
+    {
+        status = StatusCode::SERVICE_UNAVAILABLE;
+        body.status = "queue_unavailable".into();
+        body.queue = Some(e.to_string());
+    }
     Ok(json_response(status, &body))
 }
 
@@ -24,7 +33,7 @@ pub async fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
         failed_authentications: ctx.keyring.failed_authentications(),
         connections: ctx.connections.counts(),
     };
-    let counts = ctx.queue.task_counts().await;
+    let counts = ctx.queue.task_counts().await?;
     let text = ctx.metrics.render(&counts, &now);
     let mut resp = Response::new(super::body::full(text));
     resp.headers_mut().insert(
@@ -67,6 +76,7 @@ fn answer(condition: Condition, needed: Option<u64>, free: Option<u64>) -> (Stat
             needed_bytes: needed.filter(|_| out_of_space),
             free_bytes: free.filter(|_| out_of_space),
         }),
+        queue: None,
     };
     (status, health)
 }

@@ -191,7 +191,7 @@ async fn route(
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
     match (method, segs.as_slice()) {
-        (Method::GET, ["healthz"]) => ops::healthz(ctx),
+        (Method::GET, ["healthz"]) => ops::healthz(ctx).await,
         (Method::GET, ["v1", "openapi.json"]) => openapi::serve(),
         (Method::GET, ["metrics"]) => ops::metrics(ctx, &req).await,
         (Method::GET, ["v1", "events"]) => events::stream(ctx, req).await,

@@ -137,7 +137,7 @@ pub async fn authorize_child(
 pub async fn queue_server(ctx: &Ctx, queue: &crate::store::Name) -> Result<bool, ApiError> {
     ctx.queue
         .is_server(queue)
-        .await
+        .await?
         .ok_or_else(|| crate::queue::EnqueueError::UnknownQueue(queue.to_string()).into())
 }
 
@@ -149,7 +149,7 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
         .map_err(|(field, message)| crate::queue::EnqueueError::InvalidSpec { field, message })?;
     crate::worker::pins::check(&ctx.store, p, &spec.namespace, brief.pins()).await?;
     if spec.check_policy == crate::queue::CheckPolicy::Strict {
-        let template = ctx.queue.template_of(spec).await;
+        let template = ctx.queue.template_of(spec).await?;
         if crate::queue::placement::check_template(&template).is_ok() {
             let ns = spec.namespace.clone();
             ctx.blocking(move |store| {

@@ -76,7 +76,7 @@ async fn body(ctx: &Ctx, req: &mut Req, s: &Session) -> Result<Vec<u8>, ApiError
 /// `GET /v1/worker/prompt`.
 pub async fn prompt(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Prompt).await?;
-    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await;
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await?;
     let claimant = s.claimant;
     let assembled = ctx
         .blocking(move |store| prompt::assemble(store, &facts, &claimant))
@@ -92,7 +92,7 @@ pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError
     let s = session(ctx, &req, Route::Nouns).await?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     let (version, sha256) = version_query(&req)?;
-    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await;
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await?;
     let claimant = s.claimant;
     let started = std::time::Instant::now();
     let (entry, bytes) = ctx
@@ -111,7 +111,7 @@ pub async fn noun(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError
 /// an entry that is missing (or no entry) is `404`.
 pub async fn consumed(ctx: &Ctx, req: Req, name: &str) -> Result<Resp, ApiError> {
     let s = session(ctx, &req, Route::Consumes).await?;
-    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await;
+    let facts = prompt::Facts::gather(&ctx.queue, s.task, &s.claimant).await?;
     let wanted = name.to_string();
     let found = ctx
         .blocking(move |store| consumes::read(store, &facts.task, &facts.related, &wanted))
@@ -227,7 +227,7 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     let (id, done) = to_the_end(ctx, move |ctx| async move {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
-        let template = ctx.queue.template_of(&s.task.spec).await;
+        let template = ctx.queue.template_of(&s.task.spec).await?;
         let requester = ctx.keyring.principal(&s.task.requester).ok();
         let done = submit::submit_body(
             &ctx.store,

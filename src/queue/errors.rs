@@ -31,6 +31,11 @@ pub enum JournalError {
     /// The store refused (out of space: nothing was applied).
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// The queue's database (`--queue-url`) cannot be reached or refused
+    /// a statement: a change the answer does not confirm may or may not
+    /// have been made, so retry it (resends are recognised).
+    #[error("{0}; retry once the queue database answers")]
+    Unavailable(String),
 }
 
 impl JournalError {

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Event, JournalError as Error, LeaseId, Op, Queue, TaskId};
+use super::{Event, Journal, JournalError as Error, LeaseId, Op, Queue, TaskId};
 
 /// How often lapsed leases and due retries are looked for.
 const SWEEP_EVERY: Duration = Duration::from_millis(100);
 
-impl Queue {
+impl Journal {
     /// One sweep: lapsed leases end (counting the attempt), due retries
     /// become ready. Returns how many leases expired.
     pub fn sweep(&self) -> Result<usize, Error> {
@@ -84,20 +84,28 @@ pub struct Handover {
     lease: LeaseId,
 }
 
-impl Queue {
-    /// The handover of the claim of `id` under `lease`, just made.
-    pub(super) fn handover(&self, id: TaskId, lease: &LeaseId) -> Handover {
+impl Handover {
+    /// The handover of the claim of `id` under `lease`, just made, that
+    /// releases through `queue`.
+    pub(in crate::queue) fn new(queue: Queue, id: TaskId, lease: &LeaseId) -> Handover {
         Handover {
-            queue: Some(self.clone()),
+            queue: Some(queue),
             id,
             lease: lease.clone(),
         }
+    }
+}
+
+impl Journal {
+    /// The handover of the claim of `id` under `lease`, just made.
+    pub(super) fn handover(&self, id: TaskId, lease: &LeaseId) -> Handover {
+        Handover::new(Queue::from(self.clone()), id, lease)
     }
 
     /// Releases a lease whose claim was never handed over. Journaled and
     /// applied now, and durable with the next group commit, as a sweep's
     /// expiry is: nobody waits for it.
-    fn release_undelivered(&self, id: TaskId, lease: &LeaseId) {
+    pub(super) fn release_undelivered(&self, id: TaskId, lease: &LeaseId) {
         let released = {
             let mut st = self.lock(Op::Release);
             st.decide_release(id, lease, None, Timestamp::now())
@@ -136,7 +144,7 @@ mod tests {
 
     use serde_json::json;
 
-    use super::super::{Enqueued, Handover, Queue, TaskId, TaskState};
+    use super::super::{Enqueued, Handover, Journal as Queue, TaskId, TaskState};
     use crate::config::QueueLimits;
     use crate::store::envelope::Viewer;
     use crate::store::{Access, Name, Store};

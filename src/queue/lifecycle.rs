@@ -11,14 +11,15 @@ use super::decide::Submit;
 use super::query::Filter;
 use super::shelf::ShelfView;
 use super::{
-    Attempt, Bulk, BulkAction, Claimed, Event, JournalError, LeaseId, Op, Park, Queue, SplitError,
-    State, SubmitError, SubmitInput, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, task,
+    Attempt, Bulk, BulkAction, Claimed, Event, Journal, JournalError, LeaseId, Op, Park,
+    SplitError, State, SubmitError, SubmitInput, TaskCallError, TaskId, TaskSpec, TaskState,
+    Unsynced, task,
 };
 use crate::auth::token::new_handle;
 use crate::store::envelope::Viewer;
 use crate::store::{Name, Pin, Sha256};
 
-impl Queue {
+impl Journal {
     /// Claims `id` for `viewer` under the state lock, with a lease id and
     /// handle drawn before the lock (the RNG is not called under it, but
     /// for a handle that is already taken, which 130 random bits make
@@ -141,26 +142,11 @@ impl Queue {
     }
 
     /// Submits a result under a live lease: journals the receipt and ends
-    /// the task. A resend of the accepted submission returns the same
+    /// the task, durable once [`super::Queue::synced`] returns for the
+    /// token. A resend of the accepted submission returns the same
     /// receipt. The receipt's durable copy is its journal record; its
     /// object is written in the background (readable at once), so a submit
     /// creates no file on its path.
-    pub async fn submit(
-        &self,
-        id: TaskId,
-        lease_id: &LeaseId,
-        input: &SubmitInput,
-        by: &Name,
-    ) -> Result<(Sha256, bool, TaskState), SubmitError> {
-        let (out, unsynced) = self.submit_unsynced(id, lease_id, input, by)?;
-        self.synced(unsynced).await?;
-        Ok(out)
-    }
-
-    /// [`Queue::submit`] without the wait: the submit is journaled and
-    /// applied, and durable once [`Queue::synced`] returns for the token.
-    /// A caller with more to journal (a claim of the next task) waits once
-    /// for both.
     pub fn submit_unsynced(
         &self,
         id: TaskId,
@@ -193,12 +179,7 @@ impl Queue {
         if created {
             self.inner.ready.notify_waiters();
         }
-        Ok(((sha, created, state), Unsynced(seq)))
-    }
-
-    /// Waits until the change behind `unsynced` is durable.
-    pub async fn synced(&self, unsynced: Unsynced) -> Result<(), JournalError> {
-        self.durable(unsynced.0).await
+        Ok(((sha, created, state), Unsynced(Some(seq))))
     }
 
     /// Parks a claimed task held by `by`.

@@ -46,6 +46,7 @@
 //! [`Walk`] ([`offline`]). Neither sees the in-memory state.
 
 mod applies;
+mod backend;
 pub mod brief;
 mod decide;
 pub mod errors;
@@ -81,6 +82,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use jiff::Timestamp;
 use tokio::sync::Notify;
 
+pub use backend::Queue;
 pub use brief::Brief;
 pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};
@@ -154,7 +156,7 @@ pub enum Enqueued {
 /// [`Queue::synced`] returns for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use = "wait for it with Queue::synced before acknowledging"]
-pub struct Unsynced(u64);
+pub struct Unsynced(Option<u64>);
 
 /// What a bulk call does to each task it selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,11 +202,12 @@ pub struct Claimed {
     pub handover: Handover,
 }
 
-/// The queue handle: cheap to clone (an `Arc`). The state mutex is held
+/// The embedded backend: the state in memory, every change in the
+/// root's journal. Cheap to clone (an `Arc`). The state mutex is held
 /// only to decide, append to the journal and apply; never across `.await`
 /// or file I/O other than the in-memory journal append.
 #[derive(Clone, Debug)]
-pub struct Queue {
+struct Journal {
     inner: Arc<Inner>,
 }
 
@@ -224,7 +227,7 @@ struct Inner {
     fold: fold::Folder,
 }
 
-impl Queue {
+impl Journal {
     /// Recovers the queue from the root's journal; new journal segments
     /// get `segment_bytes` of preallocated space, and closed segments are
     /// folded into the snapshot in the background once past `fold`.
@@ -233,7 +236,7 @@ impl Queue {
         limits: SplitLimits,
         segment_bytes: u64,
         fold: FoldAfter,
-    ) -> Result<(Queue, Recovery), Error> {
+    ) -> Result<(Journal, Recovery), Error> {
         let (state, committer, recovery) = recover::open(store, limits, segment_bytes)?;
         let inner = Arc::new(Inner {
             state: Mutex::new(state),
@@ -245,7 +248,7 @@ impl Queue {
             fold: fold::Folder::new(),
         });
         inner.fold.start(Arc::downgrade(&inner), fold);
-        Ok((Queue { inner }, recovery))
+        Ok((Journal { inner }, recovery))
     }
 
     /// What the journal folds of this run did so far.
@@ -351,7 +354,7 @@ impl Queue {
     }
 
     /// Provisions or reconfigures a queue; true when it is new.
-    pub async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
+    async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
         let unchanged = self.lock(Op::Queue).queues.get(&config.name) == Some(&config);
         if unchanged {
             return Ok(self.read(|_| false).await?);

@@ -14,7 +14,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::shelf::{ShelfView, Sight};
 use super::task::{Attempt, Task, TaskId, TaskState};
-use super::{JournalError, Queue, QueueConfig, State, TaskCallError};
+use super::{Journal, JournalError, QueueConfig, State, TaskCallError};
 use crate::store::envelope::{TaskFacts, Viewer};
 use crate::store::{Name, Sha256};
 
@@ -330,7 +330,49 @@ impl State {
     }
 }
 
-impl Queue {
+impl State {
+    /// Each of `ids` as it is now (`None`: no such task), and the stage
+    /// kinds their queues require.
+    pub fn now_of(&self, ids: &[TaskId]) -> (Vec<(TaskId, Option<Task>)>, Vec<Name>) {
+        let tasks: Vec<_> = ids
+            .iter()
+            .map(|id| (*id, self.tasks.get(id).cloned()))
+            .collect();
+        let required = tasks
+            .iter()
+            .filter_map(|(_, t)| t.as_ref())
+            .filter_map(|t| self.queues.get(&t.spec.queue))
+            .flat_map(|q| q.required_stages.iter().cloned())
+            .collect();
+        (tasks, required)
+    }
+
+    /// What a worker's prompt needs besides the task: its effective
+    /// attempt limit, and its upstream tasks then children that `viewer`
+    /// may see, as they are now.
+    pub fn related(&self, task: &Task, viewer: &Viewer) -> (u32, Vec<Task>) {
+        let related = self
+            .seen(&task.spec.depends_on, viewer)
+            .chain(self.seen(&task.children, viewer))
+            .filter(|r| r.id != task.id)
+            .cloned()
+            .collect();
+        (self.max_attempts(task), related)
+    }
+
+    /// The attempts task `id` has left: none once it ended.
+    pub fn attempts_left(&self, id: TaskId) -> u32 {
+        self.tasks.get(&id).map_or(0, |t| {
+            if t.state.is_terminal() {
+                0
+            } else {
+                self.max_attempts(t).saturating_sub(t.attempt.0)
+            }
+        })
+    }
+}
+
+impl Journal {
     /// Task `id` as `viewer` sees it once durable, after `rule` allowed
     /// its facts (a task the rule hides answers as `rule` says).
     pub async fn task<E>(
@@ -424,50 +466,19 @@ impl Queue {
         })
     }
 
-    /// Each of `ids` as it is now (`None`: no such task), and the stage
-    /// kinds their queues require.
+    /// [`State::now_of`].
     pub async fn tasks_now(&self, ids: &[TaskId]) -> (Vec<(TaskId, Option<Task>)>, Vec<Name>) {
-        self.peek(|st| {
-            let tasks: Vec<_> = ids
-                .iter()
-                .map(|id| (*id, st.tasks.get(id).cloned()))
-                .collect();
-            let required = tasks
-                .iter()
-                .filter_map(|(_, t)| t.as_ref())
-                .filter_map(|t| st.queues.get(&t.spec.queue))
-                .flat_map(|q| q.required_stages.iter().cloned())
-                .collect();
-            (tasks, required)
-        })
+        self.peek(|st| st.now_of(ids))
     }
 
-    /// What a worker's prompt needs besides the task: its effective
-    /// attempt limit, and its upstream tasks then children that `viewer`
-    /// may see, as they are now.
+    /// [`State::related`].
     pub async fn related(&self, task: &Task, viewer: &Viewer) -> (u32, Vec<Task>) {
-        self.peek(|st| {
-            let related = st
-                .seen(&task.spec.depends_on, viewer)
-                .chain(st.seen(&task.children, viewer))
-                .filter(|r| r.id != task.id)
-                .cloned()
-                .collect();
-            (st.max_attempts(task), related)
-        })
+        self.peek(|st| st.related(task, viewer))
     }
 
-    /// The attempts task `id` has left: none once it ended.
+    /// [`State::attempts_left`].
     pub async fn attempts_left(&self, id: TaskId) -> u32 {
-        self.peek(|st| {
-            st.tasks.get(&id).map_or(0, |t| {
-                if t.state.is_terminal() {
-                    0
-                } else {
-                    st.max_attempts(t).saturating_sub(t.attempt.0)
-                }
-            })
-        })
+        self.peek(|st| st.attempts_left(id))
     }
 
     /// Runs `f` on a walk over every task before the daemon serves: the

@@ -127,6 +127,14 @@ impl Objects {
         }
     }
 
+    /// Whether a file stands at `sha`'s place (its bytes unchecked).
+    pub fn has(&self, sha: &Sha256) -> bool {
+        self.fanout_dir(sha, None)
+            .ok()
+            .flatten()
+            .is_some_and(|dir| dir.exists(&sha.hex()[2..]))
+    }
+
     /// Reads an object and verifies its hash.
     pub fn get(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
         let missing = || Error::ObjectMissing { sha256: *sha };

@@ -132,6 +132,9 @@ pub enum Error {
     /// The task or its lease refused the call.
     #[error(transparent)]
     Task(#[from] queue::TaskCallError),
+    /// The queue could not answer.
+    #[error(transparent)]
+    Queue(#[from] queue::JournalError),
     /// The queue refused the submit.
     #[error(transparent)]
     Submit(#[from] queue::SubmitError),
@@ -257,7 +260,7 @@ async fn identify(
     if token::is_handle(bearer) {
         return queue
             .handle(bearer)
-            .await
+            .await?
             .ok_or(Error::Unauthenticated("unknown handle"));
     }
     if !token::is_token(bearer) {
@@ -287,7 +290,7 @@ async fn live(
 ) -> Result<Session, Error> {
     let (task, server_queue) = queue
         .task_now(id)
-        .await
+        .await?
         .ok_or(Error::Unauthenticated("unknown task"))?;
     let holder = live_holder(&task, attempt, Timestamp::now(), when)?;
     let claimant = match keyring.principal(holder) {

@@ -43,13 +43,17 @@ impl Facts {
     /// queue, its attempt limit and the related tasks the claiming key may
     /// see (a step never points at a task the worker's principal could not
     /// read itself).
-    pub async fn gather(queue: &Queue, task: Task, holder: &Principal) -> Facts {
-        let (max_attempts, related) = queue.related(&task, &holder.viewer).await;
-        Facts {
+    pub async fn gather(
+        queue: &Queue,
+        task: Task,
+        holder: &Principal,
+    ) -> Result<Facts, crate::queue::JournalError> {
+        let (max_attempts, related) = queue.related(&task, &holder.viewer).await?;
+        Ok(Facts {
             task,
             max_attempts,
             related,
-        }
+        })
     }
 }
 

@@ -333,11 +333,12 @@ async fn record(
     failed_checks: Vec<FailedCheck>,
     wait: bool,
 ) -> Result<Completed, Error> {
-    let ((receipt, created, state), unsynced) =
-        queue.submit_unsynced(id, lease_id, input, &p.key_id)?;
+    let ((receipt, created, state), unsynced) = queue
+        .submit_unsynced(id, lease_id, input, &p.key_id)
+        .await?;
     let attempts_left = match state {
         TaskState::Succeeded => None,
-        _ => Some(queue.attempts_left(id).await),
+        _ => Some(queue.attempts_left(id).await?),
     };
     if wait {
         queue

@@ -129,6 +129,7 @@ async fn launch(
         root: root.to_path_buf(),
         ..Config::default()
     };
+    config.queue.url = pg::backend_url(root);
     adjust(&mut config);
     let listener =
         TcpListener::from_std(socket.try_clone().expect("clone the socket")).expect("listener");
@@ -191,7 +192,11 @@ impl DaemonProcess {
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let config_path = root.with_extension(format!("config.{}.toml", std::process::id()));
         std::fs::write(&config_path, config).expect("config file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        if let Some(url) = pg::backend_url(root) {
+            serve.env("TESSERA_QUEUE_URL", url);
+        }
+        let mut child = serve
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config_path)
             .arg("--root")

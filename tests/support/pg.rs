@@ -210,3 +210,46 @@ fn wait_ready(url: &str, dir: &Path) {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
+
+/// The queue database of a daemon on `root` when the suite runs against
+/// PostgreSQL (`TESSERA_TEST_BACKEND=postgres`), made on first use: one
+/// per root, so a daemon started again on its root finds its queue.
+/// `None` on the embedded backend.
+#[allow(
+    dead_code,
+    reason = "the integration tests' daemons use it; the bench that shares this file does not"
+)]
+pub fn backend_url(root: &Path) -> Option<String> {
+    if std::env::var("TESSERA_TEST_BACKEND").as_deref() != Ok("postgres") {
+        return None;
+    }
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    root.hash(&mut h);
+    let name = format!("r{:016x}", h.finish());
+    let base = cluster().to_string();
+    let url = format!("{base}/{name}");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let client = connect(&format!("{base}/postgres")).await;
+            let exists = client
+                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+                .await
+                .unwrap()
+                .is_some();
+            if !exists {
+                client
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .expect("creating a test database");
+            }
+        });
+    })
+    .join()
+    .unwrap();
+    Some(url)
+}

@@ -104,13 +104,18 @@ pub struct PutNounReply {
 pub struct Health {
     /// `ok`; `out_of_space` (reads work; writes answer `507` until space
     /// is freed, then resume by themselves); or `storage_failed` (reads
-    /// work; writes answer `503` until the daemon restarts).
+    /// work; writes answer `503` until the daemon restarts); or
+    /// `queue_unavailable` (the queue's database does not answer: `503`
+    /// until it does again, asked anew on every call).
     pub status: String,
     /// The daemon's version.
     pub version: String,
     /// What the storage reported, unless `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<HealthIncident>,
+    /// Why the queue's database does not answer, when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// The storage condition behind a `/healthz` status.

@@ -91,6 +91,8 @@ pub struct ClaimAsk {
     pub grants: std::sync::Arc<Grants>,
     /// The claimant's key.
     pub holder: Name,
+    /// Only tasks of these kinds (any when `None`).
+    pub kinds: Option<Vec<String>>,
     /// A lease id and a worker handle, minted by the caller, for each
     /// task it would take (as many tasks at most).
     pub leases: Vec<(LeaseId, String)>,
@@ -110,6 +112,7 @@ pub async fn claim(
         queue: queue.clone(),
         grants: std::sync::Arc::new(grants.clone()),
         holder: holder.clone(),
+        kinds: None,
         leases: leases.to_vec(),
     };
     let mut out = claim_many(db, vec![ask]).await?;
@@ -117,7 +120,7 @@ pub async fn claim(
 }
 
 /// Claims for several claimants at once: one statement for all the asks
-/// on one queue with the same grants, each task going
+/// on one queue with the same grants and kinds, each task going
 /// to the ask whose lease it took; answers each ask's tasks in order.
 pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<ClaimedRow>>, Error> {
     let mut out: Vec<Vec<ClaimedRow>> = asks.iter().map(|_| Vec::new()).collect();
@@ -125,7 +128,7 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
     for (i, a) in asks.iter().enumerate() {
         let same = |g: &Vec<usize>| {
             let b = &asks[g[0]];
-            b.queue == a.queue && b.grants == a.grants
+            b.queue == a.queue && b.grants == a.grants && b.kinds == a.kinds
         };
         match groups.iter_mut().find(|g| same(g)) {
             Some(g) => g.push(i),
@@ -150,6 +153,7 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
         let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
             vec![&queue, &ids, &handles, &holders];
         params.extend(first.grants.params());
+        params.push(&first.kinds);
         for r in client.query(&statement, &params).await? {
             let row = ClaimedRow {
                 id: TaskId(r.get::<_, i64>(0) as u64),
@@ -172,14 +176,15 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
 static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH c AS MATERIALIZED ( \
-           SELECT t.id, {ttl} AS ttl FROM tasks t JOIN queues q ON q.name = t.queue \
+           SELECT t.id, t.seq, t.priority, {ttl} AS ttl FROM tasks t JOIN queues q ON q.name = t.queue \
            WHERE t.state = 'queued' AND t.queue = $1 \
              AND (t.not_before IS NULL OR t.not_before <= now()) AND {claimable} \
-           ORDER BY t.priority DESC, t.id LIMIT cardinality($2::text[]) \
+             AND (${kinds}::text[] IS NULL OR t.kind = ANY(${kinds}::text[])) \
+           ORDER BY t.priority DESC, t.seq LIMIT cardinality($2::text[]) \
            FOR UPDATE OF t SKIP LOCKED), \
          m AS ( \
            SELECT n.id, n.ttl, x.lease, x.handle, x.holder \
-           FROM (SELECT id, ttl, row_number() OVER (ORDER BY id) AS n FROM c) n \
+           FROM (SELECT id, ttl, row_number() OVER (ORDER BY priority DESC, seq) AS n FROM c) n \
            JOIN unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY \
              AS x(lease, handle, holder, n) USING (n)), \
          u AS ( \
@@ -193,6 +198,7 @@ static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          e AS (INSERT INTO events (task_id, from_state, to_state) SELECT id, 'queued', 'claimed' FROM u) \
          SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
         claimable = Grants::may_claim("t", "q.server", 5),
+        kinds = 5 + super::viewer::PARAMS,
         ttl = LEASE_TTL,
     )
 });
@@ -356,7 +362,7 @@ WITH x AS ( \
     AS x(id, lease, attempt, holder, state, request, sha, body, ends)), \
 d AS ( \
   UPDATE tasks t SET state = x.state, lease_id = NULL, lease_holder = NULL, \
-    lease_expires = NULL, last_receipt = x.sha, updated_at = now() \
+    lease_expires = NULL, updated_at = now() \
   FROM x \
   WHERE t.id = x.id AND t.lease_id = x.lease AND t.attempt = x.attempt \
     AND t.lease_holder = x.holder AND t.state = 'claimed' AND t.lease_expires > now() \

@@ -13,12 +13,15 @@ pub mod lease;
 #[cfg(test)]
 mod model_props;
 pub mod schema;
+mod shared;
 pub mod tasks;
 pub mod transact;
 pub mod viewer;
 pub mod wake;
 
 use std::str::FromStr;
+
+pub use shared::Shared;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
@@ -50,7 +53,7 @@ pub enum Error {
         source: deadpool_postgres::PoolError,
     },
     /// A statement failed.
-    #[error("the queue database refused a statement: {0}")]
+    #[error("the queue database refused a statement: {}", cause(.0))]
     Statement(#[from] tokio_postgres::Error),
     /// The server is older than the schema needs.
     #[error(
@@ -189,6 +192,19 @@ fn sha256(bytes: &[u8]) -> Result<crate::store::Sha256, Error> {
         .try_into()
         .map_err(|_| Error::Corrupt(format!("a hash of {} bytes", bytes.len())))?;
     Ok(crate::store::Sha256::from_bytes(bytes))
+}
+
+/// What the server said (its message and SQLSTATE), or the client's
+/// error with its source: `tokio_postgres::Error`'s own text is only
+/// "db error".
+fn cause(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
 }
 
 /// `user@host:port/database`, without the password.

@@ -316,19 +316,25 @@ fn the_database_path_decides_and_records_as_the_embedded_queue_does() {
                     };
                     let ids = ids_of(&target);
                     let mut embedded: Option<Decision> = None;
-                    let decided = transact::decide(&db, limits, &ids, |family, now| {
-                        st.promote_due(now);
-                        let mine = decide(family, op, &target, now, next);
-                        embedded = Some(decide(&st, op, &target, now, next));
-                        mine.map(|ev| (ev, ()))
-                    })
+                    let decided = transact::decide(
+                        &db,
+                        limits,
+                        &ids,
+                        |family, now| {
+                            st.promote_due(now);
+                            let mine = decide(family, op, &target, now, next);
+                            embedded = Some(decide(&st, op, &target, now, next));
+                            mine.map(|ev| (ev, ()))
+                        },
+                        |_, ()| (),
+                    )
                     .await
                     .expect("the database answers");
                     let embedded = embedded.expect("decided");
                     next += 100;
                     match (decided, embedded) {
                         (Ok(d), Ok(ev)) => {
-                            prop_assert_eq!(json_of(&d.event), json_of(&ev), "{:?}", op);
+                            prop_assert_eq!(json_of(&d.made[0].0), json_of(&ev), "{:?}", op);
                             st.apply(&ev);
                         }
                         (Err(a), Err(b)) => prop_assert_eq!(a, b, "{:?}", op),
@@ -336,7 +342,7 @@ fn the_database_path_decides_and_records_as_the_embedded_queue_does() {
                             false,
                             "{:?}: the family decided {:?}, the whole state {:?}",
                             op,
-                            a.map(|d| d.event),
+                            a.map(|d| d.made.into_iter().next().map(|(ev, _)| ev)),
                             b
                         ),
                     }

@@ -19,11 +19,18 @@ pub struct Migration {
 }
 
 /// Every migration this binary knows, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "the queue's tables",
-    sql: include_str!("schema/0001_queue.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "the queue's tables",
+        sql: include_str!("schema/0001_queue.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "tasks in the order they were made",
+        sql: include_str!("schema/0002_task_order.sql"),
+    },
+];
 
 /// The advisory lock key migrations hold (inside their transaction
 /// only): "tessera" read as bytes.

@@ -47,8 +47,14 @@ pub async fn lock(client: &impl GenericClient, ids: &[TaskId]) -> Result<(), Err
 }
 
 /// Writes `t` (new, or changed since it was loaded) with its handles and
-/// staged parts, and the counters on its row.
-pub async fn save(client: &impl GenericClient, t: &Task, counters: Counters) -> Result<(), Error> {
+/// staged parts (`had_staged`: it had some when it was loaded), and the
+/// counters on its row.
+pub async fn save(
+    client: &impl GenericClient,
+    t: &Task,
+    counters: Counters,
+    had_staged: bool,
+) -> Result<(), Error> {
     let s = &t.spec;
     let spec = serde_json::to_string(&**s).expect("a spec serializes");
     let park = t
@@ -114,29 +120,44 @@ pub async fn save(client: &impl GenericClient, t: &Task, counters: Counters) -> 
             ],
         )
         .await?;
-    for (i, h) in t.handles.iter().enumerate() {
+    if !t.handles.is_empty() {
         client
             .execute(
-                "INSERT INTO handles (handle, task_id, attempt) VALUES ($1, $2, $3) \
+                "INSERT INTO handles (handle, task_id, attempt) \
+                 SELECT h, $2, n::int FROM unnest($1::text[]) WITH ORDINALITY AS x(h, n) \
                  ON CONFLICT (handle) DO NOTHING",
-                &[h, &id, &(i as i32 + 1)],
+                &[&t.handles, &id],
             )
             .await?;
     }
+    if !had_staged && t.staged.is_empty() {
+        return Ok(());
+    }
     let names: Vec<&str> = t.staged.keys().map(String::as_str).collect();
     let shas: Vec<&[u8]> = t.staged.values().map(|s| s.as_bytes().as_slice()).collect();
+    // Two statements: a row deleted in a statement's CTE still counts
+    // against the unique key of the same statement's insert.
     client
         .execute(
-            "WITH gone AS (DELETE FROM staged WHERE task_id = $1 AND attempt = $2) \
-             INSERT INTO staged (task_id, attempt, name, sha256) \
-             SELECT $1, $2, n, s FROM unnest($3::text[], $4::bytea[]) AS x(n, s)",
-            &[&id, &(t.attempt.0 as i32), &names, &shas],
+            "DELETE FROM staged WHERE task_id = $1 AND NOT (attempt = $2 AND name = ANY($3))",
+            &[&id, &(t.attempt.0 as i32), &names],
         )
         .await?;
+    if !names.is_empty() {
+        client
+            .execute(
+                "INSERT INTO staged (task_id, attempt, name, sha256) \
+                 SELECT $1, $2, n, s FROM unnest($3::text[], $4::bytea[]) AS x(n, s) \
+                 ON CONFLICT (task_id, attempt, name) DO UPDATE SET sha256 = EXCLUDED.sha256",
+                &[&id, &(t.attempt.0 as i32), &names, &shas],
+            )
+            .await?;
+    }
     Ok(())
 }
 
-/// Reads the tasks `ids` (those that exist, in id order); with `lock`,
+/// Reads the tasks `ids` (those that exist, in the order they were
+/// made); with `lock`,
 /// locks their rows until the transaction `client` is in ends.
 pub async fn load(
     client: &impl GenericClient,
@@ -160,7 +181,7 @@ pub async fn load(
          FROM tasks t LEFT JOIN LATERAL ( \
            SELECT attempt, lease_id, request, sha256 FROM receipts r WHERE r.task_id = t.id \
            ORDER BY attempt DESC LIMIT 1) l ON true \
-         WHERE t.id = ANY($1) ORDER BY t.id {}",
+         WHERE t.id = ANY($1) ORDER BY t.seq {}",
         if lock { "FOR UPDATE OF t" } else { "" }
     );
     client

@@ -32,15 +32,45 @@ use crate::store::Name;
 /// (and is answered as a database error, to be retried by the caller).
 const LOCK_ROUNDS: usize = 4;
 
-/// What a change did: the caller's answer and the tasks' transitions.
+/// What a change did: the caller's answer, and each event committed
+/// with the transitions it made.
 #[derive(Debug)]
 pub struct Decided<T> {
     /// What the decision answered.
     pub out: T,
-    /// The event committed.
-    pub event: Event,
-    /// Each task's change of state.
-    pub transitions: Vec<Transition>,
+    /// The events committed, in order, each with its tasks' changes of
+    /// state.
+    pub made: Vec<(Event, Vec<Transition>)>,
+}
+
+/// A change being decided: the family's state, with every event decided
+/// on it so far applied (committed together at the end).
+pub struct Step {
+    st: State,
+    made: Vec<(Event, Vec<Transition>)>,
+    broken: Option<String>,
+}
+
+impl Step {
+    /// The family's state, as the events so far left it.
+    pub fn state(&self) -> &State {
+        &self.st
+    }
+
+    /// Applies `ev`, decided on [`Step::state`]; an event the state
+    /// cannot take (a bug) fails the whole change.
+    pub fn apply(&mut self, ev: Event) {
+        if self.broken.is_some() {
+            return;
+        }
+        match self.st.applies(&ev) {
+            Ok(()) => {
+                let moved = self.st.apply_recorded(&ev);
+                self.made.push((ev, moved));
+            }
+            Err(why) => self.broken = Some(why),
+        }
+    }
 }
 
 /// Provisions or reconfigures a queue.
@@ -58,13 +88,32 @@ pub async fn provision(db: &Database, config: &QueueConfig) -> Result<(), Error>
 }
 
 /// Decides and commits one change on the family of `ids` with `decide`,
-/// which gets the family's state and the database's time; a refusal
+/// which gets the family's state and the database's time, then reads
+/// what `then` needs from the state right after the change; a refusal
 /// (`Err(E)`) changes nothing.
-pub async fn decide<T, E>(
+pub async fn decide<T, U, E>(
     db: &Database,
     limits: SplitLimits,
     ids: &[TaskId],
     decide: impl FnOnce(&State, Timestamp) -> Result<(Event, T), E>,
+    then: impl FnOnce(&State, T) -> U,
+) -> Result<Result<Decided<U>, E>, Error> {
+    run(db, limits, ids, |step, now| {
+        let (ev, out) = decide(step.state(), now)?;
+        step.apply(ev);
+        Ok(then(step.state(), out))
+    })
+    .await
+}
+
+/// Decides any number of events on the family of `ids` with `decide`
+/// (each applied on the [`Step`] before the next is decided) and commits
+/// them in one transaction; a refusal (`Err(E)`) changes nothing.
+pub async fn run<T, E>(
+    db: &Database,
+    limits: SplitLimits,
+    ids: &[TaskId],
+    decide: impl FnOnce(&mut Step, Timestamp) -> Result<T, E>,
 ) -> Result<Result<Decided<T>, E>, Error> {
     let mut client = db.client().await?;
     let tx = client.transaction().await?;
@@ -73,88 +122,104 @@ pub async fn decide<T, E>(
     let family = lock_family(&*tx, ids).await?;
     let queues = queues(&*tx).await?;
     let mut table = TaskTable::with_capacity(family.len());
-    let mut ordered = family;
-    ordered.sort_by_key(|t| (t.created_at, t.id));
-    let before: HashMap<TaskId, serde_json::Value> = ordered
+    let ordered = family;
+    let before: HashMap<TaskId, (serde_json::Value, bool)> = ordered
         .iter()
-        .map(|t| (t.id, serde_json::to_value(t).expect("a task serializes")))
+        .map(|t| {
+            let json = serde_json::to_value(t).expect("a task serializes");
+            (t.id, (json, !t.staged.is_empty()))
+        })
         .collect();
     for t in ordered {
         table.push(t);
     }
-    let mut st = State::restore(queues, table, Default::default(), limits, now);
+    let st = State::restore(queues, table, Default::default(), limits, now);
     let counted: HashMap<TaskId, Counters> =
         st.all_tasks().map(|t| (t.id, counters(&st, t))).collect();
-    let (event, out) = match decide(&st, now) {
-        Ok(d) => d,
+    let mut step = Step {
+        st,
+        made: Vec::new(),
+        broken: None,
+    };
+    let out = match decide(&mut step, now) {
+        Ok(out) => out,
         Err(e) => return Ok(Err(e)),
     };
-    st.applies(&event).map_err(|why| {
-        Error::Corrupt(format!(
+    let Step { st, made, broken } = step;
+    if let Some(why) = broken {
+        return Err(Error::Corrupt(format!(
             "a decided change does not apply to its family: {why}"
-        ))
-    })?;
-    let transitions = st.apply_recorded(&event);
-    for t in st.all_tasks() {
-        let new = !before.contains_key(&t.id);
-        let now_counted = counters(&st, t);
-        if before.get(&t.id) == Some(&serde_json::to_value(t).expect("a task serializes"))
-            && counted.get(&t.id) == Some(&now_counted)
+        )));
+    }
+    let changed: Vec<(Task, Counters, Option<bool>)> = st
+        .all_tasks()
+        .filter_map(|t| {
+            let now_counted = counters(&st, t);
+            let was = before.get(&t.id);
+            let same = was.is_some_and(|(json, _)| {
+                *json == serde_json::to_value(t).expect("a task serializes")
+            }) && counted.get(&t.id) == Some(&now_counted);
+            (!same).then(|| (t.clone(), now_counted, was.map(|(_, staged)| *staged)))
+        })
+        .collect();
+    drop(st);
+    for (t, now_counted, was) in &changed {
+        tasks::save(&*tx, t, *now_counted, was.unwrap_or(false)).await?;
+        if was.is_none() && !t.spec.depends_on.is_empty() {
+            let ups: Vec<i64> = t.spec.depends_on.iter().map(|u| u.0 as i64).collect();
+            tx.execute(
+                "INSERT INTO task_deps (upstream, downstream) SELECT u, $2 FROM unnest($1::int8[]) AS u \
+                 ON CONFLICT DO NOTHING",
+                &[&ups, &(t.id.0 as i64)],
+            )
+            .await?;
+        }
+    }
+    for (event, _) in &made {
+        if let Event::Submitted {
+            id,
+            lease_id,
+            request,
+            receipt,
+            receipt_sha256,
+            ..
+        } = event
         {
-            continue;
-        }
-        tasks::save(&*tx, t, now_counted).await?;
-        if new {
-            for up in t.spec.depends_on.iter() {
-                tx.execute(
-                    "INSERT INTO task_deps (upstream, downstream) VALUES ($1, $2) \
-                     ON CONFLICT DO NOTHING",
-                    &[&(up.0 as i64), &(t.id.0 as i64)],
-                )
-                .await?;
-            }
+            tx.execute(
+                "INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &(id.0 as i64),
+                    &(receipt.attempt.0 as i32),
+                    &lease_id.0,
+                    &request.as_bytes().as_slice(),
+                    &receipt_sha256.as_bytes().as_slice(),
+                    &receipt.bytes(),
+                ],
+            )
+            .await?;
         }
     }
-    if let Event::Submitted {
-        id,
-        lease_id,
-        request,
-        receipt,
-        receipt_sha256,
-        ..
-    } = &event
-    {
+    let moved = made.iter().flat_map(|(_, m)| m);
+    let (ids, froms, tos): (Vec<i64>, Vec<Option<&str>>, Vec<&str>) = moved.fold(
+        (Vec::new(), Vec::new(), Vec::new()),
+        |(mut i, mut f, mut t), tr| {
+            i.push(tr.id.0 as i64);
+            f.push(tr.from.map(|s| s.as_str()));
+            t.push(tr.to.as_str());
+            (i, f, t)
+        },
+    );
+    if !ids.is_empty() {
         tx.execute(
-            "INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &(id.0 as i64),
-                &(receipt.attempt.0 as i32),
-                &lease_id.0,
-                &request.as_bytes().as_slice(),
-                &receipt_sha256.as_bytes().as_slice(),
-                &receipt.bytes(),
-            ],
-        )
-        .await?;
-    }
-    for tr in &transitions {
-        tx.execute(
-            "INSERT INTO events (task_id, from_state, to_state) VALUES ($1, $2, $3)",
-            &[
-                &(tr.id.0 as i64),
-                &tr.from.map(|s| s.as_str()),
-                &tr.to.as_str(),
-            ],
+            "INSERT INTO events (task_id, from_state, to_state) \
+             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])",
+            &[&ids, &froms, &tos],
         )
         .await?;
     }
     tx.commit().await?;
-    Ok(Ok(Decided {
-        out,
-        event,
-        transitions,
-    }))
+    Ok(Ok(Decided { out, made }))
 }
 
 /// The counters a claim and a completion keep on the row: open
@@ -223,7 +288,10 @@ UNION SELECT id FROM par \
 UNION SELECT t.id FROM tasks t JOIN par ON t.parent = par.id \
 UNION SELECT e.upstream FROM task_deps e JOIN core ON e.downstream = core.id";
 
-async fn queues(client: &impl GenericClient) -> Result<BTreeMap<Name, QueueConfig>, Error> {
+/// Every queue's config.
+pub(super) async fn queues(
+    client: &impl GenericClient,
+) -> Result<BTreeMap<Name, QueueConfig>, Error> {
     let mut out = BTreeMap::new();
     for r in client.query("SELECT config::text FROM queues", &[]).await? {
         let config: QueueConfig = serde_json::from_str(r.get(0))

@@ -1,0 +1,1033 @@
+//! The queue on PostgreSQL behind the same calls as the embedded one
+//! ([`crate::queue::Queue`]): every change is decided by the embedded
+//! queue's own rules on the rows it touches ([`super::transact`]), and
+//! committed before it is answered; claims take rows with `SKIP LOCKED`
+//! ([`super::lease`]); reads build a [`State`] of the rows they need.
+//!
+//! Several daemons share one database: long polls wake on this daemon's
+//! own commits at once and on other daemons' at their next tick
+//! ([`super::wake`]), and poll besides; lapsed leases are ended by
+//! whichever daemon holds the maintenance lease ([`super::leader`]),
+//! each expiry decided under the task's row lock, so two leaders at once
+//! end a lease once.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use tokio::sync::Notify;
+use tokio_postgres::error::SqlState;
+
+use super::lease::{self, ClaimAsk};
+use super::viewer::Grants;
+use super::{Database, Error, leader, tasks, transact, wake};
+use crate::auth::token::new_handle;
+use crate::queue::decide::{Enqueue, Submit};
+use crate::queue::machine::{SplitLimits, State, Transition};
+use crate::queue::query::{Filter, TaskSnap};
+use crate::queue::shelf::Sight;
+use crate::queue::table::TaskTable;
+use crate::queue::{
+    Attempt, Bulk, BulkAction, Claimed, EnqueueError, Enqueued, Event, Handover, JournalError,
+    LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, SubmitError, SubmitInput,
+    TaskCallError, TaskId, TaskSpec, TaskState, task,
+};
+use crate::store::envelope::{TaskFacts, Viewer};
+use crate::store::{Name, Pin, Sha256, Store};
+
+/// How often a long poll looks again without a wake-up (another
+/// daemon's listener lost, a delayed retry coming due).
+const POLL_EVERY: Duration = Duration::from_millis(500);
+
+/// How often the maintenance leader looks for lapsed leases.
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+
+/// How long the maintenance lease lasts unless renewed.
+pub const LEADER_TTL: Duration = Duration::from_secs(5);
+
+/// The lapsed leases one sweep ends at most.
+const SWEEP_BATCH: i64 = 256;
+
+/// Times a change that lost a race (a concurrent enqueue with the same
+/// idempotency key, a deadlock) is decided again before it gives up.
+const RACES: usize = 3;
+
+/// The shared backend's handle: cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Shared {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: Database,
+    store: Store,
+    limits: SplitLimits,
+    /// This daemon's own commits (long polls wake at once).
+    ready: Notify,
+    /// Other daemons' commits, heard at their next tick.
+    heard: Option<Arc<Notify>>,
+    ticker: wake::Ticker,
+    polls_ended: AtomicBool,
+    observers: OnceLock<Vec<Arc<dyn Observer>>>,
+    /// The sequence numbers observers are told (this daemon's commits).
+    told: AtomicU64,
+    /// This daemon's name in the leader row.
+    holder: String,
+}
+
+/// What a decision answered without a change to commit.
+enum Settled<T, E> {
+    /// An answer with nothing to write.
+    Answer(T),
+    /// A refusal.
+    Refused(E),
+}
+
+impl Shared {
+    /// Writes under `store`'s root the receipt objects it lacks (a
+    /// receipt's durable copy is its row, and its object is written after
+    /// the commit, so a daemon killed in between lacks it): what the
+    /// journal's replay does for the embedded queue. Answers how many.
+    pub async fn restore_receipts(db: &Database, store: &Store) -> Result<usize, Error> {
+        let client = db.client().await?;
+        let shas: Vec<Vec<u8>> = client
+            .query("SELECT sha256 FROM receipts", &[])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let check = store.clone();
+        let missing: Vec<Vec<u8>> = tokio::task::spawn_blocking(move || {
+            shas.into_iter()
+                .filter(|s| super::sha256(s).is_ok_and(|sha| !check.objects().has(&sha)))
+                .collect()
+        })
+        .await
+        .expect("checking objects does not panic");
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let rows = client
+            .query(
+                "SELECT sha256, body FROM receipts WHERE sha256 = ANY($1)",
+                &[&missing],
+            )
+            .await?;
+        for r in &rows {
+            let sha = super::sha256(r.get(0))?;
+            let body: Vec<u8> = r.get(1);
+            if Sha256::of(&body) != sha {
+                return Err(Error::Corrupt(format!(
+                    "receipt {sha} does not hash to its name"
+                )));
+            }
+            store.put_object_later(sha, body);
+        }
+        Ok(rows.len())
+    }
+
+    /// Starts the backend on a migrated database: listens for other
+    /// daemons' wake-ups (or only polls, when the listener cannot start)
+    /// and ticks its own.
+    pub async fn start(db: Database, store: Store, limits: SplitLimits) -> Shared {
+        let heard = match wake::listen(&db, wake::EVENTS).await {
+            Ok(n) => Some(n),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for other daemons' changes; long polls look every 500 ms");
+                None
+            }
+        };
+        let ticker = wake::Ticker::start(db.clone(), wake::EVENTS, wake::TICK);
+        Shared {
+            inner: Arc::new(Inner {
+                db,
+                store,
+                limits,
+                ready: Notify::new(),
+                heard,
+                ticker,
+                polls_ended: AtomicBool::new(false),
+                observers: OnceLock::new(),
+                told: AtomicU64::new(0),
+                holder: format!("{}-{}", std::process::id(), task::new_lease_id().0),
+            }),
+        }
+    }
+
+    /// Where the database is (without its password).
+    pub fn at(&self) -> &str {
+        self.inner.db.at()
+    }
+
+    /// Whether the database answers now.
+    pub async fn health(&self) -> Result<(), JournalError> {
+        let client = self.inner.db.client().await.map_err(unavailable)?;
+        client
+            .simple_query("SELECT 1")
+            .await
+            .map_err(|e| unavailable(e.into()))?;
+        Ok(())
+    }
+
+    /// Has `observers` told of every change this daemon commits.
+    pub fn observe(&self, observers: Vec<Arc<dyn Observer>>) {
+        let _ = self.inner.observers.set(observers);
+    }
+
+    /// Ends long polls for good.
+    pub fn end_long_polls(&self) {
+        self.inner.polls_ended.store(true, Ordering::SeqCst);
+        self.inner.ready.notify_waiters();
+    }
+
+    /// Tells the observers of a committed change (durable: the commit
+    /// returned), wakes this daemon's long polls, and other daemons' at
+    /// the next tick.
+    fn told(&self, made: &[(Event, Vec<Transition>)]) {
+        if let Some(observers) = self.inner.observers.get() {
+            for (event, moved) in made {
+                let seq = self.inner.told.fetch_add(1, Ordering::SeqCst) + 1;
+                for o in observers {
+                    o.committed(seq, event, moved);
+                    o.synced(seq, 1, Duration::ZERO);
+                }
+            }
+        }
+        self.inner.ready.notify_waiters();
+        self.inner.ticker.committed();
+    }
+
+    /// Tells the observers how long `op`'s transaction (or statement)
+    /// took since `since`: what the embedded queue reports as its lock
+    /// hold.
+    fn held(&self, op: Op, since: Instant) {
+        let took = since.elapsed();
+        for o in self.inner.observers.get().into_iter().flatten() {
+            o.held(op, took);
+        }
+    }
+
+    /// Decides one change on the family of `ids` and commits it, then
+    /// reads what `then` needs from the state after it; an answer with
+    /// nothing to change (`Settled`) commits nothing.
+    async fn change<T, U, E>(
+        &self,
+        op: Op,
+        ids: &[TaskId],
+        decide: impl FnOnce(&State, Timestamp) -> Result<(Event, T), Settled<U, E>>,
+        then: impl FnOnce(&State, T) -> U,
+    ) -> Result<Result<U, E>, JournalError> {
+        let limits = self.inner.limits;
+        let since = Instant::now();
+        let decided = transact::decide(&self.inner.db, limits, ids, decide, then).await;
+        self.held(op, since);
+        match decided {
+            Ok(Ok(d)) => {
+                self.told(&d.made);
+                Ok(Ok(d.out))
+            }
+            Ok(Err(Settled::Answer(out))) => Ok(Ok(out)),
+            Ok(Err(Settled::Refused(e))) => Ok(Err(e)),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// [`Shared::change`] for a call on one task whose refusals are its
+    /// own error type.
+    async fn on_task<T, U, E: From<JournalError>>(
+        &self,
+        op: Op,
+        id: TaskId,
+        decide: impl FnOnce(&State, Timestamp) -> Result<(Event, T), E>,
+        then: impl FnOnce(&State, T) -> U,
+    ) -> Result<U, E> {
+        self.change(
+            op,
+            &[id],
+            |st, now| decide(st, now).map_err(Settled::Refused),
+            then,
+        )
+        .await?
+    }
+
+    /// Runs `f` on a state of the tasks `ids`, their parents, children
+    /// and upstream tasks, and every queue, as they are now.
+    pub async fn look<T>(
+        &self,
+        ids: &[TaskId],
+        f: impl FnOnce(&State) -> T,
+    ) -> Result<T, JournalError> {
+        let since = Instant::now();
+        let st = self.near(ids).await.map_err(unavailable)?;
+        self.held(Op::Peek, since);
+        Ok(f(&st))
+    }
+
+    /// Runs `f` on a state of every task and queue (listings, counts and
+    /// the start's audits: they read every row).
+    pub async fn all<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
+        let since = Instant::now();
+        let st = self.everything().await.map_err(unavailable)?;
+        self.held(Op::Query, since);
+        Ok(f(&st))
+    }
+
+    async fn near(&self, ids: &[TaskId]) -> Result<State, Error> {
+        let client = self.inner.db.client().await?;
+        let now = db_now(&**client).await?;
+        let found = tasks::load(&**client, ids, false).await?;
+        let mut more: Vec<TaskId> = found
+            .iter()
+            .flat_map(|t| {
+                t.parent
+                    .into_iter()
+                    .chain(t.children.iter().copied())
+                    .chain(t.spec.depends_on.iter().copied())
+            })
+            .filter(|id| !ids.contains(id))
+            .collect();
+        let found = if more.is_empty() {
+            found
+        } else {
+            more.extend(ids);
+            more.sort_unstable();
+            more.dedup();
+            tasks::load(&**client, &more, false).await?
+        };
+        let queues = queues(&**client).await?;
+        Ok(restore(queues, found, self.inner.limits, now))
+    }
+
+    async fn everything(&self) -> Result<State, Error> {
+        let client = self.inner.db.client().await?;
+        let now = db_now(&**client).await?;
+        let ids: Vec<TaskId> = client
+            .query("SELECT id FROM tasks", &[])
+            .await?
+            .iter()
+            .map(|r| TaskId(r.get::<_, i64>(0) as u64))
+            .collect();
+        let found = tasks::load(&**client, &ids, false).await?;
+        let queues = queues(&**client).await?;
+        Ok(restore(queues, found, self.inner.limits, now))
+    }
+
+    /// Provisions or reconfigures a queue; true when it is new.
+    pub async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
+        let now = self.look(&[], |st| {
+            st.decide_queue(config.clone())
+                .map(|ev| (ev, !st.queues.contains_key(&config.name)))
+        });
+        let (event, created) = now.await??;
+        let since = Instant::now();
+        let provisioned = transact::provision(&self.inner.db, &config).await;
+        self.held(Op::Queue, since);
+        provisioned.map_err(unavailable)?;
+        self.told(&[(event, Vec::new())]);
+        Ok(created)
+    }
+
+    /// Enqueues the specs in one transaction, with their upstream tasks
+    /// and any task with one of their idempotency keys locked; each has
+    /// its own outcome, as in the embedded queue.
+    pub async fn enqueue_many(
+        &self,
+        specs: Vec<TaskSpec>,
+        viewer: &Viewer,
+        source_pack: Option<&Name>,
+        dry_run: bool,
+    ) -> Result<Vec<Result<Enqueued, EnqueueError>>, JournalError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut ids: Vec<TaskId> = specs
+                .iter()
+                .flat_map(|s| s.depends_on.iter().copied())
+                .collect();
+            ids.extend(self.keyed(&specs, &viewer.key).await?);
+            ids.sort_unstable();
+            ids.dedup();
+            let specs = specs.clone();
+            let since = Instant::now();
+            let decided = transact::run(&self.inner.db, self.inner.limits, &ids, |step, now| {
+                let mut out = Vec::with_capacity(specs.len());
+                for spec in specs {
+                    let draw = &mut TaskId::random;
+                    let st = step.state();
+                    out.push(
+                        match st.decide_enqueue(spec, source_pack, now, viewer, draw) {
+                            Ok(Enqueue::Existing(id)) => {
+                                Ok(Enqueued::Existing(id, st.tasks[&id].state))
+                            }
+                            Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
+                            Ok(Enqueue::New(ev, id)) => {
+                                step.apply(ev);
+                                let state = step.state().tasks.get(&id).map(|t| t.state);
+                                Ok(Enqueued::Created(id, state.unwrap_or(TaskState::Queued)))
+                            }
+                            Err(e) => Err(e),
+                        },
+                    );
+                }
+                Ok::<_, std::convert::Infallible>(out)
+            })
+            .await;
+            self.held(Op::Enqueue, since);
+            match decided {
+                Ok(Ok(d)) => {
+                    self.told(&d.made);
+                    return Ok(d.out);
+                }
+                Ok(Err(never)) => match never {},
+                Err(e) if tries < RACES && lost_race(&e) => continue,
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    }
+
+    /// The tasks `key` enqueued with one of the idempotency keys of
+    /// `specs` in their namespaces.
+    async fn keyed(&self, specs: &[TaskSpec], key: &Name) -> Result<Vec<TaskId>, JournalError> {
+        let (namespaces, keys): (Vec<&str>, Vec<&str>) = specs
+            .iter()
+            .filter_map(|s| Some((s.namespace.as_str(), s.idempotency_key.as_deref()?)))
+            .unzip();
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.inner.db.client().await.map_err(unavailable)?;
+        let rows = client
+            .query(
+                "SELECT t.id FROM tasks t JOIN unnest($1::text[], $2::text[]) AS k(ns, key) \
+                 ON t.namespace = k.ns AND t.idempotency_key = k.key WHERE t.requester = $3",
+                &[&namespaces, &keys, &key.as_str()],
+            )
+            .await
+            .map_err(|e| unavailable(e.into()))?;
+        Ok(rows
+            .iter()
+            .map(|r| TaskId(r.get::<_, i64>(0) as u64))
+            .collect())
+    }
+
+    /// The (task, attempt) a worker handle stands for.
+    pub async fn handle(&self, handle: &str) -> Result<Option<(TaskId, Attempt)>, JournalError> {
+        let client = self.inner.db.client().await.map_err(unavailable)?;
+        let row = client
+            .query_opt(
+                "SELECT task_id, attempt FROM handles WHERE handle = $1",
+                &[&handle],
+            )
+            .await
+            .map_err(|e| unavailable(e.into()))?;
+        Ok(row.map(|r| {
+            (
+                TaskId(r.get::<_, i64>(0) as u64),
+                Attempt(r.get::<_, i32>(1) as u32),
+            )
+        }))
+    }
+
+    /// Claims the next task (see [`Queue::claim_next`]); `queue_handle`
+    /// is the handle its handover releases through.
+    pub async fn claim_next(
+        &self,
+        queue_handle: &Queue,
+        queue: &Name,
+        kinds: Option<&[Name]>,
+        viewer: &Viewer,
+        wait: Duration,
+    ) -> Result<Option<Claimed>, TaskCallError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let grants = Arc::new(Grants::of(viewer));
+        let kinds: Option<Vec<String>> =
+            kinds.map(|ks| ks.iter().map(|k| k.as_str().to_string()).collect());
+        loop {
+            let mine = self.inner.ready.notified();
+            tokio::pin!(mine);
+            mine.as_mut().enable();
+            let theirs = self.inner.heard.as_ref().map(|n| n.notified());
+            if self.inner.polls_ended.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let ask = ClaimAsk {
+                queue: queue.clone(),
+                grants: grants.clone(),
+                holder: viewer.key.clone(),
+                kinds: kinds.clone(),
+                leases: vec![(task::new_lease_id(), new_handle())],
+            };
+            let since = Instant::now();
+            let rows = lease::claim_many(&self.inner.db, vec![ask]).await;
+            self.held(Op::Claim, since);
+            let rows = rows.map_err(unavailable)?;
+            if let Some(row) = rows.into_iter().flatten().next() {
+                return Ok(Some(self.claimed(queue_handle, row, viewer).await?));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let theirs = async {
+                match theirs {
+                    Some(n) => n.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = &mut mine => {}
+                () = theirs => {}
+                () = tokio::time::sleep_until(deadline.min(now + POLL_EVERY)) => {}
+            }
+        }
+    }
+
+    /// The answer of a claim the claim statement made.
+    async fn claimed(
+        &self,
+        queue_handle: &Queue,
+        row: lease::ClaimedRow,
+        viewer: &Viewer,
+    ) -> Result<Claimed, JournalError> {
+        let handover = Handover::new(queue_handle.clone(), row.id, &row.lease);
+        let st = self.near(&[row.id]).await.map_err(unavailable)?;
+        let t = st.tasks.get(&row.id).ok_or_else(|| {
+            unavailable(Error::Corrupt(format!(
+                "task {} was claimed but cannot be read back",
+                row.id
+            )))
+        })?;
+        let lease = t.lease.as_deref().cloned().ok_or_else(|| {
+            unavailable(Error::Corrupt(format!(
+                "task {} was claimed but has no lease",
+                row.id
+            )))
+        })?;
+        let event = Event::Claimed {
+            id: row.id,
+            lease: lease.clone(),
+            at: Timestamp::now(),
+        };
+        let moved = [Transition {
+            id: row.id,
+            from: Some(TaskState::Queued),
+            to: TaskState::Claimed,
+            attempt: t.attempt,
+            sight: Sight::of(t),
+        }];
+        self.told(&[(event, moved.to_vec())]);
+        Ok(Claimed {
+            task: st.snapshot(t, viewer),
+            lease,
+            handover,
+        })
+    }
+
+    /// Claims task `id` for `viewer`.
+    pub async fn claim(
+        &self,
+        queue_handle: &Queue,
+        id: TaskId,
+        viewer: &Viewer,
+    ) -> Result<Claimed, TaskCallError> {
+        let fresh = (task::new_lease_id(), new_handle());
+        self.on_task(
+            Op::Claim,
+            id,
+            |st, now| Ok((st.decide_claim(id, &viewer.key, fresh.0, fresh.1, now)?, ())),
+            |st, ()| {
+                let t = &st.tasks[&id];
+                let lease = t.lease.as_deref().cloned().expect("just claimed");
+                Claimed {
+                    handover: Handover::new(queue_handle.clone(), id, &lease.id),
+                    task: st.snapshot(t, viewer),
+                    lease,
+                }
+            },
+        )
+        .await
+    }
+
+    /// Releases a lease whose claim was never handed over, in the
+    /// background (nobody waits for it).
+    pub fn release_undelivered(&self, id: TaskId, lease: &LeaseId) {
+        let (me, lease) = (self.clone(), lease.clone());
+        tokio::spawn(async move {
+            let released = me
+                .on_task(
+                    Op::Release,
+                    id,
+                    |st, now| {
+                        Ok::<_, TaskCallError>((st.decide_release(id, &lease, None, now)?, ()))
+                    },
+                    |_, ()| (),
+                )
+                .await;
+            match released {
+                Ok(()) => {
+                    tracing::info!(task = %id, "claim abandoned before its answer was handed over; lease released")
+                }
+                Err(e) => tracing::debug!(task = %id, error = %e, "abandoned claim not released"),
+            }
+        });
+    }
+
+    /// Extends a live lease held by `by`; returns the new expiry.
+    pub async fn heartbeat(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        by: &Name,
+    ) -> Result<Timestamp, TaskCallError> {
+        self.on_task(
+            Op::Heartbeat,
+            id,
+            |st, now| {
+                let ev = st.decide_heartbeat(id, lease_id, by, now)?;
+                let Event::Heartbeat { expires_at, .. } = &ev else {
+                    unreachable!("heartbeat")
+                };
+                let at = *expires_at;
+                Ok((ev, at))
+            },
+            |_, at| at,
+        )
+        .await
+    }
+
+    /// Returns a claimed task to the queue.
+    pub async fn release(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        by: Option<&Name>,
+    ) -> Result<TaskState, TaskCallError> {
+        self.on_task(
+            Op::Release,
+            id,
+            |st, now| Ok((st.decide_release(id, lease_id, by, now)?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
+    }
+
+    /// Submits a result under a live lease; durable when it returns. The
+    /// receipt is a row, and an object under this daemon's root too.
+    pub async fn submit(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+    ) -> Result<(Sha256, bool, TaskState), SubmitError> {
+        let decided = self
+            .change(
+                Op::Submit,
+                &[id],
+                |st, now| match st.decide_submit(id, lease_id, input, by, now) {
+                    Err(e) => Err(Settled::Refused(e)),
+                    Ok(Submit::Existing(id)) => {
+                        let t = &st.tasks[&id];
+                        let sha = t.submission.as_ref().expect("submitted").receipt;
+                        Err(Settled::Answer((sha, false, t.state, None)))
+                    }
+                    Ok(Submit::New { event, receipt }) => {
+                        let Event::Submitted { receipt_sha256, .. } = &event else {
+                            unreachable!("submit")
+                        };
+                        let sha = *receipt_sha256;
+                        Ok((event, (sha, receipt)))
+                    }
+                },
+                |st, (sha, receipt)| (sha, true, st.tasks[&id].state, Some(receipt)),
+            )
+            .await??;
+        let (sha, created, state, receipt) = decided;
+        if let Some(receipt) = receipt {
+            self.inner.store.put_object_later(sha, receipt);
+        }
+        Ok((sha, created, state))
+    }
+
+    /// Parks a claimed task held by `by`.
+    pub async fn park(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        by: &Name,
+        park: Park,
+    ) -> Result<TaskState, TaskCallError> {
+        self.on_task(
+            Op::Park,
+            id,
+            |st, now| Ok((st.decide_park(id, lease_id, by, park, now)?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
+    }
+
+    /// Resumes a parked task with a new input pin.
+    pub async fn resume(
+        &self,
+        id: TaskId,
+        input_ref: Pin,
+        by: &Name,
+    ) -> Result<TaskState, TaskCallError> {
+        self.on_task(
+            Op::Resume,
+            id,
+            |st, now| Ok((st.decide_resume(id, input_ref, by, now)?, ())),
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
+    }
+
+    /// Splits a claimed task into children; their upstream tasks are
+    /// locked with it.
+    pub async fn split(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        by: &Name,
+        children: Vec<TaskSpec>,
+        within: &Viewer,
+    ) -> Result<Vec<TaskId>, SplitError> {
+        let mut ids: Vec<TaskId> = children
+            .iter()
+            .flat_map(|c| c.depends_on.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.push(id);
+        self.change(
+            Op::Split,
+            &ids,
+            |st, now| {
+                let draw = &mut TaskId::random;
+                let ev = st
+                    .decide_split(id, lease_id, by, children, within, draw, now)
+                    .map_err(Settled::Refused)?;
+                let Event::Split { children, .. } = &ev else {
+                    unreachable!("split")
+                };
+                let ids: Vec<TaskId> = children.iter().map(|c| c.id).collect();
+                Ok((ev, ids))
+            },
+            |_, ids| ids,
+        )
+        .await?
+    }
+
+    /// Cancels a task and its live descendants (see [`Queue::cancel`]).
+    pub async fn cancel(
+        &self,
+        id: TaskId,
+        by: &Name,
+        only: Option<&[TaskState]>,
+    ) -> Result<TaskState, TaskCallError> {
+        self.on_task(
+            Op::Cancel,
+            id,
+            |st, now| {
+                let state = st.task(id)?.state;
+                if only.is_some_and(|states| !states.contains(&state)) {
+                    return Err(TaskCallError::InvalidState {
+                        state,
+                        action: "cancel",
+                    });
+                }
+                Ok((st.decide_cancel(id, by, now)?, ()))
+            },
+            |st, ()| st.tasks[&id].state,
+        )
+        .await
+    }
+
+    /// Queues a failed or cancelled task again.
+    pub async fn retry(
+        &self,
+        id: TaskId,
+        by: &Name,
+    ) -> Result<(TaskState, Attempt), TaskCallError> {
+        self.on_task(
+            Op::Retry,
+            id,
+            |st, now| Ok((st.decide_retry(id, by, now)?, ())),
+            |st, ()| (st.tasks[&id].state, st.tasks[&id].attempt),
+        )
+        .await
+    }
+
+    /// Retries or cancels what `filter` selects (see [`Queue::bulk`]):
+    /// selected on a state of every task, each then changed in a
+    /// transaction of its own (one that changed meanwhile is left).
+    pub async fn bulk(
+        &self,
+        action: BulkAction,
+        viewer: &Viewer,
+        filter: &Filter,
+        limit: usize,
+        dry_run: bool,
+    ) -> Result<Bulk, JournalError> {
+        let takes = |st: &State, v: crate::queue::shelf::ShelfView<'_>| {
+            filter.selects(viewer, v)
+                && action.takes(v.state)
+                && viewer.may_end(&v.sight.facts(st.is_server(&v.sight.queue)))
+        };
+        let (matched, selected) = self
+            .all(|st| {
+                let matched = st.count_where(|v| takes(st, v));
+                let limit = if dry_run { 0 } else { limit };
+                let ids: Vec<TaskId> = st
+                    .ids_where(|v| takes(st, v), None, limit)
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect();
+                (matched, ids)
+            })
+            .await?;
+        let mut done = Vec::new();
+        for id in selected {
+            let changed = self
+                .on_task(
+                    Op::Bulk,
+                    id,
+                    |st, now| {
+                        if !action.takes(st.task(id)?.state) {
+                            return Err(TaskCallError::InvalidState {
+                                state: st.tasks[&id].state,
+                                action: "bulk",
+                            });
+                        }
+                        let ev = match action {
+                            BulkAction::Retry => st.decide_retry(id, &viewer.key, now),
+                            BulkAction::Cancel => st.decide_cancel(id, &viewer.key, now),
+                        }?;
+                        Ok((ev, ()))
+                    },
+                    |st, ()| {
+                        let t = &st.tasks[&id];
+                        (t.id, t.state, t.attempt)
+                    },
+                )
+                .await;
+            match changed {
+                Ok(d) => done.push(d),
+                Err(TaskCallError::Journal(e)) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        let remaining = self.all(|st| st.count_where(|v| takes(st, v))).await?;
+        Ok(Bulk {
+            matched,
+            done,
+            remaining,
+        })
+    }
+
+    /// Records a staged part for the live attempt of `id`.
+    pub async fn stage(
+        &self,
+        id: TaskId,
+        attempt: Attempt,
+        name: String,
+        sha256: Sha256,
+    ) -> Result<(), TaskCallError> {
+        self.on_task(
+            Op::Stage,
+            id,
+            |st, now| Ok((st.decide_stage(id, attempt, name, sha256, now)?, ())),
+            |_, ()| (),
+        )
+        .await
+    }
+
+    /// Task `id` as `viewer` sees it, after `rule` allowed its facts.
+    pub async fn task<E>(
+        &self,
+        id: TaskId,
+        viewer: &Viewer,
+        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
+    ) -> Result<TaskSnap, E>
+    where
+        E: From<TaskCallError> + From<JournalError>,
+    {
+        self.look(&[id], |st| {
+            let t = st.task(id)?;
+            rule(&st.facts(t))?;
+            Ok(st.snapshot(t, viewer))
+        })
+        .await?
+    }
+
+    /// Every queue's tasks per state, zeros included.
+    pub async fn task_counts(&self) -> Result<Vec<(Name, Vec<(TaskState, u64)>)>, JournalError> {
+        let rows = async {
+            let client = self.inner.db.client().await?;
+            let queues = queues(&**client).await?;
+            let counts = client
+                .query(
+                    "SELECT queue, state, count(*) FROM tasks GROUP BY queue, state",
+                    &[],
+                )
+                .await?;
+            Ok::<_, Error>((queues, counts))
+        };
+        let (queues, counts) = rows.await.map_err(unavailable)?;
+        Ok(queues
+            .into_keys()
+            .map(|q| {
+                let per = TaskState::ALL
+                    .iter()
+                    .map(|s| {
+                        let n = counts
+                            .iter()
+                            .find(|r| {
+                                r.get::<_, &str>(0) == q.as_str()
+                                    && r.get::<_, &str>(1) == s.as_str()
+                            })
+                            .map_or(0, |r| r.get::<_, i64>(2) as u64);
+                        (*s, n)
+                    })
+                    .collect();
+                (q, per)
+            })
+            .collect())
+    }
+
+    /// While this daemon holds the maintenance lease, ends lapsed leases
+    /// every 250 ms until `stop` resolves; then gives the lease up.
+    pub async fn sweep_until(&self, stop: impl std::future::Future<Output = ()>) {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        let mut term = None;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => term = self.maintain(term).await,
+                () = &mut stop => break,
+            }
+        }
+        if let Some(t) = term {
+            let _ = leader::resign(&self.inner.db, "maintenance", &self.inner.holder, t).await;
+        }
+    }
+
+    /// One round of maintenance: renews (or takes) the lease, and while
+    /// it is held, ends lapsed leases. Answers the term held.
+    async fn maintain(&self, held: Option<i64>) -> Option<i64> {
+        let holder = &self.inner.holder;
+        let term = match leader::acquire(&self.inner.db, "maintenance", holder, LEADER_TTL).await {
+            Ok(Some(t)) => t,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reach the queue database for maintenance; retrying");
+                return None;
+            }
+        };
+        if held != Some(term.term) {
+            tracing::info!(
+                term = term.term,
+                "this daemon leads the queue's maintenance"
+            );
+        }
+        if let Err(e) = self.expire().await {
+            tracing::warn!(error = %e, "ending lapsed leases failed; retrying");
+        }
+        Some(term.term)
+    }
+
+    /// Ends the leases that have lapsed on the database's clock, each
+    /// decided again under its row lock (a renewed or ended lease is
+    /// left alone).
+    async fn expire(&self) -> Result<(), JournalError> {
+        let lapsed: Vec<TaskId> = {
+            let client = self.inner.db.client().await.map_err(unavailable)?;
+            client
+                .query(
+                    "SELECT id FROM tasks WHERE state = 'claimed' AND lease_expires <= now() \
+                     ORDER BY lease_expires LIMIT $1",
+                    &[&SWEEP_BATCH],
+                )
+                .await
+                .map_err(|e| unavailable(e.into()))?
+                .iter()
+                .map(|r| TaskId(r.get::<_, i64>(0) as u64))
+                .collect()
+        };
+        for id in lapsed {
+            let ended = self
+                .change(
+                    Op::Sweep,
+                    &[id],
+                    |st, now| {
+                        let ev = st
+                            .decide_expiries(now)
+                            .into_iter()
+                            .find(|ev| matches!(ev, Event::Released { id: e, .. } if *e == id));
+                        match ev {
+                            Some(ev) => Ok((ev, ())),
+                            None => Err(Settled::<_, std::convert::Infallible>::Answer(None)),
+                        }
+                    },
+                    |st, ()| Some(st.tasks[&id].attempt),
+                )
+                .await?;
+            if let Ok(Some(attempt)) = ended {
+                tracing::info!(task = %id, attempt = attempt.0, "lease expired");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A state of `found` (each once, in the order they were made) and
+/// `queues` at `now`.
+fn restore(
+    queues: BTreeMap<Name, QueueConfig>,
+    found: Vec<crate::queue::Task>,
+    limits: SplitLimits,
+    now: Timestamp,
+) -> State {
+    let mut table = TaskTable::with_capacity(found.len());
+    for t in found {
+        table.push(t);
+    }
+    State::restore(queues, table, Default::default(), limits, now)
+}
+
+async fn db_now(client: &impl tokio_postgres::GenericClient) -> Result<Timestamp, Error> {
+    let us: i64 = client
+        .query_one("SELECT to_micros(now())", &[])
+        .await?
+        .get(0);
+    super::time(us)
+}
+
+async fn queues(
+    client: &impl tokio_postgres::GenericClient,
+) -> Result<BTreeMap<Name, QueueConfig>, Error> {
+    transact::queues(client).await
+}
+
+/// Whether a change failed only because it lost a race it can win on
+/// a second try: a concurrent insert of the same idempotency key, a
+/// deadlock, a serialization failure.
+fn lost_race(e: &Error) -> bool {
+    let Error::Statement(e) = e else { return false };
+    [
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::T_R_DEADLOCK_DETECTED,
+        SqlState::T_R_SERIALIZATION_FAILURE,
+    ]
+    .iter()
+    .any(|c| e.code() == Some(c))
+}
+
+/// A database failure, as the queue's callers are told it.
+fn unavailable(e: Error) -> JournalError {
+    JournalError::Unavailable(e.to_string())
+}
