@@ -103,13 +103,7 @@ async fn fsck_finds_a_ctx_dir_that_differs_from_its_receipt() {
     // a ctx-dir against a written receipt.
     t.d.restart().await;
     t.d.stop().await;
-    let fsck = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["fsck", "--root"])
-            .arg(t.d.root())
-            .output()
-            .unwrap()
-    };
+    let fsck = || support::offline(&["fsck"], t.d.root());
     let clean = fsck();
     assert_eq!(
         clean.status.code(),

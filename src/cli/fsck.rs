@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use crate::auth::check::{self, Expected};
 use crate::config::QueueLimits;
 use crate::queue::offline;
-use crate::queue::{Brief, OnFinding, Receipt, Walk};
+use crate::queue::{Brief, OnFinding, Receipt, Walk, pg};
 use crate::store::fsck::Report;
 use crate::store::object::object_path;
 use crate::store::{Access, Name, Pin, Sha256, Store, fsck};
@@ -24,10 +24,11 @@ use crate::worker::audit;
 /// Unreferenced objects listed one by one before the rest are counted.
 const LISTED: usize = 20;
 
-/// Checks the root; exit 1 when any problem is found.
-pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
+/// Checks the root, and the queue in the database at `queue_url` when
+/// given (else the root's journal); exit 1 when any problem is found.
+pub fn run(root: &Path, queue_url: Option<&str>) -> anyhow::Result<ExitCode> {
     let store = Store::open(root, Access::ReadOnly)?;
-    let survey = survey(&store)?;
+    let survey = survey(&store, queue_url)?;
     let mut problems = survey.problems;
     let mut notes = Vec::new();
     match &survey.lost {
@@ -50,9 +51,13 @@ pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
         println!("{note}");
     }
     println!(
-        "checked {} objects, {} noun refs, the journal, {} receipts and auth/: {}",
+        "checked {} objects, {} noun refs, {}, {} receipts and auth/: {}",
         survey.report.objects,
         survey.report.refs,
+        match queue_url {
+            None => "the journal",
+            Some(_) => "the queue database",
+        },
         survey.receipts,
         match problems.len() {
             0 => "clean".to_string(),
@@ -80,26 +85,16 @@ pub(super) struct Survey {
     pub lost: Option<Vec<(Sha256, u64)>>,
 }
 
-/// Checks everything `tessera fsck` checks.
-pub(super) fn survey(store: &Store) -> anyhow::Result<Survey> {
+/// Checks everything `tessera fsck` checks: the root, and the queue in
+/// the database at `queue_url` when given, else the root's journal.
+pub(super) fn survey(store: &Store, queue_url: Option<&str>) -> anyhow::Result<Survey> {
     let report = fsck::check(store)?;
     let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     let mut seen = Seen::default();
-    match offline::replay(
-        store,
-        QueueLimits::default().split_limits(),
-        OnFinding::Report,
-    ) {
-        Err(e) => {
-            problems.push(e.to_string());
-            seen.partial = true;
-        }
-        Ok(replayed) => {
-            seen.partial |= replayed.finding.is_some();
-            problems.extend(replayed.finding.as_ref().map(|f| f.to_string()));
-            let receipts = &replayed.recovery.journal_receipts;
-            seen.tasks(store, &report, replayed.walk(), receipts, &mut problems);
-        }
+    if let Some(url) = queue_url {
+        shared_tasks(store, url, &report, &mut seen, &mut problems)?;
+    } else {
+        journal_tasks(store, &report, &mut seen, &mut problems);
     }
     for (id, file) in &report.writers {
         if let Ok(id) = Name::parse("key_id", id) {
@@ -118,6 +113,67 @@ pub(super) fn survey(store: &Store) -> anyhow::Result<Survey> {
         receipts: seen.receipts,
         lost,
     })
+}
+
+/// What the queue database's tasks and receipts name: every receipt's
+/// durable copy is its row, so one whose object this root lacks is
+/// written at the next start, as a journal record's is.
+fn shared_tasks(
+    store: &Store,
+    url: &str,
+    report: &Report,
+    seen: &mut Seen,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    shared_walk(store, url, |walk, rows| {
+        seen.tasks(store, report, walk, rows, problems)
+    })
+}
+
+/// Runs `f` on every task of the queue in the database at `url` (read
+/// only), with the hash of every receipt it holds.
+pub(super) fn shared_walk<T>(
+    store: &Store,
+    url: &str,
+    f: impl FnOnce(Walk<'_>, &hashbrown::HashSet<Sha256>) -> T,
+) -> anyhow::Result<T> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let db = pg::Database::connect(url).await?;
+        let plan = pg::schema::plan(&db).await?;
+        if !plan.pending.is_empty() {
+            anyhow::bail!(
+                "the queue database's schema is at version {}; start the daemon (or run tessera migrate) first",
+                plan.current
+            );
+        }
+        let rows = pg::Shared::receipt_shas(&db).await?;
+        let queue =
+            crate::queue::Queue::shared(db, store, QueueLimits::default().split_limits()).await;
+        Ok(queue.audit(|walk| f(walk, &rows)).await?)
+    })
+}
+
+/// What the root's journal's tasks and receipts name.
+fn journal_tasks(store: &Store, report: &Report, seen: &mut Seen, problems: &mut Vec<String>) {
+    match offline::replay(
+        store,
+        QueueLimits::default().split_limits(),
+        OnFinding::Report,
+    ) {
+        Err(e) => {
+            problems.push(e.to_string());
+            seen.partial = true;
+        }
+        Ok(replayed) => {
+            seen.partial |= replayed.finding.is_some();
+            problems.extend(replayed.finding.as_ref().map(|f| f.to_string()));
+            let receipts = &replayed.recovery.journal_receipts;
+            seen.tasks(store, report, replayed.walk(), receipts, problems);
+        }
+    }
 }
 
 /// What the queue's tasks and receipts name.

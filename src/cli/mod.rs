@@ -51,6 +51,11 @@ pub enum Command {
         /// The root directory.
         #[arg(long, default_value = DEFAULT_ROOT)]
         root: PathBuf,
+        /// The queue's PostgreSQL database, when the daemon keeps the
+        /// queue there (`serve --queue-url`): its tasks and receipts are
+        /// checked instead of the root's journal.
+        #[arg(long, env = "TESSERA_QUEUE_URL")]
+        queue_url: Option<String>,
     },
     /// Show every blocker that stops the daemon from starting; with
     /// `--salvage` keep every journal record before the damage, with
@@ -67,6 +72,10 @@ pub enum Command {
         /// a lost token secret again, move unreferenced objects aside.
         #[arg(long)]
         accept_loss: bool,
+        /// The queue's PostgreSQL database, when the daemon keeps the
+        /// queue there: its tasks say what `auth/` must hold.
+        #[arg(long, env = "TESSERA_QUEUE_URL")]
+        queue_url: Option<String>,
     },
     /// Read and write nouns through a running daemon.
     #[command(subcommand)]
@@ -109,12 +118,13 @@ pub fn run(cli: Cli) -> ExitCode {
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Fsck { root } => fsck::run(&root),
+        Command::Fsck { root, queue_url } => fsck::run(&root, queue_url.as_deref()),
         Command::Recover {
             root,
             salvage,
             accept_loss,
-        } => recover::run(&root, salvage, accept_loss),
+            queue_url,
+        } => recover::run(&root, queue_url.as_deref(), salvage, accept_loss),
         Command::Noun(cmd) => remote::block_on(noun::run(cmd)),
         Command::Key(cmd) => remote::block_on(key::run(cmd)),
         Command::Import(args) => remote::block_on(import::run(args)),

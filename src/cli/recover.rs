@@ -21,7 +21,14 @@ use crate::store::{Access, Store, fsck};
 
 /// Exit 0 when nothing blocks the start (any longer), 1 when a blocker was
 /// found and left as it is, 2 (an error) when it cannot be salvaged.
-pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<ExitCode> {
+/// With `queue_url`, the tasks are read from the queue's database (its
+/// journal is not the root's, so there is nothing to salvage here).
+pub fn run(
+    root: &Path,
+    queue_url: Option<&str>,
+    salvage: bool,
+    accept_loss: bool,
+) -> anyhow::Result<ExitCode> {
     let mut blocked = false;
     let store = Store::open(root, Access::ReadOnly)?;
     let (_, noun_damage) = fsck::noun_log(&store, &mut fsck::Report::default())?;
@@ -31,6 +38,18 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
         println!(
             "the noun log cannot be salvaged here: restore the segment from a backup, or move it out of journal/nouns/ to give up the puts it holds from that record on"
         );
+    }
+    if let Some(url) = queue_url {
+        println!("the queue is in the database at {url}: nothing under journal/ to salvage");
+        let expected =
+            super::fsck::shared_walk(&store, url, |walk, _| crate::daemon::auth_evidence(walk))?;
+        let found = Found {
+            expected,
+            salvaging: false,
+            noun_damaged: noun_damage.is_some(),
+            blocked,
+        };
+        return settle(root, store, queue_url, found, accept_loss);
     }
     let limits = QueueLimits::default().split_limits();
     let replayed = offline::replay(&store, limits, OnFinding::Report)?;
@@ -62,13 +81,51 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
             }
         }
     }
-    let auth: Vec<check::Problem> =
-        check::check(&store, &crate::daemon::auth_evidence(replayed.walk()))?
-            .into_iter()
-            .filter(|p| p.blocks_start)
-            .collect();
+    let found = Found {
+        expected: crate::daemon::auth_evidence(replayed.walk()),
+        salvaging: salvage && replayed.finding.as_ref().is_some_and(|f| f.salvageable),
+        noun_damaged: noun_damage.is_some(),
+        blocked,
+    };
+    drop(replayed);
+    settle(root, store, None, found, accept_loss)
+}
+
+/// What the read-only part of a recovery found.
+struct Found {
+    /// What `auth/` must hold, as the tasks say.
+    expected: check::Expected,
+    /// The journal is damaged, salvageably, and a salvage was asked for.
+    salvaging: bool,
+    /// The noun log is damaged.
+    noun_damaged: bool,
+    /// Something blocks the start so far.
+    blocked: bool,
+}
+
+/// The rest of a recovery: the blockers under `auth/`, then, as asked
+/// and when nothing else blocks, the journal salvaged and the loss
+/// accepted (the objects nothing names, on the root and in the queue at
+/// `queue_url` when given, set aside).
+fn settle(
+    root: &Path,
+    store: Store,
+    queue_url: Option<&str>,
+    found: Found,
+    accept_loss: bool,
+) -> anyhow::Result<ExitCode> {
+    let Found {
+        expected,
+        salvaging,
+        noun_damaged,
+        mut blocked,
+    } = found;
+    let auth: Vec<check::Problem> = check::check(&store, &expected)?
+        .into_iter()
+        .filter(|p| p.blocks_start)
+        .collect();
     if auth.is_empty() {
-        println!("auth/: every file the journal names is there");
+        println!("auth/: every file the queue's tasks name is there");
     }
     for problem in &auth {
         println!("damage: {problem}");
@@ -78,21 +135,21 @@ pub fn run(root: &Path, salvage: bool, accept_loss: bool) -> anyhow::Result<Exit
     }
     let accepting = accept_loss && !blocked;
     let lost = if accepting {
-        super::fsck::survey(&store)?.lost
+        super::fsck::survey(&store, queue_url)?.lost
     } else {
         None
     };
     drop(store);
-    let salvaging = salvage && replayed.finding.as_ref().is_some_and(|f| f.salvageable);
     if !salvaging && !accepting {
         return Ok(exit(blocked));
     }
-    if noun_damage.is_some() {
+    if noun_damaged {
         println!("nothing was changed: the noun log must be repaired first");
         return Ok(ExitCode::FAILURE);
     }
     let store = Store::open(root, Access::Exclusive)?;
     if salvaging {
+        let limits = QueueLimits::default().split_limits();
         let replayed = offline::replay(&store, limits, OnFinding::Salvage)?;
         if let Some(finding) = &replayed.finding {
             replayed.compact(&store)?;

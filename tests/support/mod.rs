@@ -40,6 +40,14 @@ macro_rules! assert_status {
     }};
 }
 
+/// Whether the suite runs against the embedded backend (the root's
+/// journal), not PostgreSQL (`TESSERA_TEST_BACKEND=postgres`): what only
+/// the journal has (its files, `recover`, a full disk refusing task
+/// changes) is checked there.
+pub fn embedded() -> bool {
+    std::env::var("TESSERA_TEST_BACKEND").as_deref() != Ok("postgres")
+}
+
 /// A daemon running in this process.
 pub struct TestDaemon {
     /// The temporary root (removed on drop).
@@ -518,9 +526,14 @@ pub fn refused_start(root: &Path) -> String {
 }
 
 /// Runs `tessera ARGS --root ROOT` (an offline command: fsck, recover) to
-/// its end, at most 30 s.
+/// its end, at most 30 s; with the root's queue database on the
+/// PostgreSQL backend.
 pub fn offline(args: &[&str], root: &Path) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+    if let Some(url) = pg::backend_url(root) {
+        command.env("TESSERA_QUEUE_URL", url);
+    }
+    let mut child = command
         .args(args)
         .arg("--root")
         .arg(root)

@@ -92,21 +92,17 @@ impl Shared {
     /// the commit, so a daemon killed in between lacks it): what the
     /// journal's replay does for the embedded queue. Answers how many.
     pub async fn restore_receipts(db: &Database, store: &Store) -> Result<usize, Error> {
-        let client = db.client().await?;
-        let shas: Vec<Vec<u8>> = client
-            .query("SELECT sha256 FROM receipts", &[])
-            .await?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let shas = Shared::receipt_shas(db).await?;
         let check = store.clone();
         let missing: Vec<Vec<u8>> = tokio::task::spawn_blocking(move || {
             shas.into_iter()
-                .filter(|s| super::sha256(s).is_ok_and(|sha| !check.objects().has(&sha)))
+                .filter(|sha| !check.objects().has(sha))
+                .map(|sha| sha.as_bytes().to_vec())
                 .collect()
         })
         .await
         .expect("checking objects does not panic");
+        let client = db.client().await?;
         if missing.is_empty() {
             return Ok(0);
         }
@@ -127,6 +123,17 @@ impl Shared {
             store.put_object_later(sha, body);
         }
         Ok(rows.len())
+    }
+
+    /// The hash of every receipt the database holds.
+    pub async fn receipt_shas(db: &Database) -> Result<hashbrown::HashSet<Sha256>, Error> {
+        let client = db.client().await?;
+        client
+            .query("SELECT sha256 FROM receipts", &[])
+            .await?
+            .iter()
+            .map(|r| super::sha256(r.get(0)))
+            .collect()
     }
 
     /// Starts the backend on a migrated database: listens for other
