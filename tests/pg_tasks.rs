@@ -81,7 +81,7 @@ async fn tasks_read_back_as_they_were_written() {
     let url = pg::fresh_database().await;
     let db = Database::connect(&url).await.unwrap();
     schema::migrate(&db).await.unwrap();
-    let client = pg::connect(&url).await;
+    let client = db.client().await.unwrap();
     client
         .batch_execute("INSERT INTO queues (name, server, config) VALUES ('q1', false, '{}')")
         .await

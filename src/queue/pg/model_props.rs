@@ -255,7 +255,7 @@ fn json_of<T: serde::Serialize>(v: &T) -> serde_json::Value {
 async fn compare(db: &Database, st: &State) -> Result<(), TestCaseError> {
     let ids: Vec<TaskId> = st.tasks.values().map(|t| t.id).collect();
     let client = db.client().await.expect("a connection");
-    let back = tasks::load(&**client, &ids, false)
+    let back = tasks::load(&client, &ids, false)
         .await
         .expect("tasks read back");
     prop_assert_eq!(back.len(), ids.len());

@@ -27,7 +27,7 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 2,
-        name: "tasks in the order they were made",
+        name: "tasks in the order they were made, handles and upstreams by task",
         sql: include_str!("schema/0002_task_order.sql"),
     },
 ];

@@ -284,8 +284,8 @@ impl Shared {
 
     async fn near(&self, ids: &[TaskId]) -> Result<State, Error> {
         let client = self.inner.db.client().await?;
-        let now = db_now(&**client).await?;
-        let found = tasks::load(&**client, ids, false).await?;
+        let now = db_now(&client).await?;
+        let found = tasks::load(&client, ids, false).await?;
         let mut more: Vec<TaskId> = found
             .iter()
             .flat_map(|t| {
@@ -302,23 +302,23 @@ impl Shared {
             more.extend(ids);
             more.sort_unstable();
             more.dedup();
-            tasks::load(&**client, &more, false).await?
+            tasks::load(&client, &more, false).await?
         };
-        let queues = queues(&**client).await?;
+        let queues = queues(&client).await?;
         Ok(restore(queues, found, self.inner.limits, now))
     }
 
     async fn everything(&self) -> Result<State, Error> {
         let client = self.inner.db.client().await?;
-        let now = db_now(&**client).await?;
+        let now = db_now(&client).await?;
         let ids: Vec<TaskId> = client
             .query("SELECT id FROM tasks", &[])
             .await?
             .iter()
             .map(|r| TaskId(r.get::<_, i64>(0) as u64))
             .collect();
-        let found = tasks::load(&**client, &ids, false).await?;
-        let queues = queues(&**client).await?;
+        let found = tasks::load(&client, &ids, false).await?;
+        let queues = queues(&client).await?;
         Ok(restore(queues, found, self.inner.limits, now))
     }
 
@@ -874,7 +874,7 @@ impl Shared {
     pub async fn task_counts(&self) -> Result<Vec<(Name, Vec<(TaskState, u64)>)>, JournalError> {
         let rows = async {
             let client = self.inner.db.client().await?;
-            let queues = queues(&**client).await?;
+            let queues = queues(&client).await?;
             let counts = client
                 .query(
                     "SELECT queue, state, count(*) FROM tasks GROUP BY queue, state",
@@ -1006,16 +1006,16 @@ fn restore(
     State::restore(queues, table, Default::default(), limits, now)
 }
 
-async fn db_now(client: &impl tokio_postgres::GenericClient) -> Result<Timestamp, Error> {
+async fn db_now(client: &impl deadpool_postgres::GenericClient) -> Result<Timestamp, Error> {
     let us: i64 = client
-        .query_one("SELECT to_micros(now())", &[])
+        .query_one(&client.prepare_cached("SELECT to_micros(now())").await?, &[])
         .await?
         .get(0);
     super::time(us)
 }
 
 async fn queues(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl deadpool_postgres::GenericClient,
 ) -> Result<BTreeMap<Name, QueueConfig>, Error> {
     transact::queues(client).await
 }

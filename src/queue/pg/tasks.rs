@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::Error;
@@ -37,12 +37,10 @@ pub struct Counters {
 /// is in ends.
 pub async fn lock(client: &impl GenericClient, ids: &[TaskId]) -> Result<(), Error> {
     let ids: Vec<i64> = ids.iter().map(|i| i.0 as i64).collect();
-    client
-        .query(
-            "SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-            &[&ids],
-        )
+    let statement = client
+        .prepare_cached("SELECT id FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE")
         .await?;
+    client.query(&statement, &[&ids]).await?;
     Ok(())
 }
 
@@ -68,7 +66,7 @@ pub async fn save(
     let id = t.id.0 as i64;
     client
         .execute(
-            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, \
+            &client.prepare_cached("INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, \
                producer_surface, allowed_surfaces, requester, priority, state, not_before, \
                reason, park, attempt, lease_id, lease_holder, lease_expires, parent, depth, \
                idempotency_key, fingerprint, source_pack, spec, children, dropped, \
@@ -83,7 +81,7 @@ pub async fn save(
                spec = EXCLUDED.spec, children = EXCLUDED.children, dropped = EXCLUDED.dropped, \
                updated_at = EXCLUDED.updated_at, \
                blocked = coalesce($29, tasks.blocked), \
-               open_children = coalesce($30, tasks.open_children)",
+               open_children = coalesce($30, tasks.open_children)").await?,
             &[
                 &id,
                 &s.namespace.as_str(),
@@ -123,9 +121,9 @@ pub async fn save(
     if !t.handles.is_empty() {
         client
             .execute(
-                "INSERT INTO handles (handle, task_id, attempt) \
+                &client.prepare_cached("INSERT INTO handles (handle, task_id, attempt) \
                  SELECT h, $2, n::int FROM unnest($1::text[]) WITH ORDINALITY AS x(h, n) \
-                 ON CONFLICT (handle) DO NOTHING",
+                 ON CONFLICT (handle) DO NOTHING").await?,
                 &[&t.handles, &id],
             )
             .await?;
@@ -139,16 +137,16 @@ pub async fn save(
     // against the unique key of the same statement's insert.
     client
         .execute(
-            "DELETE FROM staged WHERE task_id = $1 AND NOT (attempt = $2 AND name = ANY($3))",
+            &client.prepare_cached("DELETE FROM staged WHERE task_id = $1 AND NOT (attempt = $2 AND name = ANY($3))").await?,
             &[&id, &(t.attempt.0 as i32), &names],
         )
         .await?;
     if !names.is_empty() {
         client
             .execute(
-                "INSERT INTO staged (task_id, attempt, name, sha256) \
+                &client.prepare_cached("INSERT INTO staged (task_id, attempt, name, sha256) \
                  SELECT $1, $2, n, s FROM unnest($3::text[], $4::bytea[]) AS x(n, s) \
-                 ON CONFLICT (task_id, attempt, name) DO UPDATE SET sha256 = EXCLUDED.sha256",
+                 ON CONFLICT (task_id, attempt, name) DO UPDATE SET sha256 = EXCLUDED.sha256").await?,
                 &[&id, &(t.attempt.0 as i32), &names, &shas],
             )
             .await?;
@@ -184,8 +182,9 @@ pub async fn load(
          WHERE t.id = ANY($1) ORDER BY t.seq {}",
         if lock { "FOR UPDATE OF t" } else { "" }
     );
+    let statement = client.prepare_cached(&sql).await?;
     client
-        .query(&sql, &[&ids])
+        .query(&statement, &[&ids])
         .await?
         .iter()
         .map(task)

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
 use super::tasks::{self, Counters};
 use super::{Database, Error};
@@ -117,10 +117,11 @@ pub async fn run<T, E>(
 ) -> Result<Result<Decided<T>, E>, Error> {
     let mut client = db.client().await?;
     let tx = client.transaction().await?;
-    let us: i64 = tx.query_one("SELECT to_micros(now())", &[]).await?.get(0);
+    let now = tx.prepare_cached("SELECT to_micros(now())").await?;
+    let us: i64 = tx.query_one(&now, &[]).await?.get(0);
     let now = super::time(us)?;
-    let family = lock_family(&*tx, ids).await?;
-    let queues = queues(&*tx).await?;
+    let family = lock_family(&tx, ids).await?;
+    let queues = queues(&tx).await?;
     let mut table = TaskTable::with_capacity(family.len());
     let ordered = family;
     let before: HashMap<TaskId, (serde_json::Value, bool)> = ordered
@@ -164,12 +165,12 @@ pub async fn run<T, E>(
         .collect();
     drop(st);
     for (t, now_counted, was) in &changed {
-        tasks::save(&*tx, t, *now_counted, was.unwrap_or(false)).await?;
+        tasks::save(&tx, t, *now_counted, was.unwrap_or(false)).await?;
         if was.is_none() && !t.spec.depends_on.is_empty() {
             let ups: Vec<i64> = t.spec.depends_on.iter().map(|u| u.0 as i64).collect();
             tx.execute(
-                "INSERT INTO task_deps (upstream, downstream) SELECT u, $2 FROM unnest($1::int8[]) AS u \
-                 ON CONFLICT DO NOTHING",
+                &tx.prepare_cached("INSERT INTO task_deps (upstream, downstream) SELECT u, $2 FROM unnest($1::int8[]) AS u \
+                 ON CONFLICT DO NOTHING").await?,
                 &[&ups, &(t.id.0 as i64)],
             )
             .await?;
@@ -186,8 +187,8 @@ pub async fn run<T, E>(
         } = event
         {
             tx.execute(
-                "INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &tx.prepare_cached("INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6)").await?,
                 &[
                     &(id.0 as i64),
                     &(receipt.attempt.0 as i32),
@@ -212,8 +213,8 @@ pub async fn run<T, E>(
     );
     if !ids.is_empty() {
         tx.execute(
-            "INSERT INTO events (task_id, from_state, to_state) \
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])",
+            &tx.prepare_cached("INSERT INTO events (task_id, from_state, to_state) \
+             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])").await?,
             &[&ids, &froms, &tos],
         )
         .await?;
@@ -243,24 +244,22 @@ fn counters(st: &State, t: &Task) -> Counters {
     }
 }
 
-/// Locks the family of `ids` and reads it, again while it grows.
+/// Locks the family of `ids` and reads it, again while it grows: the
+/// rows are locked as they are read, in the order the tasks were made
+/// (one order for every transaction, so two never wait on each other).
 async fn lock_family(client: &impl GenericClient, ids: &[TaskId]) -> Result<Vec<Task>, Error> {
-    let seeds: Vec<i64> = ids.iter().map(|i| i.0 as i64).collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut locked: Vec<i64> = Vec::new();
+    let mut loaded = Vec::new();
     for _ in 0..LOCK_ROUNDS {
-        let mut family: Vec<i64> = client
-            .query(FAMILY, &[&seeds])
-            .await?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        family.sort_unstable();
+        let family = family(client, ids).await?;
         if family == locked {
-            let ids: Vec<TaskId> = family.iter().map(|i| TaskId(*i as u64)).collect();
-            return tasks::load(client, &ids, false).await;
+            return Ok(loaded);
         }
         let ids: Vec<TaskId> = family.iter().map(|i| TaskId(*i as u64)).collect();
-        tasks::lock(client, &ids).await?;
+        loaded = tasks::load(client, &ids, true).await?;
         locked = family;
     }
     Err(Error::Corrupt(format!(
@@ -270,30 +269,91 @@ async fn lock_family(client: &impl GenericClient, ids: &[TaskId]) -> Result<Vec<
 
 /// The seeds, their descendants, everything downstream of those, the
 /// parents of all of them with their children, and every upstream of
-/// the seeds, descendants and downstream tasks.
-const FAMILY: &str = "\
-WITH RECURSIVE fam(id) AS ( \
-    SELECT unnest($1::int8[]) \
-  UNION \
-    SELECT t.id FROM tasks t JOIN fam ON t.parent = fam.id), \
-down(id) AS ( \
-    SELECT e.downstream FROM task_deps e JOIN fam ON e.upstream = fam.id \
-  UNION \
-    SELECT e.downstream FROM task_deps e JOIN down ON e.upstream = down.id), \
-core AS (SELECT id FROM fam UNION SELECT id FROM down), \
-par AS (SELECT DISTINCT t.parent AS id FROM tasks t JOIN core ON t.id = core.id \
-        WHERE t.parent IS NOT NULL) \
-SELECT c.id FROM core c JOIN tasks t ON t.id = c.id \
-UNION SELECT id FROM par \
-UNION SELECT t.id FROM tasks t JOIN par ON t.parent = par.id \
-UNION SELECT e.upstream FROM task_deps e JOIN core ON e.downstream = core.id";
+/// the seeds, descendants and downstream tasks: those that exist, in id
+/// order. Walked a step at a time with [`EDGES`] (one statement for a
+/// task with no relatives), each step by index: one recursive statement
+/// for the whole walk was planned with scans of every task (a generic
+/// plan cannot know the seeds are few) and took milliseconds.
+async fn family(client: &impl GenericClient, seeds: &[TaskId]) -> Result<Vec<i64>, Error> {
+    let statement = client.prepare_cached(EDGES).await?;
+    let mut edges: HashMap<i64, Edges> = HashMap::new();
+    let fetch = async |ids: Vec<i64>, edges: &mut HashMap<i64, Edges>| -> Result<(), Error> {
+        let wanted: Vec<i64> = ids.into_iter().filter(|i| !edges.contains_key(i)).collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        for r in client.query(&statement, &[&wanted]).await? {
+            let e = Edges {
+                parent: r.get(1),
+                children: r.get(2),
+                upstream: r.get(3),
+                downstream: r.get(4),
+            };
+            edges.insert(r.get(0), e);
+        }
+        Ok(())
+    };
+    let mut core: std::collections::BTreeSet<i64> = std::collections::BTreeSet::new();
+    let mut frontier: Vec<i64> = seeds.iter().map(|i| i.0 as i64).collect();
+    fetch(frontier.clone(), &mut edges).await?;
+    frontier.retain(|i| edges.contains_key(i));
+    // The seeds and their descendants, then what is downstream of those.
+    for step in [|e: &Edges| e.children.clone(), |e: &Edges| e.downstream.clone()] {
+        let mut todo: Vec<i64> = if core.is_empty() {
+            frontier.clone()
+        } else {
+            core.iter().copied().collect()
+        };
+        core.extend(todo.iter().copied());
+        while !todo.is_empty() {
+            let next: Vec<i64> = todo
+                .iter()
+                .filter_map(|i| edges.get(i))
+                .flat_map(step)
+                .filter(|i| !core.contains(i))
+                .collect();
+            fetch(next.clone(), &mut edges).await?;
+            core.extend(next.iter().copied());
+            todo = next;
+        }
+    }
+    let parents: Vec<i64> = core.iter().filter_map(|i| edges.get(i)?.parent).collect();
+    fetch(parents.clone(), &mut edges).await?;
+    let mut family = core.clone();
+    for p in &parents {
+        family.insert(*p);
+        family.extend(edges.get(p).into_iter().flat_map(|e| e.children.iter().copied()));
+    }
+    for c in &core {
+        family.extend(edges.get(c).into_iter().flat_map(|e| e.upstream.iter().copied()));
+    }
+    Ok(family.into_iter().collect())
+}
+
+/// A task's relatives, as [`EDGES`] reads them.
+struct Edges {
+    parent: Option<i64>,
+    children: Vec<i64>,
+    upstream: Vec<i64>,
+    downstream: Vec<i64>,
+}
+
+/// Each task of `$1` that exists: its id, parent, children, upstream and
+/// downstream tasks.
+const EDGES: &str = "\
+SELECT t.id, t.parent, \
+  ARRAY(SELECT c.id FROM tasks c WHERE c.parent = t.id), \
+  ARRAY(SELECT e.upstream FROM task_deps e WHERE e.downstream = t.id), \
+  ARRAY(SELECT e.downstream FROM task_deps e WHERE e.upstream = t.id) \
+FROM tasks t WHERE t.id = ANY($1)";
 
 /// Every queue's config.
 pub(super) async fn queues(
     client: &impl GenericClient,
 ) -> Result<BTreeMap<Name, QueueConfig>, Error> {
     let mut out = BTreeMap::new();
-    for r in client.query("SELECT config::text FROM queues", &[]).await? {
+    let statement = client.prepare_cached("SELECT config::text FROM queues").await?;
+    for r in client.query(&statement, &[]).await? {
         let config: QueueConfig = serde_json::from_str(r.get(0))
             .map_err(|e| Error::Corrupt(format!("a queue's config: {e}")))?;
         out.insert(config.name.clone(), config);
