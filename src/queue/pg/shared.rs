@@ -284,8 +284,11 @@ impl Shared {
 
     async fn near(&self, ids: &[TaskId]) -> Result<State, Error> {
         let client = self.inner.db.client().await?;
-        let now = db_now(&client).await?;
-        let found = tasks::load(&client, ids, false).await?;
+        // A read's clock only files delayed tasks as such in its state;
+        // every change decides on the database's clock.
+        let now = Timestamp::now();
+        let (found, queues) =
+            futures_util::try_join!(tasks::load(&client, ids, false), queues(&client))?;
         let mut more: Vec<TaskId> = found
             .iter()
             .flat_map(|t| {
@@ -304,7 +307,6 @@ impl Shared {
             more.dedup();
             tasks::load(&client, &more, false).await?
         };
-        let queues = queues(&client).await?;
         Ok(restore(queues, found, self.inner.limits, now))
     }
 
@@ -1008,7 +1010,10 @@ fn restore(
 
 async fn db_now(client: &impl deadpool_postgres::GenericClient) -> Result<Timestamp, Error> {
     let us: i64 = client
-        .query_one(&client.prepare_cached("SELECT to_micros(now())").await?, &[])
+        .query_one(
+            &client.prepare_cached("SELECT to_micros(now())").await?,
+            &[],
+        )
         .await?
         .get(0);
     super::time(us)

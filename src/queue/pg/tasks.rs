@@ -121,9 +121,13 @@ pub async fn save(
     if !t.handles.is_empty() {
         client
             .execute(
-                &client.prepare_cached("INSERT INTO handles (handle, task_id, attempt) \
+                &client
+                    .prepare_cached(
+                        "INSERT INTO handles (handle, task_id, attempt) \
                  SELECT h, $2, n::int FROM unnest($1::text[]) WITH ORDINALITY AS x(h, n) \
-                 ON CONFLICT (handle) DO NOTHING").await?,
+                 ON CONFLICT (handle) DO NOTHING",
+                    )
+                    .await?,
                 &[&t.handles, &id],
             )
             .await?;
@@ -144,9 +148,13 @@ pub async fn save(
     if !names.is_empty() {
         client
             .execute(
-                &client.prepare_cached("INSERT INTO staged (task_id, attempt, name, sha256) \
+                &client
+                    .prepare_cached(
+                        "INSERT INTO staged (task_id, attempt, name, sha256) \
                  SELECT $1, $2, n, s FROM unnest($3::text[], $4::bytea[]) AS x(n, s) \
-                 ON CONFLICT (task_id, attempt, name) DO UPDATE SET sha256 = EXCLUDED.sha256").await?,
+                 ON CONFLICT (task_id, attempt, name) DO UPDATE SET sha256 = EXCLUDED.sha256",
+                    )
+                    .await?,
                 &[&id, &(t.attempt.0 as i32), &names, &shas],
             )
             .await?;

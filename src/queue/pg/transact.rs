@@ -16,8 +16,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use jiff::Timestamp;
 use deadpool_postgres::GenericClient;
+use jiff::Timestamp;
 
 use super::tasks::{self, Counters};
 use super::{Database, Error};
@@ -117,11 +117,13 @@ pub async fn run<T, E>(
 ) -> Result<Result<Decided<T>, E>, Error> {
     let mut client = db.client().await?;
     let tx = client.transaction().await?;
-    let now = tx.prepare_cached("SELECT to_micros(now())").await?;
-    let us: i64 = tx.query_one(&now, &[]).await?.get(0);
-    let now = super::time(us)?;
-    let family = lock_family(&tx, ids).await?;
-    let queues = queues(&tx).await?;
+    // Sent together: the connection pipelines them (one round trip).
+    let clock = async {
+        let now = tx.prepare_cached("SELECT to_micros(now())").await?;
+        let us: i64 = tx.query_one(&now, &[]).await?.get(0);
+        super::time(us)
+    };
+    let (now, family, queues) = futures_util::try_join!(clock, lock_family(&tx, ids), queues(&tx))?;
     let mut table = TaskTable::with_capacity(family.len());
     let ordered = family;
     let before: HashMap<TaskId, (serde_json::Value, bool)> = ordered
@@ -164,43 +166,52 @@ pub async fn run<T, E>(
         })
         .collect();
     drop(st);
-    for (t, now_counted, was) in &changed {
-        tasks::save(&tx, t, *now_counted, was.unwrap_or(false)).await?;
-        if was.is_none() && !t.spec.depends_on.is_empty() {
-            let ups: Vec<i64> = t.spec.depends_on.iter().map(|u| u.0 as i64).collect();
-            tx.execute(
+    let saves = async {
+        for (t, now_counted, was) in &changed {
+            tasks::save(&tx, t, *now_counted, was.unwrap_or(false)).await?;
+            if was.is_none() && !t.spec.depends_on.is_empty() {
+                let ups: Vec<i64> = t.spec.depends_on.iter().map(|u| u.0 as i64).collect();
+                tx.execute(
                 &tx.prepare_cached("INSERT INTO task_deps (upstream, downstream) SELECT u, $2 FROM unnest($1::int8[]) AS u \
                  ON CONFLICT DO NOTHING").await?,
                 &[&ups, &(t.id.0 as i64)],
             )
             .await?;
+            }
         }
-    }
-    for (event, _) in &made {
-        if let Event::Submitted {
-            id,
-            lease_id,
-            request,
-            receipt,
-            receipt_sha256,
-            ..
-        } = event
-        {
-            tx.execute(
-                &tx.prepare_cached("INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6)").await?,
-                &[
-                    &(id.0 as i64),
-                    &(receipt.attempt.0 as i32),
-                    &lease_id.0,
-                    &request.as_bytes().as_slice(),
-                    &receipt_sha256.as_bytes().as_slice(),
-                    &receipt.bytes(),
-                ],
-            )
-            .await?;
+        Ok::<_, Error>(())
+    };
+    let receipts = async {
+        for (event, _) in &made {
+            if let Event::Submitted {
+                id,
+                lease_id,
+                request,
+                receipt,
+                receipt_sha256,
+                ..
+            } = event
+            {
+                tx.execute(
+                    &tx.prepare_cached(
+                        "INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .await?,
+                    &[
+                        &(id.0 as i64),
+                        &(receipt.attempt.0 as i32),
+                        &lease_id.0,
+                        &request.as_bytes().as_slice(),
+                        &receipt_sha256.as_bytes().as_slice(),
+                        &receipt.bytes(),
+                    ],
+                )
+                .await?;
+            }
         }
-    }
+        Ok::<_, Error>(())
+    };
     let moved = made.iter().flat_map(|(_, m)| m);
     let (ids, froms, tos): (Vec<i64>, Vec<Option<&str>>, Vec<&str>) = moved.fold(
         (Vec::new(), Vec::new(), Vec::new()),
@@ -211,14 +222,22 @@ pub async fn run<T, E>(
             (i, f, t)
         },
     );
-    if !ids.is_empty() {
-        tx.execute(
-            &tx.prepare_cached("INSERT INTO events (task_id, from_state, to_state) \
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])").await?,
-            &[&ids, &froms, &tos],
-        )
-        .await?;
-    }
+    let events = async {
+        if !ids.is_empty() {
+            tx.execute(
+                &tx.prepare_cached(
+                    "INSERT INTO events (task_id, from_state, to_state) \
+                 SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])",
+                )
+                .await?,
+                &[&ids, &froms, &tos],
+            )
+            .await?;
+        }
+        Ok::<_, Error>(())
+    };
+    // Pipelined as well; the commit waits for all three.
+    futures_util::try_join!(saves, receipts, events)?;
     tx.commit().await?;
     Ok(Ok(Decided { out, made }))
 }
@@ -298,7 +317,10 @@ async fn family(client: &impl GenericClient, seeds: &[TaskId]) -> Result<Vec<i64
     fetch(frontier.clone(), &mut edges).await?;
     frontier.retain(|i| edges.contains_key(i));
     // The seeds and their descendants, then what is downstream of those.
-    for step in [|e: &Edges| e.children.clone(), |e: &Edges| e.downstream.clone()] {
+    for step in [
+        |e: &Edges| e.children.clone(),
+        |e: &Edges| e.downstream.clone(),
+    ] {
         let mut todo: Vec<i64> = if core.is_empty() {
             frontier.clone()
         } else {
@@ -322,10 +344,20 @@ async fn family(client: &impl GenericClient, seeds: &[TaskId]) -> Result<Vec<i64
     let mut family = core.clone();
     for p in &parents {
         family.insert(*p);
-        family.extend(edges.get(p).into_iter().flat_map(|e| e.children.iter().copied()));
+        family.extend(
+            edges
+                .get(p)
+                .into_iter()
+                .flat_map(|e| e.children.iter().copied()),
+        );
     }
     for c in &core {
-        family.extend(edges.get(c).into_iter().flat_map(|e| e.upstream.iter().copied()));
+        family.extend(
+            edges
+                .get(c)
+                .into_iter()
+                .flat_map(|e| e.upstream.iter().copied()),
+        );
     }
     Ok(family.into_iter().collect())
 }
@@ -352,7 +384,9 @@ pub(super) async fn queues(
     client: &impl GenericClient,
 ) -> Result<BTreeMap<Name, QueueConfig>, Error> {
     let mut out = BTreeMap::new();
-    let statement = client.prepare_cached("SELECT config::text FROM queues").await?;
+    let statement = client
+        .prepare_cached("SELECT config::text FROM queues")
+        .await?;
     for r in client.query(&statement, &[]).await? {
         let config: QueueConfig = serde_json::from_str(r.get(0))
             .map_err(|e| Error::Corrupt(format!("a queue's config: {e}")))?;
