@@ -193,15 +193,24 @@ impl DaemonProcess {
         Self::spawn_with_config(root, "")
     }
 
+    /// Spawns with its queue in the PostgreSQL database at `queue_url`.
+    pub fn spawn_shared(root: &Path, queue_url: &str) -> DaemonProcess {
+        Self::launch(root, "", Some(queue_url))
+    }
+
     /// Spawns with `config` (TOML) as its `--config` file, written beside
     /// the root.
     pub fn spawn_with_config(root: &Path, config: &str) -> DaemonProcess {
+        Self::launch(root, config, pg::backend_url(root).as_deref())
+    }
+
+    fn launch(root: &Path, config: &str, queue_url: Option<&str>) -> DaemonProcess {
         let stderr_path = root.with_extension(format!("stderr.{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let config_path = root.with_extension(format!("config.{}.toml", std::process::id()));
         std::fs::write(&config_path, config).expect("config file");
         let mut serve = Command::new(env!("CARGO_BIN_EXE_tessera"));
-        if let Some(url) = pg::backend_url(root) {
+        if let Some(url) = queue_url {
             serve.env("TESSERA_QUEUE_URL", url);
         }
         let mut child = serve

@@ -1,0 +1,192 @@
+//! Three daemons on one PostgreSQL database (`serve --queue-url`), each
+//! on a root of its own given the first one's `auth/` (keys and the
+//! worker-token secret are still kept per root): one queue whichever
+//! daemon is asked, fencing across daemons, and a SIGKILL of the daemon
+//! that holds leases and leads maintenance losing nothing acknowledged,
+//! its leases claimable again on the others once they lapse.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{DaemonProcess, body, claimed_id, lease, submit};
+use tessera::client::Client;
+
+/// The leader's lease row lasts this long unless renewed
+/// (`pg::shared::LEADER_TTL`).
+const LEADER_TTL: Duration = Duration::from_secs(5);
+
+/// A task's lease in these tests.
+const LEASE_TTL: Duration = Duration::from_secs(2);
+
+fn spec(i: usize) -> Value {
+    json!({
+        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+        "producer_surface": "s", "brief": {"i": i}
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Three daemons on roots `a`, `b`, `c` under `dir`, sharing `url` and
+/// the first one's `auth/`.
+fn three(dir: &Path, url: &str) -> Vec<DaemonProcess> {
+    let first = DaemonProcess::spawn_shared(&dir.join("a"), url);
+    let mut all = vec![first];
+    for name in ["b", "c"] {
+        copy_dir(&dir.join("a/auth"), &dir.join(name).join("auth"));
+        all.push(DaemonProcess::spawn_shared(&dir.join(name), url));
+    }
+    all
+}
+
+async fn claim_on(c: &Client) -> Option<Value> {
+    let r = c.post_json("/v1/queues/q/claim", &json!({})).await.unwrap();
+    match r.status.as_u16() {
+        200 => Some(body(&r)),
+        204 => None,
+        s => panic!("claim answered {s}: {}", String::from_utf8_lossy(&r.body)),
+    }
+}
+
+async fn state_on(c: &Client, id: &str) -> (String, u64) {
+    let r = c.get(&format!("/v1/tasks/{id}")).await.unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let t = body(&r);
+    (
+        t["state"].as_str().unwrap().to_string(),
+        t["attempt"].as_u64().unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_daemons_serve_one_queue_fence_across_each_other_and_a_killed_one_loses_nothing() {
+    let url = support::pg::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemons = three(dir.path(), &url);
+    let (a, b, c) = (
+        daemons[0].admin.clone(),
+        daemons[1].admin.clone(),
+        daemons[2].admin.clone(),
+    );
+    let config = json!({"name": "q", "lease_ttl_s": LEASE_TTL.as_secs()});
+    let r = a.post_json("/v1/queues", &config).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+
+    // Enqueued on each daemon, seen by every one.
+    let mut made = BTreeSet::new();
+    for (i, d) in [&a, &b, &c].iter().enumerate() {
+        for j in 0..5 {
+            let r = d.post_json("/v1/tasks", &spec(i * 5 + j)).await.unwrap();
+            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+            made.insert(body(&r)["task_id"].as_str().unwrap().to_string());
+        }
+    }
+    for d in [&a, &b, &c] {
+        let listed = body(&d.get("/v1/tasks?limit=100").await.unwrap());
+        let ids: BTreeSet<String> = listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ids, made, "every daemon lists every task");
+    }
+
+    // Claims on two daemons take different tasks; a claim made on one is
+    // submitted through another, once.
+    let on_b = claim_on(&b).await.expect("a task for b");
+    let on_c = claim_on(&c).await.expect("a task for c");
+    assert_ne!(claimed_id(&on_b), claimed_id(&on_c));
+    let r = submit(&a, &claimed_id(&on_c), &lease(&on_c), true, json!([])).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let again = submit(&b, &claimed_id(&on_c), &lease(&on_c), true, json!([])).await;
+    assert_eq!(
+        again.status, 200,
+        "a resend on another daemon is the same receipt"
+    );
+    assert_eq!(body(&again)["receipt"], body(&r)["receipt"]);
+
+    // The worker handle minted on b works on c.
+    let handle = on_b["handle"].as_str().unwrap().to_string();
+    let prompt = c
+        .with_bearer(&handle)
+        .get("/v1/worker/prompt")
+        .await
+        .unwrap();
+    assert_eq!(
+        prompt.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&prompt.body)
+    );
+
+    // The daemon that leads maintenance (the first to start) holds a
+    // lease and is killed: nothing it acknowledged is lost, and its lease
+    // is claimable again on the others once it lapses and a new leader
+    // takes over.
+    let held = claim_on(&a).await.expect("a task for a");
+    let held_id = claimed_id(&held);
+    let killed = daemons.remove(0);
+    let killed_at = Instant::now();
+    killed.kill();
+    for id in &made {
+        state_on(&b, id).await;
+    }
+    let deadline = killed_at + LEASE_TTL + LEADER_TTL + Duration::from_secs(1);
+    loop {
+        let (state, attempt) = state_on(&c, &held_id).await;
+        if state == "queued" {
+            assert_eq!(attempt, 1, "the lapsed attempt counts");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the killed daemon's lease was not ended within the lease and leader TTLs + 1 s: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The lapsed lease is fenced on every daemon: a late submit under it
+    // is refused, and the task's next claim has a new attempt.
+    let late = submit(&b, &held_id, &lease(&held), true, json!([])).await;
+    assert_eq!(late.status, 409, "{}", String::from_utf8_lossy(&late.body));
+    assert_eq!(body(&late)["error"]["code"], "stale_lease");
+    // Claimable again once the queue's backoff after the lapse is over.
+    let until = Instant::now() + Duration::from_secs(30);
+    let reclaimed = loop {
+        match claim_on(&b).await {
+            Some(next) if claimed_id(&next) == held_id => break next,
+            Some(_) => {}
+            None => {
+                assert!(
+                    Instant::now() < until,
+                    "the killed daemon's task never became claimable again"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(reclaimed["lease"]["fence"], 2);
+    let done = submit(&c, &held_id, &lease(&reclaimed), true, json!([])).await;
+    assert_eq!(done.status, 201, "{}", String::from_utf8_lossy(&done.body));
+    let receipts = body(&b.get(&format!("/v1/tasks/{held_id}")).await.unwrap());
+    assert_eq!(receipts["state"], "succeeded");
+    for d in daemons {
+        d.kill();
+    }
+}
