@@ -26,6 +26,10 @@ pub use shared::Shared;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
+/// How long a new connection may take unless the URL says
+/// (`connect_timeout`).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Connections each daemon keeps open to the database at most.
 pub const POOL_SIZE: usize = 16;
 
@@ -113,6 +117,11 @@ impl Database {
             None => "-c jit=off".to_string(),
         };
         config.options(&options);
+        // A database host that answers nothing must not hold a call (or
+        // /healthz) for the system's TCP timeout of minutes.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
         let at = describe(&config);
         let manager = Manager::from_config(
             config.clone(),

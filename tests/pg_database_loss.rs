@@ -1,0 +1,146 @@
+//! A daemon whose queue database goes away (`serve --queue-url`, reached
+//! through a TCP relay on loopback that this test cuts and restores):
+//! `/healthz` answers 503 with the cause while the database cannot be
+//! reached, task calls answer `503 queue_unavailable` instead of serving
+//! from memory, and both recover by themselves once it is back.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{DaemonProcess, body};
+use tessera::client::Client;
+use tokio::net::{TcpListener, TcpStream};
+
+/// A relay from a loopback port to the database; while cut, it drops
+/// every connection it carries and every new one.
+struct Relay {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    /// Bumped by each cut, so relayed connections end at once.
+    cuts: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Relay {
+    async fn start(to: String) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(tokio::sync::watch::Sender::new(0u64));
+        let (flag, watch) = (cut.clone(), cuts.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if flag.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let to = to.clone();
+                let mut cut_now = watch.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(&to).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_now.changed() => {}
+                    }
+                });
+            }
+        });
+        Relay { port, cut, cuts }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        self.cuts.send_modify(|n| *n += 1);
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+async fn health(c: &Client) -> (u16, Value) {
+    let r = c.get("/healthz").await.unwrap();
+    (r.status.as_u16(), body(&r))
+}
+
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} within 10 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn spec() -> Value {
+    json!({
+        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+        "producer_surface": "s", "brief": {}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_database_answers_503_with_the_cause_and_recovers_without_a_restart() {
+    let url = support::pg::fresh_database().await;
+    let (host_port, db) = url
+        .trim_start_matches("postgres://")
+        .split_once('@')
+        .map(|(_, rest)| rest.split_once('/').unwrap())
+        .unwrap();
+    let relay = Relay::start(host_port.to_string()).await;
+    let user = url
+        .trim_start_matches("postgres://")
+        .split_once('@')
+        .unwrap()
+        .0;
+    let relayed = format!("postgres://{user}@127.0.0.1:{}/{db}", relay.port);
+    let dir = tempfile::tempdir().unwrap();
+    let d = DaemonProcess::spawn_shared(&dir.path().join("root"), &relayed);
+    let admin = d.admin.clone();
+    assert_eq!(health(&admin).await.0, 200);
+    let r = admin
+        .post_json("/v1/queues", &json!({"name": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = admin.post_json("/v1/tasks", &spec()).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let task = body(&r)["task_id"].as_str().unwrap().to_string();
+
+    relay.cut();
+    until("/healthz answers 503", async || {
+        health(&admin).await.0 == 503
+    })
+    .await;
+    let (_, h) = health(&admin).await;
+    assert_eq!(h["status"], "queue_unavailable", "{h}");
+    assert!(
+        h["queue"]
+            .as_str()
+            .is_some_and(|why| why.contains("queue database")),
+        "the cause is named: {h}"
+    );
+    // Nothing is served from memory while the database is away.
+    let r = admin.post_json("/v1/tasks", &spec()).await.unwrap();
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(body(&r)["error"]["code"], "queue_unavailable");
+    let r = admin.get(&format!("/v1/tasks/{task}")).await.unwrap();
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+
+    relay.restore();
+    until("/healthz answers 200 again", async || {
+        health(&admin).await.0 == 200
+    })
+    .await;
+    let r = admin.post_json("/v1/tasks", &spec()).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = admin.get(&format!("/v1/tasks/{task}")).await.unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    d.kill();
+}
