@@ -9,6 +9,8 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -119,7 +121,8 @@ async fn three_daemons_serve_one_queue_fence_across_each_other_and_a_killed_one_
         again.status, 200,
         "a resend on another daemon is the same receipt"
     );
-    assert_eq!(body(&again)["receipt"], body(&r)["receipt"]);
+    assert_eq!(body(&again)["receipt_sha256"], body(&r)["receipt_sha256"]);
+    assert!(body(&r)["receipt_sha256"].is_string());
 
     // The worker handle minted on b works on c.
     let handle = on_b["handle"].as_str().unwrap().to_string();
@@ -186,6 +189,129 @@ async fn three_daemons_serve_one_queue_fence_across_each_other_and_a_killed_one_
     assert_eq!(done.status, 201, "{}", String::from_utf8_lossy(&done.body));
     let receipts = body(&b.get(&format!("/v1/tasks/{held_id}")).await.unwrap());
     assert_eq!(receipts["state"], "succeeded");
+    for d in daemons {
+        d.kill();
+    }
+}
+
+/// What one daemon's load loop was told.
+#[derive(Default)]
+struct Acked {
+    enqueued: Vec<String>,
+    /// (task, receipt) of each submit answered 201.
+    submitted: Vec<(String, String)>,
+}
+
+/// Enqueues, claims and submits through `c` until `stop` is set or the
+/// daemon stops answering; what it acknowledged.
+async fn load(c: Client, n: usize, stop: Arc<AtomicBool>) -> Acked {
+    let mut acked = Acked::default();
+    let mut i = 0;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        let Ok(r) = c.post_json("/v1/tasks", &spec(n * 100_000 + i)).await else {
+            return acked;
+        };
+        if r.status == 201 {
+            acked
+                .enqueued
+                .push(body(&r)["task_id"].as_str().unwrap().to_string());
+        }
+        let Ok(r) = c.post_json("/v1/queues/q/claim", &json!({})).await else {
+            return acked;
+        };
+        if r.status != 200 {
+            continue;
+        }
+        let claim = body(&r);
+        let id = claimed_id(&claim);
+        let sent = json!({"lease_id": lease(&claim), "ok": true, "outputs": []});
+        let Ok(r) = c.post_json(&format!("/v1/tasks/{id}/submit"), &sent).await else {
+            return acked;
+        };
+        if r.status == 201 {
+            let receipt = body(&r)["receipt_sha256"].as_str().unwrap().to_string();
+            acked.submitted.push((id, receipt));
+        }
+    }
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_under_load_on_three_loses_nothing_acknowledged_and_its_leases_come_back() {
+    let url = support::pg::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemons = three(dir.path(), &url);
+    let admin = daemons[0].admin.clone();
+    let config = json!({"name": "q", "lease_ttl_s": LEASE_TTL.as_secs()});
+    let r = admin.post_json("/v1/queues", &config).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let stop = Arc::new(AtomicBool::new(false));
+    let loops: Vec<_> = daemons
+        .iter()
+        .enumerate()
+        .flat_map(|(n, d)| {
+            let stop = stop.clone();
+            (0..4).map(move |k| (n * 4 + k, d.admin.clone(), stop.clone()))
+        })
+        .map(|(n, c, stop)| tokio::spawn(load(c, n, stop)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The second daemon (not the leader: the first to start leads) dies
+    // under load, holding whatever claims it made.
+    let killed = daemons.remove(1);
+    let killed_at = Instant::now();
+    killed.kill();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut acked = Acked::default();
+    for l in loops {
+        let a = l.await.unwrap();
+        acked.enqueued.extend(a.enqueued);
+        acked.submitted.extend(a.submitted);
+    }
+    assert!(
+        acked.submitted.len() > 10,
+        "the load did some work: {} submits",
+        acked.submitted.len()
+    );
+
+    let survivor = daemons[1].admin.clone();
+    for id in &acked.enqueued {
+        state_on(&survivor, id).await;
+    }
+    // Each acknowledged submit is the task's one accepted receipt.
+    let mut seen = BTreeSet::new();
+    for (id, receipt) in &acked.submitted {
+        assert!(seen.insert(id.clone()), "task {id} was submitted twice");
+        let t = body(&survivor.get(&format!("/v1/tasks/{id}")).await.unwrap());
+        assert_eq!(t["state"], "succeeded", "{t}");
+        assert_eq!(
+            t["receipts"],
+            json!([receipt]),
+            "one receipt, the acknowledged one"
+        );
+    }
+    // The killed daemon's claims lapse and go back to the queue within the
+    // lease TTL + 1 s (the leader lives).
+    let deadline = killed_at + LEASE_TTL + Duration::from_secs(1);
+    loop {
+        let listed = body(
+            &survivor
+                .get("/v1/tasks?state=claimed&limit=1000")
+                .await
+                .unwrap(),
+        );
+        let claimed = listed["tasks"].as_array().unwrap().len();
+        if claimed == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{claimed} claims of the killed daemon outlived their lease + 1 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for d in daemons {
         d.kill();
     }
