@@ -1,6 +1,7 @@
-//! The maintenance leader: one daemon at a time reaps lapsed leases,
-//! wakes delayed tasks and prunes, chosen by a lease row whose expiry is
-//! on the database's clock, renewed well inside its time to live.
+//! The maintenance leader: one daemon at a time ends lapsed leases
+//! (`Shared::sweep_until`), chosen by a lease row whose expiry is on the
+//! database's clock, renewed well inside its time to live. (Delayed tasks
+//! need no waking: a claim reads their `not_before`.)
 //!
 //! Not a session advisory lock: a daemon cut off from the database keeps
 //! a session's lock until TCP gives up on it (hours, by default), while a

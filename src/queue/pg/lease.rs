@@ -409,24 +409,6 @@ async fn refused(db: &Database, c: &Completion) -> Result<Outcome, Error> {
     Ok(Err(refusal(db, c.fence()).await?.into()))
 }
 
-/// Returns every lapsed lease's task to the queue (the leader's reaper);
-/// answers how many. Safe to run from two daemons at once: each row is
-/// re-checked under its lock.
-pub async fn reap(db: &Database) -> Result<u64, Error> {
-    let client = db.client().await?;
-    Ok(client
-        .execute(
-            "WITH r AS ( \
-               UPDATE tasks SET state = 'queued', lease_id = NULL, lease_holder = NULL, \
-                 lease_expires = NULL, updated_at = now() \
-               WHERE state = 'claimed' AND lease_expires <= now() RETURNING id) \
-             INSERT INTO events (task_id, from_state, to_state) \
-             SELECT id, 'claimed', 'queued' FROM r",
-            &[],
-        )
-        .await?)
-}
-
 /// Why a fenced statement changed nothing: the embedded queue's answer.
 async fn refusal(db: &Database, fence: Fence<'_>) -> Result<TaskCallError, Error> {
     let client = db.client().await?;
