@@ -450,14 +450,7 @@ impl Queue {
     ) -> Result<Task, E> {
         match &self.backend {
             Backend::Journal(j) => j.checked(id, rule).await,
-            Backend::Postgres(p) => {
-                p.look(&[id], |st| {
-                    let t = st.task(id)?;
-                    rule(&st.facts(t))?;
-                    Ok(t.clone())
-                })
-                .await?
-            }
+            Backend::Postgres(p) => p.look(&[id], |st| st.task_if(id, rule)).await?,
         }
     }
 
@@ -465,14 +458,7 @@ impl Queue {
     pub async fn task_now(&self, id: TaskId) -> Result<Option<(Task, bool)>, JournalError> {
         match &self.backend {
             Backend::Journal(j) => Ok(j.task_now(id).await),
-            Backend::Postgres(p) => {
-                p.look(&[id], |st| {
-                    st.tasks
-                        .get(&id)
-                        .map(|t| (t.clone(), st.is_server(&t.spec.queue)))
-                })
-                .await
-            }
+            Backend::Postgres(p) => p.look(&[id], |st| st.task_and_server(id)).await,
         }
     }
 

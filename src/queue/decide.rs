@@ -440,6 +440,40 @@ impl State {
         })
     }
 
+    /// Cancel `id` as [`State::decide_cancel`] does, only while it is in
+    /// one of `only` (any state when `None`), else `InvalidState`: a prune
+    /// never cancels a task a worker claimed after it was listed.
+    pub fn decide_cancel_in(
+        &self,
+        id: TaskId,
+        by: &Name,
+        only: Option<&[TaskState]>,
+        now: Timestamp,
+    ) -> Result<Event, TaskCallError> {
+        let state = self.task(id)?.state;
+        if only.is_some_and(|states| !states.contains(&state)) {
+            return Err(TaskCallError::InvalidState {
+                state,
+                action: "cancel",
+            });
+        }
+        self.decide_cancel(id, by, now)
+    }
+
+    /// A bulk call's change to `id`: a retry or a cancel by `by`.
+    pub fn decide_bulk(
+        &self,
+        action: super::BulkAction,
+        id: TaskId,
+        by: &Name,
+        now: Timestamp,
+    ) -> Result<Event, TaskCallError> {
+        match action {
+            super::BulkAction::Retry => self.decide_retry(id, by, now),
+            super::BulkAction::Cancel => self.decide_cancel(id, by, now),
+        }
+    }
+
     /// Cancel a task that has not ended (and its live descendants).
     pub fn decide_cancel(
         &self,

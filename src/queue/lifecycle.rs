@@ -252,16 +252,7 @@ impl Journal {
     ) -> Result<TaskState, TaskCallError> {
         self.run_then(
             Op::Cancel,
-            |st| {
-                let state = st.task(id)?.state;
-                if only.is_some_and(|states| !states.contains(&state)) {
-                    return Err(TaskCallError::InvalidState {
-                        state,
-                        action: "cancel",
-                    });
-                }
-                Ok((st.decide_cancel(id, by, Timestamp::now())?, ()))
-            },
+            |st| Ok((st.decide_cancel_in(id, by, only, Timestamp::now())?, ())),
             |st, ()| st.tasks[&id].state,
         )
         .await
@@ -297,11 +288,7 @@ impl Journal {
     ) -> Result<Bulk, JournalError> {
         let (seq, out) = {
             let mut st = self.lock(Op::Bulk);
-            let takes = |st: &State, v: ShelfView<'_>| {
-                filter.selects(viewer, v)
-                    && action.takes(v.state)
-                    && viewer.may_end(&v.sight.facts(st.is_server(&v.sight.queue)))
-            };
+            let takes = |st: &State, v: ShelfView<'_>| st.bulk_takes(action, viewer, filter, v);
             let matched = st.count_where(|v| takes(&st, v));
             let mut done = Vec::new();
             let mut after = None;
@@ -315,11 +302,9 @@ impl Journal {
                     if !action.takes(st.tasks[&id].state) {
                         continue;
                     }
-                    let ev = match action {
-                        BulkAction::Retry => st.decide_retry(id, &viewer.key, now),
-                        BulkAction::Cancel => st.decide_cancel(id, &viewer.key, now),
+                    let Ok(ev) = st.decide_bulk(action, id, &viewer.key, now) else {
+                        continue;
                     };
-                    let Ok(ev) = ev else { continue };
                     self.commit(&mut st, &ev)?;
                     let t = &st.tasks[&id];
                     done.push((t.id, t.state, t.attempt));

@@ -331,6 +331,52 @@ impl State {
 }
 
 impl State {
+    /// Task `id` as `viewer` sees it, after `rule` allowed its facts (a
+    /// task the rule hides answers as `rule` says).
+    pub fn task_as<E: From<TaskCallError>>(
+        &self,
+        id: TaskId,
+        viewer: &Viewer,
+        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
+    ) -> Result<TaskSnap, E> {
+        let t = self.task(id)?;
+        rule(&self.facts(t))?;
+        Ok(self.snapshot(t, viewer))
+    }
+
+    /// Task `id`, after `rule` allowed its facts.
+    pub fn task_if<E: From<TaskCallError>>(
+        &self,
+        id: TaskId,
+        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
+    ) -> Result<Task, E> {
+        let t = self.task(id)?;
+        rule(&self.facts(t))?;
+        Ok(t.clone())
+    }
+
+    /// Whether a bulk `action` by `viewer` takes the tasks of shelf `v`:
+    /// `filter` selects it, the action takes its state, and `viewer` may
+    /// end its tasks ([`Viewer::may_end`]).
+    pub fn bulk_takes(
+        &self,
+        action: super::BulkAction,
+        viewer: &Viewer,
+        filter: &Filter,
+        v: ShelfView<'_>,
+    ) -> bool {
+        filter.selects(viewer, v)
+            && action.takes(v.state)
+            && viewer.may_end(&v.sight.facts(self.is_server(&v.sight.queue)))
+    }
+
+    /// Task `id` as it is now, and whether its queue is a server queue.
+    pub fn task_and_server(&self, id: TaskId) -> Option<(Task, bool)> {
+        self.tasks
+            .get(&id)
+            .map(|t| (t.clone(), self.is_server(&t.spec.queue)))
+    }
+
     /// Each of `ids` as it is now (`None`: no such task), and the stage
     /// kinds their queues require.
     pub fn now_of(&self, ids: &[TaskId]) -> (Vec<(TaskId, Option<Task>)>, Vec<Name>) {
@@ -384,12 +430,7 @@ impl Journal {
     where
         E: From<TaskCallError> + From<JournalError>,
     {
-        self.read(|st| {
-            let t = st.task(id)?;
-            rule(&st.facts(t))?;
-            Ok(st.snapshot(t, viewer))
-        })
-        .await?
+        self.read(|st| st.task_as(id, viewer, rule)).await?
     }
 
     /// [`State::page`], once what it read is durable.
@@ -449,21 +490,13 @@ impl Journal {
         id: TaskId,
         rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
     ) -> Result<Task, E> {
-        self.peek(|st| {
-            let t = st.task(id)?;
-            rule(&st.facts(t))?;
-            Ok(t.clone())
-        })
+        self.peek(|st| st.task_if(id, rule))
     }
 
     /// Task `id` as it is now, and whether its queue is a server queue
     /// (a worker call's view of its attempt).
     pub async fn task_now(&self, id: TaskId) -> Option<(Task, bool)> {
-        self.peek(|st| {
-            st.tasks
-                .get(&id)
-                .map(|t| (t.clone(), st.is_server(&t.spec.queue)))
-        })
+        self.peek(|st| st.task_and_server(id))
     }
 
     /// [`State::now_of`].

@@ -287,8 +287,13 @@ impl Shared {
         // A read's clock only files delayed tasks as such in its state;
         // every change decides on the database's clock.
         let now = Timestamp::now();
-        let (found, queues) =
-            futures_util::try_join!(tasks::load(&client, ids, false), queues(&client))?;
+        let load = async {
+            match ids {
+                [] => Ok(Vec::new()),
+                ids => tasks::load(&client, ids, false).await,
+            }
+        };
+        let (found, queues) = futures_util::try_join!(load, queues(&client))?;
         let mut more: Vec<TaskId> = found
             .iter()
             .flat_map(|t| {
@@ -458,7 +463,13 @@ impl Shared {
             let mine = self.inner.ready.notified();
             tokio::pin!(mine);
             mine.as_mut().enable();
-            let theirs = self.inner.heard.as_ref().map(|n| n.notified());
+            // Enabled before the claim, as `mine` is: a wake-up that comes
+            // while the claim runs is kept, not lost to the next poll.
+            let theirs = self.inner.heard.as_ref().map(|n| Box::pin(n.notified()));
+            let mut theirs = theirs.map(|mut n| {
+                n.as_mut().enable();
+                n
+            });
             if self.inner.polls_ended.load(Ordering::SeqCst) {
                 return Ok(None);
             }
@@ -481,8 +492,8 @@ impl Shared {
                 return Ok(None);
             }
             let theirs = async {
-                match theirs {
-                    Some(n) => n.await,
+                match theirs.as_mut() {
+                    Some(n) => n.as_mut().await,
                     None => std::future::pending().await,
                 }
             };
@@ -740,16 +751,7 @@ impl Shared {
         self.on_task(
             Op::Cancel,
             id,
-            |st, now| {
-                let state = st.task(id)?.state;
-                if only.is_some_and(|states| !states.contains(&state)) {
-                    return Err(TaskCallError::InvalidState {
-                        state,
-                        action: "cancel",
-                    });
-                }
-                Ok((st.decide_cancel(id, by, now)?, ()))
-            },
+            |st, now| Ok((st.decide_cancel_in(id, by, only, now)?, ())),
             |st, ()| st.tasks[&id].state,
         )
         .await
@@ -782,9 +784,7 @@ impl Shared {
         dry_run: bool,
     ) -> Result<Bulk, JournalError> {
         let takes = |st: &State, v: crate::queue::shelf::ShelfView<'_>| {
-            filter.selects(viewer, v)
-                && action.takes(v.state)
-                && viewer.may_end(&v.sight.facts(st.is_server(&v.sight.queue)))
+            st.bulk_takes(action, viewer, filter, v)
         };
         let (matched, selected) = self
             .all(|st| {
@@ -811,11 +811,7 @@ impl Shared {
                                 action: "bulk",
                             });
                         }
-                        let ev = match action {
-                            BulkAction::Retry => st.decide_retry(id, &viewer.key, now),
-                            BulkAction::Cancel => st.decide_cancel(id, &viewer.key, now),
-                        }?;
-                        Ok((ev, ()))
+                        Ok((st.decide_bulk(action, id, &viewer.key, now)?, ()))
                     },
                     |st, ()| {
                         let t = &st.tasks[&id];
@@ -864,12 +860,7 @@ impl Shared {
     where
         E: From<TaskCallError> + From<JournalError>,
     {
-        self.look(&[id], |st| {
-            let t = st.task(id)?;
-            rule(&st.facts(t))?;
-            Ok(st.snapshot(t, viewer))
-        })
-        .await?
+        self.look(&[id], |st| st.task_as(id, viewer, rule)).await?
     }
 
     /// Every queue's tasks per state, zeros included.
