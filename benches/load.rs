@@ -206,7 +206,7 @@ async fn worker(client: &Client, args: &Args) {
     );
 }
 
-fn grant_check_cost() {
+async fn grant_check_cost() {
     use tessera::auth::{Grants, IssueRequest, Keyring, Scope, access};
     use tessera::store::{Access, Name, Sha256, Store, VersionEntry, Visibility};
     let root = tempfile::tempdir().expect("temp root");
@@ -234,6 +234,7 @@ fn grant_check_cost() {
             },
             expires_at: None,
         })
+        .await
         .expect("issue");
     let entry = VersionEntry {
         version: 1,
@@ -255,6 +256,7 @@ fn grant_check_cost() {
     for _ in 0..n {
         let p = keyring
             .authenticate(Some(std::hint::black_box(&secret)))
+            .await
             .expect("auth");
         access::may_read_nouns(&p, &ns).expect("read");
         access::read_noun(&p, std::hint::black_box(&entry)).expect("visible");
@@ -269,7 +271,11 @@ mod support;
 
 fn main() {
     let args = Args::parse();
-    grant_check_cost();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(grant_check_cost());
     let (client, _root) = match &args.server {
         Some(url) => {
             let key =

@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use clap::Parser;
 use tessera::auth::token::new_handle;
+use tessera::database::{Database, schema};
 use tessera::queue::TaskState;
 use tessera::queue::pg::batch;
 use tessera::queue::pg::lease::{self, ClaimAsk, Completion, Fence, Finish};
 use tessera::queue::pg::viewer::Grants;
-use tessera::queue::pg::{Database, schema};
 use tessera::queue::task::new_lease_id;
 use tessera::store::envelope::{EffectClass, Viewer};
 use tessera::store::{Name, Sha256};
@@ -185,7 +185,7 @@ async fn main() {
         args.workers,
         args.tasks,
         args.seconds,
-        tessera::queue::pg::POOL_SIZE
+        tessera::database::POOL_SIZE
     );
     run_phase(&url, &args, false).await;
     run_phase(&url, &args, true).await;

@@ -11,6 +11,7 @@ use crate::auth::throttle::Throttle;
 use crate::auth::token::Minter;
 use crate::auth::{Keyring, check};
 use crate::config::Config;
+use crate::database::Database;
 use crate::http::budget::BodyBudget;
 use crate::http::conns::{self, Connections};
 use crate::http::{self, Ctx};
@@ -30,9 +31,16 @@ pub enum Error {
     /// The task journal.
     #[error(transparent)]
     Queue(#[from] queue::Error),
-    /// The queue's database.
+    /// The shared database.
     #[error(transparent)]
-    Database(#[from] pg::Error),
+    Database(#[from] crate::database::Error),
+    /// The keys or the token secret in the shared database.
+    #[error(transparent)]
+    Keys(#[from] crate::auth::Error),
+    /// The root's queue and keys are in a shared database, and no
+    /// `--queue-url` was given.
+    #[error("{0}")]
+    SharedRoot(String),
     /// A file under `auth/` that durable records prove existed is missing
     /// or damaged (`auth::check`).
     #[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
@@ -62,14 +70,18 @@ pub fn auth_evidence(tasks: queue::Walk<'_>) -> check::Expected {
 }
 
 /// Opens the root and the queue it names: the root's journal
-/// (recovered), or the database of `[queue] url` (migrated).
-async fn open_queue(config: &Config) -> Result<(Store, Queue), Error> {
+/// (recovered), or the database of `[queue] url` (migrated), which is
+/// answered too (keys and the token secret live there as well).
+async fn open_queue(config: &Config) -> Result<(Store, Queue, Option<Database>), Error> {
     let (root, segment_bytes) = (config.root.clone(), config.queue.segment_bytes());
     let limits = config.queue.clone();
     let blocking = move || -> Result<(Store, Option<Queue>), Error> {
         let store = Store::open_with(&root, Access::Exclusive, segment_bytes)?;
         if limits.url.is_some() {
             return Ok((store, None));
+        }
+        if let Some(at) = crate::auth::shared::marked(&store)? {
+            return Err(Error::SharedRoot(crate::auth::shared::needs_url(&at)));
         }
         let (queue, rec) = Queue::open(
             &store,
@@ -92,15 +104,16 @@ async fn open_queue(config: &Config) -> Result<(Store, Queue), Error> {
         .await
         .expect("opening the root does not panic")?;
     if let Some(queue) = journal {
-        return Ok((store, queue));
+        return Ok((store, queue, None));
     }
     let url = config
         .queue
         .url
         .as_deref()
         .expect("no journal without a url");
-    let db = pg::Database::connect(url).await?;
-    for m in pg::schema::migrate(&db).await? {
+    let db = Database::connect(url).await?;
+    crate::auth::shared::mark(&store, db.at())?;
+    for m in crate::database::schema::migrate(&db).await? {
         tracing::info!(version = m.version, name = %m.name, "queue database migrated");
     }
     let restored = pg::Shared::restore_receipts(&db, &store).await?;
@@ -110,8 +123,8 @@ async fn open_queue(config: &Config) -> Result<(Store, Queue), Error> {
             "wrote the receipt objects this root lacked from the queue database"
         );
     }
-    let queue = Queue::shared(db, &store, config.queue.split_limits()).await;
-    Ok((store, queue))
+    let queue = Queue::shared(db.clone(), &store, config.queue.split_limits()).await;
+    Ok((store, queue, Some(db)))
 }
 
 /// A daemon whose root is open and locked, ready to serve.
@@ -126,27 +139,20 @@ impl Daemon {
     /// `[queue] url` (migrated first).
     pub async fn open(config: &Config) -> Result<Daemon, Error> {
         let started = std::time::Instant::now();
-        let (store, queue) = open_queue(config).await?;
-        // Keys and the token secret are opened (and made, on a fresh root)
-        // only once the journal has said what they must be: a missing one
-        // that a task names is refused, never made again.
-        let expected = queue
-            .audit(auth_evidence)
-            .await
-            .map_err(queue::Error::from)?;
-        let blockers: Vec<check::Problem> = check::check(&store, &expected)?
-            .into_iter()
-            .filter(|p| p.blocks_start)
-            .collect();
-        if !blockers.is_empty() {
-            queue.close();
-            return Err(Error::Auth(blockers));
-        }
-        let (keyring, admin_key) = Keyring::open(&store)?;
+        let (store, queue, shared) = open_queue(config).await?;
+        let (keyring, admin_key, tokens) = match &shared {
+            Some(db) => {
+                let (keyring, admin_key) = Keyring::shared(db, &store).await?;
+                (keyring, admin_key, Minter::shared(db, &store).await?)
+            }
+            None => {
+                let (keyring, admin_key) = open_root_auth(&store, &queue).await?;
+                (keyring, admin_key, Minter::open(&store)?)
+            }
+        };
         if let Some(path) = admin_key {
             tracing::info!(path = %path, "created the admin key; its secret is in this file (mode 0600)");
         }
-        let tokens = Minter::open(&store)?;
         tracing::info!(
             queue = %queue.describe(),
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -227,6 +233,25 @@ impl Daemon {
         self.ctx.store.close_noun_log();
         tracing::info!(root = %self.ctx.store.root().path.display(), "tessera stopped");
     }
+}
+
+/// Opens the root's keys, once the journal has said what they must be: a
+/// missing one that a task names is refused, never made again (keys and
+/// the token secret are made only on a fresh root).
+async fn open_root_auth(store: &Store, queue: &Queue) -> Result<(Keyring, Option<String>), Error> {
+    let expected = queue
+        .audit(auth_evidence)
+        .await
+        .map_err(queue::Error::from)?;
+    let blockers: Vec<check::Problem> = check::check(store, &expected)?
+        .into_iter()
+        .filter(|p| p.blocks_start)
+        .collect();
+    if !blockers.is_empty() {
+        queue.close();
+        return Err(Error::Auth(blockers));
+    }
+    Ok(Keyring::open(store)?)
 }
 
 /// Opens the root and serves on `listener` until `shutdown` resolves.

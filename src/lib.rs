@@ -13,8 +13,12 @@
 //! queue      tasks, leases, fencing, receipts, journal; one
 //!            interface (`Queue`, its calls and their
 //!            durability listed in `queue`), answers (query)
-//!            as owned snapshots from its shelves           -> store
-//! auth       keys, grants, visibility decisions, tokens    -> store
+//!            as owned snapshots from its shelves; on
+//!            PostgreSQL (`queue::pg`)                      -> auth (handles), database, store
+//! auth       keys, grants, visibility decisions, tokens;
+//!            keys in the shared database (`auth::shared`)  -> database, store
+//! database   the PostgreSQL several daemons share: pool,
+//!            settings, schema migrations                   -> store
 //! store      the sandboxed root: objects, noun refs, the
 //!            logs (segments, group commit; the noun log),
 //!            envelope vocabulary (visibility, effect class) (bottom)
@@ -32,6 +36,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod database;
 pub mod events;
 pub mod http;
 pub mod mcp;

@@ -75,11 +75,7 @@ fn every_acknowledged_noun_version_survives_sigkill() {
         }
     });
     daemon.kill();
-    let fsck = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["fsck", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
+    let fsck = support::offline(&["fsck"], root.path());
     assert!(
         fsck.status.success(),
         "{}",

@@ -744,17 +744,31 @@ async fn keys_list_without_secrets_record_their_kind_and_revocation_survives_res
     assert_eq!(find(&id)["account_id"], json!("acct-9"));
     assert_eq!(find(&plain_id)["principal_kind"], json!("key"));
 
-    let key_file = std::fs::read_to_string(d.root().join(format!("auth/keys/{id}.json"))).unwrap();
-    assert!(
-        !key_file.contains(&secret),
-        "the secret itself is never stored"
-    );
-    let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(d.root().join(format!("auth/keys/{id}.json")))
-            .unwrap()
-            .permissions(),
-    );
-    assert_eq!(mode & 0o777, 0o600);
+    match support::pg::backend_url(d.root()) {
+        None => {
+            let key_file =
+                std::fs::read_to_string(d.root().join(format!("auth/keys/{id}.json"))).unwrap();
+            assert!(
+                !key_file.contains(&secret),
+                "the secret itself is never stored"
+            );
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(d.root().join(format!("auth/keys/{id}.json")))
+                    .unwrap()
+                    .permissions(),
+            );
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        Some(url) => {
+            let db = support::pg::connect(&url).await;
+            let row: String = db
+                .query_one("SELECT record::text FROM keys WHERE key_id = $1", &[&id])
+                .await
+                .unwrap()
+                .get(0);
+            assert!(!row.contains(&secret), "the secret itself is never stored");
+        }
+    }
 
     let client = d.client(&secret);
     assert_status!(client.get("/v1/nouns/team/s/none").await.unwrap(), 404);

@@ -389,13 +389,7 @@ async fn a_flipped_byte_fails_the_read_and_fsck() {
             .unwrap(),
     );
     let sha = put["sha256"].as_str().unwrap();
-    let fsck = || {
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .args(["fsck", "--root"])
-            .arg(d.root())
-            .output()
-            .unwrap()
-    };
+    let fsck = || support::offline(&["fsck"], d.root());
     let clean = fsck();
     assert!(
         clean.status.success(),

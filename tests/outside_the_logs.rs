@@ -61,6 +61,11 @@ async fn enqueue(c: &Client) -> String {
 
 #[test]
 fn a_deleted_key_record_a_task_names_refuses_the_start_until_restored_or_accepted() {
+    if !support::embedded() {
+        // On the shared database the keys and the token secret are rows
+        // beside the tasks, not files under auth/ (tests/pg_shared_keys.rs).
+        return;
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let root = tempfile::tempdir().unwrap();
     let d = DaemonProcess::spawn(root.path());
@@ -121,6 +126,11 @@ fn a_deleted_key_record_a_task_names_refuses_the_start_until_restored_or_accepte
 
 #[test]
 fn a_deleted_admin_key_record_is_refused_not_replaced_by_a_new_admin_key() {
+    if !support::embedded() {
+        // On the shared database the keys and the token secret are rows
+        // beside the tasks, not files under auth/ (tests/pg_shared_keys.rs).
+        return;
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let root = tempfile::tempdir().unwrap();
     let d = DaemonProcess::spawn(root.path());
@@ -165,6 +175,11 @@ fn a_deleted_admin_key_record_is_refused_not_replaced_by_a_new_admin_key() {
 
 #[test]
 fn a_deleted_token_secret_with_a_live_claim_refuses_the_start_and_one_without_is_made_again() {
+    if !support::embedded() {
+        // On the shared database the keys and the token secret are rows
+        // beside the tasks, not files under auth/ (tests/pg_shared_keys.rs).
+        return;
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let root = tempfile::tempdir().unwrap();
     let d = DaemonProcess::spawn(root.path());
@@ -417,6 +432,11 @@ fn a_pin_whose_ref_file_is_gone_is_reported_with_the_task_that_holds_it() {
 
 #[test]
 fn recover_reports_every_blocker_the_start_refuses_on() {
+    if !support::embedded() {
+        // On the shared database the keys and the token secret are rows
+        // beside the tasks, not files under auth/ (tests/pg_shared_keys.rs).
+        return;
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let root = tempfile::tempdir().unwrap();
     let d = DaemonProcess::spawn(root.path());

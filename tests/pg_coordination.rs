@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use support::pg;
-use tessera::queue::pg::{Database, events, leader, schema, wake};
+use tessera::database::{Database, schema};
+use tessera::queue::pg::{events, leader, wake};
 
 /// At least `n` events after `cursor` (fewer only if they have not come
 /// within 20 s): the stream holds back while any transaction on the

@@ -132,6 +132,19 @@ async fn losing_the_database_answers_503_with_the_cause_and_recovers_without_a_r
     assert_eq!(body(&r)["error"]["code"], "queue_unavailable");
     let r = admin.get(&format!("/v1/tasks/{task}")).await.unwrap();
     assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    // Nor keys: a look at them older than a second could miss a
+    // revocation made on another daemon, so no key is trusted on one.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    for route in ["/v1/keys", "/v1/nouns"] {
+        let r = admin.get(route).await.unwrap();
+        assert_eq!(
+            r.status,
+            503,
+            "{route}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        assert_eq!(body(&r)["error"]["code"], "queue_unavailable", "{route}");
+    }
 
     relay.restore();
     until("/healthz answers 200 again", async || {

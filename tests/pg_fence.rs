@@ -12,10 +12,10 @@ mod support;
 use std::collections::HashSet;
 
 use support::pg;
+use tessera::database::{Database, schema};
 use tessera::queue::errors::{SubmitError, TaskCallError};
 use tessera::queue::pg::lease::{self, Completed, Fence, Finish};
 use tessera::queue::pg::viewer::Grants;
-use tessera::queue::pg::{Database, schema};
 use tessera::queue::{Attempt, LeaseId, TaskId, TaskState};
 use tessera::store::envelope::{EffectClass, Viewer};
 use tessera::store::{Name, Sha256};

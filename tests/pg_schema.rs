@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use proptest::prelude::*;
 use support::pg;
-use tessera::queue::pg::schema;
+use tessera::database::schema;
 use tessera::queue::pg::viewer::{self, Grants};
 use tessera::store::Name;
 use tessera::store::envelope::{EffectClass, Envelope, TaskFacts, Viewer, Visibility};
@@ -447,7 +447,7 @@ fn the_grants_rules_in_sql_answer_as_the_rust_predicates_do() {
         .unwrap();
     let client = rt.block_on(async {
         let url = pg::fresh_database().await;
-        let db = tessera::queue::pg::Database::connect(&url).await.unwrap();
+        let db = tessera::database::Database::connect(&url).await.unwrap();
         schema::migrate(&db).await.unwrap();
         let client = pg::connect(&url).await;
         for (q, server) in QUEUES {

@@ -1,7 +1,6 @@
 //! Three daemons on one PostgreSQL database (`serve --queue-url`), each
-//! on a root of its own given the first one's `auth/` (keys and the
-//! worker-token secret are still kept per root): one queue whichever
-//! daemon is asked, fencing across daemons, and a SIGKILL of the daemon
+//! on a root of its own: one queue and one set of keys whichever daemon
+//! is asked, fencing across daemons, and a SIGKILL of the daemon
 //! that holds leases and leads maintenance losing nothing acknowledged,
 //! its leases claimable again on the others once they lapse.
 
@@ -31,28 +30,19 @@ fn spec(i: usize) -> Value {
     })
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// Three daemons on roots `a`, `b`, `c` under `dir`, sharing `url` and
-/// the first one's `auth/`.
+/// Three daemons on roots `a`, `b`, `c` under `dir`, sharing `url`: the
+/// first one's admin key works on all three.
 fn three(dir: &Path, url: &str) -> Vec<DaemonProcess> {
     let first = DaemonProcess::spawn_shared(&dir.join("a"), url);
-    let mut all = vec![first];
+    let mut all = vec![];
     for name in ["b", "c"] {
-        copy_dir(&dir.join("a/auth"), &dir.join(name).join("auth"));
-        all.push(DaemonProcess::spawn_shared(&dir.join(name), url));
+        all.push(DaemonProcess::spawn_shared_beside(
+            &dir.join(name),
+            url,
+            &first,
+        ));
     }
+    all.insert(0, first);
     all
 }
 

@@ -240,7 +240,7 @@ pub fn fill(root: &Path, n: usize, submitted: usize) -> tessera::queue::Folds {
         // The admin key a first start makes: every task's requester must
         // be a key the root holds, or the daemon refuses to start.
         let (keyring, _) = tessera::auth::Keyring::open(&store).expect("keys");
-        let requester = tessera::store::envelope::Viewer::admin(keyring.list().remove(0).key_id);
+        let requester = tessera::store::envelope::Viewer::admin(keyring.list().await.expect("keys").remove(0).key_id);
         let started = Instant::now();
         let mut done = 0;
         while done < n {

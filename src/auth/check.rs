@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::keyring::{ADMIN_KEY_FILE, KeyRecord, key_id_of, random_hex};
+use super::keyring::{ADMIN_KEY_FILE, KeyRecord, key_id_of, new_key, random_hex};
 use super::scope::{Grants, Scope};
 use super::token::SECRET_FILE;
 use super::{IssueRequest, Keyring, PrincipalKind};
@@ -146,6 +146,61 @@ pub fn check(store: &Store, expected: &Expected) -> Result<Vec<Problem>, store::
         }),
     }
     Ok(problems)
+}
+
+/// Every problem with the keys and the token secret in the shared
+/// database (`shared::audit` read them) given `expected`. Nothing here
+/// blocks a start: the rows live with the tasks that name them, so one is
+/// missing only when it was deleted by hand.
+pub fn check_shared(
+    rows: &[(String, Result<KeyRecord, String>)],
+    secret: Option<&[u8]>,
+    expected: &Expected,
+) -> Vec<Problem> {
+    let problem = |path: String, message: String| Problem {
+        path,
+        message,
+        blocks_start: false,
+        loss: None,
+    };
+    let mut problems = Vec::new();
+    for (id, record) in rows {
+        match record {
+            Err(e) => problems.push(problem(
+                format!("keys row {id}"),
+                format!("is not a key record ({e}); was it changed by hand?"),
+            )),
+            Ok(r) if r.key_id.as_str() != id => problems.push(problem(
+                format!("keys row {id}"),
+                format!("holds the record of key {}", r.key_id),
+            )),
+            Ok(_) => {}
+        }
+    }
+    for (id, named_by) in &expected.keys {
+        if !rows.iter().any(|(row, _)| row == id.as_str()) {
+            problems.push(problem(
+                format!("keys row {id}"),
+                format!("missing, but {named_by} names key {id}: was it deleted by hand? Restore the database from a backup"),
+            ));
+        }
+    }
+    match secret.map(super::token::parse_secret) {
+        Some(Ok(_)) => {}
+        Some(Err(why)) => problems.push(problem(
+            "secrets row worker_token".into(),
+            format!("{why}: restore the database from a backup"),
+        )),
+        None => {
+            if let Some(claim) = &expected.live_claim {
+                problems.push(problem(
+                    "secrets row worker_token".into(),
+                    format!("missing, but {claim} holds a worker token minted with it: was it deleted by hand?"),
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// The key records that parse, by key id; every other file under
@@ -316,7 +371,8 @@ pub fn accept_loss(store: &Store, problems: &[Problem]) -> Result<Accepted, stor
             "auth/keys/: no key record was left; issued a new admin key, its secret is in {path}"
         ));
     } else if !ring.has_usable_admin() {
-        let (record, secret) = ring.issue(IssueRequest::admin())?;
+        let (record, secret) = new_key(IssueRequest::admin());
+        Keyring::write_record(store, &record)?;
         store.writer().write_private(
             &store.root().auth,
             ADMIN_KEY_FILE,

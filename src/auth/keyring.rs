@@ -1,6 +1,9 @@
 //! Hashed key records and their in-memory index: issue, list, revoke,
-//! authenticate. Records live in `auth/keys/<key_id>.json` (mode 0600) and
-//! are loaded once at start; a request's key check never touches the disk.
+//! authenticate. Records live in `auth/keys/<key_id>.json` (mode 0600),
+//! or in the database several daemons share (`--queue-url`,
+//! [`super::shared`]); they are loaded once at start, and a request's key
+//! check works from memory (on the shared database, from a look at most
+//! [`FRESH`] old, and a key not seen yet is read by its id).
 //!
 //! A secret is `tsk_<key_id>_<64 hex>`: the key id finds the record, then
 //! the sha256 of the whole secret is compared with the stored hash in
@@ -10,7 +13,9 @@
 //! be guessed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use cap_std::fs::Dir;
 use jiff::Timestamp;
@@ -18,9 +23,19 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use super::scope::{GrantSet, Grants, Scope};
+use super::shared::{self, Mark};
 use super::throttle::Failures;
 use super::{Error, Principal, PrincipalInfo, PrincipalKind};
+use crate::database::Database;
 use crate::store::{self, Name, Sha256, Store};
+
+/// On the shared database, a request trusts the keys it sees only when
+/// they were looked at this recently: a revocation on any daemon is
+/// refused on every other within this long of its commit.
+pub const FRESH: Duration = Duration::from_secs(1);
+
+/// How often each daemon looks for keys changed on the others.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
 
 /// File the first start writes the admin secret to, under `auth/`.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
@@ -95,17 +110,62 @@ impl IssueRequest {
 /// map lookups and inserts, never across I/O or `.await`.
 #[derive(Clone, Debug)]
 pub struct Keyring {
-    store: Store,
-    keys: Arc<RwLock<HashMap<Name, Arc<Entry>>>>,
+    records: Records,
+    keys: Arc<RwLock<Keys>>,
     failures: Arc<Failures>,
-    /// Held by a revocation from its last-admin check through its write,
-    /// so two revocations cannot each leave the other as the last admin.
-    /// A `std` mutex is enough: revocation runs on the blocking pool and
-    /// never awaits.
+    /// Held by a revocation on a root from its last-admin check through
+    /// its write, so two revocations cannot each leave the other as the
+    /// last admin (the shared database decides under a lock of its own).
+    /// A `std` mutex is enough: a root's revocation runs on the blocking
+    /// pool and never awaits.
     revoking: Arc<Mutex<()>>,
-    /// Bumped by every revocation, so what a key holds open (an event
-    /// stream) ends at once ([`Keyring::unusable`]).
+    /// Bumped by every revocation (and every change a look at the shared
+    /// database finds), so what a key holds open (an event stream) ends
+    /// at once ([`Keyring::unusable`]).
     revoked: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+type Keys = HashMap<Name, Arc<Entry>>;
+
+/// Where the records are kept.
+#[derive(Clone, Debug)]
+enum Records {
+    /// `auth/keys/` under the root.
+    Root(Store),
+    /// The shared database, looked at by this daemon.
+    Shared(Arc<Tail>),
+}
+
+/// This daemon's looks at the shared database's keys.
+#[derive(Debug)]
+struct Tail {
+    db: Database,
+    /// When the tail was made: the origin of `fresh_until`.
+    epoch: Instant,
+    /// Until when (ms after `epoch`) the last look is fresh enough.
+    fresh_until: AtomicU64,
+    /// The last look's mark and the last failure; held through a look, so
+    /// one runs at a time.
+    looked: tokio::sync::Mutex<Looked>,
+}
+
+#[derive(Debug)]
+struct Looked {
+    mark: Mark,
+    /// The last look that failed: when, and why.
+    failed: Option<(Instant, String)>,
+}
+
+impl Tail {
+    fn is_fresh(&self) -> bool {
+        self.epoch.elapsed().as_millis() < u128::from(self.fresh_until.load(Ordering::Acquire))
+    }
+
+    fn looked_at(&self, at: Instant) {
+        let until = (at + FRESH).duration_since(self.epoch).as_millis();
+        self.fresh_until
+            .store(u64::try_from(until).unwrap_or(u64::MAX), Ordering::Release);
+    }
 }
 
 #[derive(Debug)]
@@ -136,35 +196,167 @@ impl Keyring {
         let dir = auth
             .open_dir("keys")
             .map_err(|e| store::io_err("opening auth/keys", e))?;
-        let mut keys = HashMap::new();
-        for record in load_records(&dir)? {
-            keys.insert(record.key_id.clone(), Entry::new(record));
+        let ring = Keyring::with(Records::Root(store.clone()), load_records(&dir)?);
+        if !ring.read().is_empty() {
+            return Ok((ring, None));
         }
-        let ring = Keyring {
-            store: store.clone(),
+        let (record, secret) = new_key(IssueRequest::admin());
+        Keyring::write_record(store, &record)?;
+        ring.remember(record);
+        Ok((ring, Some(write_admin_key(store, &secret)?)))
+    }
+
+    /// Loads every key from the shared database, and keeps looking for
+    /// changes made on other daemons. A database with no keys yet is
+    /// given this root's records (a root moving to the shared database
+    /// keeps its keys), or a new admin key whose secret goes to this
+    /// root's `auth/admin.key` (whose path is returned).
+    pub async fn shared(db: &Database, store: &Store) -> Result<(Keyring, Option<String>), Error> {
+        let on_root = match store.root().auth.open_dir("keys") {
+            Ok(dir) => load_records(&dir)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(store::io_err("opening auth/keys", e).into()),
+        };
+        let moved = on_root.len();
+        let mut admin_secret = None;
+        let seeded = shared::seed(db, || {
+            if on_root.is_empty() {
+                let (record, secret) = new_key(IssueRequest::admin());
+                admin_secret = Some(secret);
+                vec![record]
+            } else {
+                on_root
+            }
+        })
+        .await?;
+        let path = match (seeded, admin_secret) {
+            (true, Some(secret)) => Some(write_admin_key(store, &secret)?),
+            (true, None) => {
+                tracing::info!(
+                    keys = moved,
+                    "the shared database had no keys: it holds this root's key records from now on (auth/keys/ is no longer read)"
+                );
+                None
+            }
+            (false, _) => None,
+        };
+        let look = shared::load_all(db).await?;
+        let tail = Arc::new(Tail {
+            db: db.clone(),
+            epoch: Instant::now(),
+            fresh_until: AtomicU64::new(0),
+            looked: tokio::sync::Mutex::new(Looked {
+                mark: look.mark,
+                failed: None,
+            }),
+        });
+        tail.looked_at(Instant::now());
+        let ring = Keyring::with(Records::Shared(tail.clone()), look.records);
+        tokio::spawn(keep_looking(
+            Arc::downgrade(&tail),
+            Arc::downgrade(&ring.keys),
+            ring.revoked.clone(),
+        ));
+        Ok((ring, path))
+    }
+
+    fn with(records: Records, loaded: Vec<KeyRecord>) -> Keyring {
+        let keys = loaded
+            .into_iter()
+            .map(|r| (r.key_id.clone(), Entry::new(r)))
+            .collect();
+        Keyring {
+            records,
             keys: Arc::new(RwLock::new(keys)),
             failures: Arc::default(),
             revoking: Arc::default(),
             revoked: Arc::new(tokio::sync::watch::Sender::new(0)),
-        };
-        if !ring
-            .keys
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Keys> {
+        self.keys
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_empty()
-        {
-            return Ok((ring, None));
-        }
-        let (_, secret) = ring.issue(IssueRequest::admin())?;
-        store
-            .writer()
-            .write_private(auth, ADMIN_KEY_FILE, format!("{secret}\n").as_bytes())?;
-        let path = store.root().path.join("auth").join(ADMIN_KEY_FILE);
-        Ok((ring, Some(path.display().to_string())))
     }
 
     /// Issues a key and returns its record and the secret (shown once).
-    pub fn issue(&self, req: IssueRequest) -> Result<(KeyRecord, String), store::Error> {
+    pub async fn issue(&self, req: IssueRequest) -> Result<(KeyRecord, String), Error> {
+        let (record, secret) = new_key(req);
+        match &self.records {
+            Records::Root(store) => {
+                let written = record.clone();
+                store
+                    .blocking(move |store| Keyring::write_record(store, &written))
+                    .await?;
+            }
+            Records::Shared(tail) => shared::insert(&tail.db, &record).await?,
+        }
+        self.remember(record.clone());
+        Ok((record, secret))
+    }
+
+    /// Revokes a key, durably; later requests with it are refused, and
+    /// what it holds open ends ([`Keyring::unusable`]). An admin key can
+    /// be revoked only while another admin key stays usable at least as
+    /// long as it would have (one that expires sooner does not count), or
+    /// no one could issue keys.
+    pub async fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
+        let now = Timestamp::now();
+        let key_id = key_id.to_string();
+        let (record, changed) = match &self.records {
+            Records::Root(store) => {
+                let ring = self.clone();
+                store
+                    .blocking(move |store| {
+                        let _one_at_a_time = ring
+                            .revoking
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let all: Vec<KeyRecord> =
+                            ring.read().values().map(|e| e.record.clone()).collect();
+                        let (record, changed) = revocation(&all, &key_id, now)?;
+                        if changed {
+                            Keyring::write_record(store, &record)?;
+                            ring.remember(record.clone());
+                        }
+                        Ok::<_, Error>((record, changed))
+                    })
+                    .await?
+            }
+            Records::Shared(tail) => {
+                let decided = shared::revoke(&tail.db, |all| {
+                    let (record, changed) = revocation(&all, &key_id, now)?;
+                    let write = changed.then(|| record.clone());
+                    Ok::<_, Error>(((record, changed), write))
+                })
+                .await??;
+                if decided.1 {
+                    self.remember(decided.0.clone());
+                }
+                decided
+            }
+        };
+        if changed {
+            self.revoked.send_modify(|n| *n += 1);
+        }
+        Ok(record)
+    }
+
+    fn remember(&self, record: KeyRecord) {
+        merge(
+            &mut self
+                .keys
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            record,
+        );
+    }
+}
+
+/// A new key's record and its secret (nothing is written).
+pub(super) fn new_key(req: IssueRequest) -> (KeyRecord, String) {
+    {
         let key_id = Name::parse("key_id", &format!("k{}", random_hex(8))).expect("valid id");
         let secret = format!("tsk_{key_id}_{}", random_hex(32));
         let has_surface = req
@@ -188,48 +380,140 @@ impl Keyring {
             expires_at: req.expires_at,
             revoked_at: None,
         };
-        self.save(&record)?;
-        Ok((record, secret))
+        (record, secret)
     }
+}
 
-    /// Revokes a key, durably; later requests with it are refused, and
-    /// what it holds open ends ([`Keyring::unusable`]). An admin key can
-    /// be revoked only while another admin key stays usable at least as
-    /// long as it would have (one that expires sooner does not count), or
-    /// no one could issue keys.
-    pub fn revoke(&self, key_id: &str) -> Result<KeyRecord, Error> {
-        let _one_at_a_time = self
-            .revoking
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = self.get(key_id).ok_or(Error::UnknownKey)?;
-        let mut record = entry.record.clone();
-        if record.revoked_at.is_some() {
-            return Ok(record);
+/// Writes a new admin key's secret to `auth/admin.key` (mode 0600) and
+/// answers the file's path.
+fn write_admin_key(store: &Store, secret: &str) -> Result<String, store::Error> {
+    store.writer().write_private(
+        &store.root().auth,
+        ADMIN_KEY_FILE,
+        format!("{secret}\n").as_bytes(),
+    )?;
+    let path = store.root().path.join("auth").join(ADMIN_KEY_FILE);
+    Ok(path.display().to_string())
+}
+
+/// The revocation of `key_id` decided over every record: the record as
+/// it is to be (and whether that is a change: revoking again changes
+/// nothing), or why it may not be revoked.
+fn revocation(all: &[KeyRecord], key_id: &str, now: Timestamp) -> Result<(KeyRecord, bool), Error> {
+    let mut record = all
+        .iter()
+        .find(|r| r.key_id.as_str() == key_id)
+        .ok_or(Error::UnknownKey)?
+        .clone();
+    if record.revoked_at.is_some() {
+        return Ok((record, false));
+    }
+    if is_admin(&record) && usable(&record, now) {
+        let other_admin = all.iter().any(|e| {
+            e.key_id != record.key_id && is_admin(e) && usable(e, now) && outlasts(e, &record)
+        });
+        if !other_admin {
+            return Err(Error::LastAdminKey);
         }
-        let now = Timestamp::now();
-        if entry.principal.is_admin() && usable(&record, now) {
-            let other_admin = self
-                .keys
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .values()
-                .any(|e| {
-                    e.record.key_id != record.key_id
-                        && e.principal.is_admin()
-                        && usable(&e.record, now)
-                        && outlasts(&e.record, &record)
-                });
-            if !other_admin {
-                return Err(Error::LastAdminKey);
+    }
+    record.revoked_at = Some(now);
+    Ok((record, true))
+}
+
+/// Takes `record` into `keys` unless what is there is newer, and answers
+/// whether anything changed. A record changes only by being revoked, so a
+/// revoked copy is never replaced by an unrevoked one, whichever order
+/// reads of the shared database arrive in.
+fn merge(keys: &mut Keys, record: KeyRecord) -> bool {
+    let newer = match keys.get(&record.key_id) {
+        None => true,
+        Some(e) => {
+            e.record != record && !(e.record.revoked_at.is_some() && record.revoked_at.is_none())
+        }
+    };
+    if newer {
+        keys.insert(record.key_id.clone(), Entry::new(record));
+    }
+    newer
+}
+
+/// Whether a record grants `admin`.
+fn is_admin(record: &KeyRecord) -> bool {
+    record.grants.scopes.contains(&Scope::Admin)
+}
+
+/// Looks at the shared database's keys every [`LOOK_EVERY`] while the
+/// keyring lives, so requests find a fresh look ready.
+async fn keep_looking(
+    tail: Weak<Tail>,
+    keys: Weak<RwLock<Keys>>,
+    revoked: Arc<tokio::sync::watch::Sender<u64>>,
+) {
+    let mut every = tokio::time::interval(LOOK_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let (Some(tail), Some(keys)) = (tail.upgrade(), keys.upgrade()) else {
+            return;
+        };
+        // A failure is kept and answered to requests until a look works.
+        let _ = look(&tail, &keys, &revoked, true).await;
+    }
+}
+
+/// Applies a look at the records changed since the last one; with
+/// `always`, looks even when the last look is still fresh. A request
+/// that finds the last look stale waits for this one; when the last one
+/// failed under [`LOOK_EVERY`] ago, its failure is answered at once.
+async fn look(
+    tail: &Tail,
+    keys: &RwLock<Keys>,
+    revoked: &tokio::sync::watch::Sender<u64>,
+    always: bool,
+) -> Result<(), Error> {
+    let mut looked = tail.looked.lock().await;
+    if !always && tail.is_fresh() {
+        return Ok(());
+    }
+    if let Some((at, why)) = &looked.failed
+        && !always
+        && at.elapsed() < LOOK_EVERY
+    {
+        return Err(Error::KeysUnavailable(why.clone()));
+    }
+    let started = Instant::now();
+    match shared::changed_since(&tail.db, looked.mark).await {
+        Ok(found) => {
+            let mut changed = false;
+            let mut keys = keys
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for record in found.records {
+                changed |= merge(&mut keys, record);
             }
+            drop(keys);
+            if changed {
+                revoked.send_modify(|n| *n += 1);
+            }
+            if looked.failed.take().is_some() {
+                tracing::info!("the shared database's keys can be read again");
+            }
+            looked.mark = found.mark;
+            tail.looked_at(started);
+            Ok(())
         }
-        record.revoked_at = Some(now);
-        self.save(&record)?;
-        self.revoked.send_modify(|n| *n += 1);
-        Ok(record)
+        Err(e) => {
+            let why = e.to_string();
+            if looked.failed.is_none() {
+                tracing::warn!(error = %why, "cannot read the shared database's keys; key checks answer 503 until it can be read");
+            }
+            looked.failed = Some((Instant::now(), why.clone()));
+            Err(Error::KeysUnavailable(why))
+        }
     }
+}
 
+impl Keyring {
     /// Resolves once `key_id` can no longer be used: at once when it is
     /// unknown, revoked or expired, else at its revocation or expiry.
     pub async fn unusable(&self, key_id: &Name) {
@@ -258,23 +542,29 @@ impl Keyring {
         }
     }
 
-    /// Every key record, sorted by id.
-    pub fn list(&self) -> Vec<KeyRecord> {
-        let mut out: Vec<_> = self
-            .keys
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .map(|e| e.record.clone())
-            .collect();
+    /// Every key record, sorted by id: on the shared database, as it is
+    /// now (an admin who revoked a key on one daemon lists it revoked on
+    /// any other at once).
+    pub async fn list(&self) -> Result<Vec<KeyRecord>, Error> {
+        if let Records::Shared(tail) = &self.records {
+            let found = shared::load_all(&tail.db).await?.records;
+            let mut keys = self
+                .keys
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for record in found {
+                merge(&mut keys, record);
+            }
+        }
+        let mut out: Vec<_> = self.read().values().map(|e| e.record.clone()).collect();
         out.sort_by(|a, b| a.key_id.cmp(&b.key_id));
-        out
+        Ok(out)
     }
 
     /// The principal behind a bearer secret, or why it is refused. A
     /// refusal is counted and logged (sampled).
-    pub fn authenticate(&self, secret: Option<&str>) -> Result<Principal, Error> {
-        let checked = self.check(secret);
+    pub async fn authenticate(&self, secret: Option<&str>) -> Result<Principal, Error> {
+        let checked = self.check(secret).await;
         if let Err(Error::Unauthenticated(reason)) = &checked
             && let Some(suppressed) = self.failures.record()
         {
@@ -293,11 +583,12 @@ impl Keyring {
         self.failures.total()
     }
 
-    fn check(&self, secret: Option<&str>) -> Result<Principal, Error> {
+    async fn check(&self, secret: Option<&str>) -> Result<Principal, Error> {
         let secret = secret.ok_or(Error::Unauthenticated("missing bearer credential"))?;
         let key_id = key_id_of(secret).ok_or(Error::Unauthenticated("malformed key"))?;
         let entry = self
-            .get(key_id)
+            .entry(key_id)
+            .await?
             .ok_or(Error::Unauthenticated("unknown key"))?;
         let offered = Sha256::of(secret.as_bytes());
         if !bool::from(
@@ -322,9 +613,10 @@ impl Keyring {
 
     /// The principal of a key that is still usable (not revoked or
     /// expired): the authority a worker token acts under is its claimant's.
-    pub fn principal(&self, key_id: &Name) -> Result<Principal, Error> {
+    pub async fn principal(&self, key_id: &Name) -> Result<Principal, Error> {
         let entry = self
-            .get(key_id.as_str())
+            .entry(key_id.as_str())
+            .await?
             .ok_or(Error::Unauthenticated("unknown key"))?;
         if entry.record.revoked_at.is_some() {
             return Err(Error::Unauthenticated("the claiming key was revoked"));
@@ -339,21 +631,56 @@ impl Keyring {
         Ok(entry.principal.clone())
     }
 
+    /// The entry of `key_id` as of a fresh look: on the shared database,
+    /// one this daemon has not seen yet is read by its id.
+    async fn entry(&self, key_id: &str) -> Result<Option<Arc<Entry>>, Error> {
+        self.fresh().await?;
+        if let Some(entry) = self.get(key_id) {
+            return Ok(Some(entry));
+        }
+        let Records::Shared(tail) = &self.records else {
+            return Ok(None);
+        };
+        let Ok(name) = Name::parse("key_id", key_id) else {
+            return Ok(None);
+        };
+        let Some(record) = shared::get(&tail.db, key_id).await? else {
+            return Ok(None);
+        };
+        let mut keys = self
+            .keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        merge(&mut keys, record);
+        Ok(keys.get(&name).cloned())
+    }
+
+    /// Whether keys can be checked now (`/healthz`): on the shared
+    /// database, whether a look at them is fresh or can be made.
+    pub async fn ready(&self) -> Result<(), Error> {
+        self.fresh().await
+    }
+
+    /// On the shared database, waits for a fresh look when the last one
+    /// is older than [`FRESH`].
+    async fn fresh(&self) -> Result<(), Error> {
+        match &self.records {
+            Records::Shared(tail) if !tail.is_fresh() => {
+                look(tail, &self.keys, &self.revoked, false).await
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn get(&self, key_id: &str) -> Option<Arc<Entry>> {
         let name = Name::parse("key_id", key_id).ok()?;
-        self.keys
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&name)
-            .cloned()
+        self.read().get(&name).cloned()
     }
 
     /// Whether some admin key is neither revoked nor expired.
     pub fn has_usable_admin(&self) -> bool {
         let now = Timestamp::now();
-        self.keys
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.read()
             .values()
             .any(|e| e.principal.is_admin() && usable(&e.record, now))
     }
@@ -372,15 +699,6 @@ impl Keyring {
         store
             .writer()
             .write_private(&dir, &format!("{}.json", record.key_id), &bytes)
-    }
-
-    fn save(&self, record: &KeyRecord) -> Result<(), store::Error> {
-        Keyring::write_record(&self.store, record)?;
-        self.keys
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(record.key_id.clone(), Entry::new(record.clone()));
-        Ok(())
     }
 }
 
@@ -440,12 +758,12 @@ mod tests {
         (dir, ring)
     }
 
-    #[test]
-    fn the_last_usable_admin_key_stays() {
+    #[tokio::test]
+    async fn the_last_usable_admin_key_stays() {
         let (_dir, ring) = open();
-        let first = ring.list()[0].key_id.clone();
+        let first = ring.list().await.unwrap()[0].key_id.clone();
         assert!(matches!(
-            ring.revoke(first.as_str()),
+            ring.revoke(first.as_str()).await,
             Err(Error::LastAdminKey)
         ));
         let expired = ring
@@ -453,76 +771,81 @@ mod tests {
                 expires_at: Some(Timestamp::now() - jiff::SignedDuration::from_secs(1)),
                 ..IssueRequest::admin()
             })
+            .await
             .unwrap()
             .0;
         assert!(
-            matches!(ring.revoke(first.as_str()), Err(Error::LastAdminKey)),
+            matches!(ring.revoke(first.as_str()).await, Err(Error::LastAdminKey)),
             "an expired admin key does not count"
         );
         assert!(
-            ring.revoke(expired.key_id.as_str()).is_ok(),
+            ring.revoke(expired.key_id.as_str()).await.is_ok(),
             "it is not usable anyway"
         );
-        let (second, _) = ring.issue(IssueRequest::admin()).unwrap();
-        assert!(ring.revoke(first.as_str()).is_ok());
+        let (second, _) = ring.issue(IssueRequest::admin()).await.unwrap();
+        assert!(ring.revoke(first.as_str()).await.is_ok());
         assert!(
-            ring.revoke(first.as_str()).is_ok(),
+            ring.revoke(first.as_str()).await.is_ok(),
             "revoking again changes nothing"
         );
         assert!(matches!(
-            ring.revoke(second.key_id.as_str()),
+            ring.revoke(second.key_id.as_str()).await,
             Err(Error::LastAdminKey)
         ));
     }
 
-    #[test]
-    fn an_admin_key_that_expires_sooner_does_not_count_as_another_admin() {
+    #[tokio::test]
+    async fn an_admin_key_that_expires_sooner_does_not_count_as_another_admin() {
         let (_dir, ring) = open();
-        let permanent = ring.list()[0].key_id.clone();
+        let permanent = ring.list().await.unwrap()[0].key_id.clone();
         let at = |s: i64| Some(Timestamp::now() + jiff::SignedDuration::from_secs(s));
-        let issue = |expires_at| {
+        let issue = async |expires_at| {
             ring.issue(IssueRequest {
                 expires_at,
                 ..IssueRequest::admin()
             })
+            .await
             .unwrap()
             .0
             .key_id
         };
-        let soon = issue(at(2));
+        let soon = issue(at(2)).await;
         assert!(
-            matches!(ring.revoke(permanent.as_str()), Err(Error::LastAdminKey)),
+            matches!(
+                ring.revoke(permanent.as_str()).await,
+                Err(Error::LastAdminKey)
+            ),
             "an admin key that expires in 2 s would leave no admin"
         );
-        let later = issue(at(3600));
+        let later = issue(at(3600)).await;
         assert!(matches!(
-            ring.revoke(permanent.as_str()),
+            ring.revoke(permanent.as_str()).await,
             Err(Error::LastAdminKey)
         ));
         assert!(
-            ring.revoke(soon.as_str()).is_ok(),
+            ring.revoke(soon.as_str()).await.is_ok(),
             "the permanent key outlasts it"
         );
-        assert!(ring.revoke(later.as_str()).is_ok());
-        let second = issue(None);
+        assert!(ring.revoke(later.as_str()).await.is_ok());
+        let second = issue(None).await;
         assert!(
-            ring.revoke(permanent.as_str()).is_ok(),
+            ring.revoke(permanent.as_str()).await.is_ok(),
             "another permanent one"
         );
-        issue(at(3600));
+        issue(at(3600)).await;
         assert!(matches!(
-            ring.revoke(second.as_str()),
+            ring.revoke(second.as_str()).await,
             Err(Error::LastAdminKey)
         ));
     }
 
-    #[test]
-    fn failed_authentications_are_counted() {
+    #[tokio::test]
+    async fn failed_authentications_are_counted() {
         let (_dir, ring) = open();
-        let (_, secret) = ring.issue(IssueRequest::admin()).unwrap();
-        assert!(ring.authenticate(Some(&secret)).is_ok());
+        let (_, secret) = ring.issue(IssueRequest::admin()).await.unwrap();
+        assert!(ring.authenticate(Some(&secret)).await.is_ok());
         for bad in [None, Some("tsk_nope"), Some("garbage")] {
-            assert!(ring.authenticate(bad).is_err());
+            assert!(ring.authenticate(bad).await.is_err());
         }
         assert_eq!(ring.failed_authentications(), 3);
     }

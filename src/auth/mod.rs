@@ -6,7 +6,8 @@
 //!   filter, a body field, a label, a cohort, an `X-Surface-Id` header)
 //!   adds to them. Changing grants means issuing a new key.
 //! - Every route authenticates through [`Keyring::authenticate`] and decides
-//!   through [`access`]; both work from memory.
+//!   through [`access`]; both work from memory (on the shared database,
+//!   from a look at the keys at most a second old, [`shared`]).
 //! - Outcomes: no or bad credential is `Unauthenticated` (401); allowed to
 //!   see but not to do is `Forbidden` (403); may not see at all is `Hidden`,
 //!   which the HTTP layer answers exactly like a missing record (404).
@@ -37,6 +38,7 @@ pub mod access;
 pub mod check;
 pub mod keyring;
 pub mod scope;
+pub mod shared;
 pub mod throttle;
 pub mod token;
 
@@ -179,9 +181,20 @@ pub enum Error {
         "this is the last usable admin key; issue another admin key first, then revoke this one"
     )]
     LastAdminKey,
+    /// The shared database's keys cannot be read or written now
+    /// (`--queue-url`): a key check refuses rather than trusting an old
+    /// look, which could miss a revocation.
+    #[error("the keys in the shared database cannot be read ({0}); retry shortly")]
+    KeysUnavailable(String),
     /// The store failed underneath.
     #[error(transparent)]
     Store(#[from] store::Error),
+}
+
+impl From<crate::database::Error> for Error {
+    fn from(e: crate::database::Error) -> Error {
+        Error::KeysUnavailable(e.to_string())
+    }
 }
 
 /// The one admission check for admin-only routes.

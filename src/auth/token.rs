@@ -19,6 +19,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::database::Database;
 use crate::store::{self, Store};
 
 /// The secret's file under `auth/`.
@@ -109,6 +110,15 @@ pub fn parse_secret(bytes: &[u8]) -> Result<[u8; 32], String> {
     Ok(secret)
 }
 
+/// A secret as the line a `token.secret` file holds.
+fn secret_line(secret: &[u8; 32]) -> String {
+    format!(
+        "{SECRET_FORMAT} {} {}\n",
+        hex::encode(secret),
+        store::Sha256::of(secret).hex()
+    )
+}
+
 impl Minter {
     /// Loads the secret, creating it on first start.
     pub fn open(store: &Store) -> Result<Minter, store::Error> {
@@ -123,17 +133,34 @@ impl Minter {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 getrandom::fill(&mut secret).expect("the OS random number generator is available");
-                let line = format!(
-                    "{SECRET_FORMAT} {} {}\n",
-                    hex::encode(secret),
-                    store::Sha256::of(&secret).hex()
-                );
                 store
                     .writer()
-                    .write_private(auth, SECRET_FILE, line.as_bytes())?;
+                    .write_private(auth, SECRET_FILE, secret_line(&secret).as_bytes())?;
             }
             Err(e) => return Err(store::io_err(format!("reading auth/{SECRET_FILE}"), e)),
         }
+        Ok(Minter::with_secret(&secret))
+    }
+
+    /// Loads the secret from the shared database (`--queue-url`), so a
+    /// token minted on one daemon verifies on every other. A database
+    /// with none yet takes this root's (its live tokens keep working) or
+    /// a new one.
+    pub async fn shared(db: &Database, store: &Store) -> Result<Minter, super::Error> {
+        let fresh = match store.root().auth.read(SECRET_FILE) {
+            Ok(bytes) if parse_secret(&bytes).is_ok() => bytes,
+            _ => {
+                let mut secret = [0u8; 32];
+                getrandom::fill(&mut secret).expect("the OS random number generator is available");
+                secret_line(&secret).into_bytes()
+            }
+        };
+        let line = super::shared::token_secret(db, &fresh).await?;
+        let secret = parse_secret(&line).map_err(|why| {
+            super::Error::KeysUnavailable(format!(
+                "the worker-token secret in the shared database {why}"
+            ))
+        })?;
         Ok(Minter::with_secret(&secret))
     }
 

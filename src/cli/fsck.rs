@@ -88,6 +88,7 @@ pub(super) struct Survey {
 /// Checks everything `tessera fsck` checks: the root, and the queue in
 /// the database at `queue_url` when given, else the root's journal.
 pub(super) fn survey(store: &Store, queue_url: Option<&str>) -> anyhow::Result<Survey> {
+    needs_no_url(store, queue_url)?;
     let report = fsck::check(store)?;
     let mut problems: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     let mut seen = Seen::default();
@@ -102,7 +103,7 @@ pub(super) fn survey(store: &Store, queue_url: Option<&str>) -> anyhow::Result<S
         }
     }
     problems.extend(
-        check::check(store, &seen.expected)?
+        auth_problems(store, queue_url, &seen.expected)?
             .iter()
             .map(|p| p.to_string()),
     );
@@ -130,6 +131,38 @@ fn shared_tasks(
     })
 }
 
+/// Refuses a root whose queue and keys are in a shared database when no
+/// `--queue-url` names it: its journal and `auth/` hold none of them.
+pub(super) fn needs_no_url(store: &Store, queue_url: Option<&str>) -> anyhow::Result<()> {
+    match crate::auth::shared::marked(store)? {
+        Some(at) if queue_url.is_none() => {
+            Err(super::exit::Usage(crate::auth::shared::needs_url(&at)).into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Every problem with the keys and the token secret given `expected`:
+/// the files under `auth/`, or the rows of the database at `queue_url`,
+/// where a daemon on it keeps them.
+pub(super) fn auth_problems(
+    store: &Store,
+    queue_url: Option<&str>,
+    expected: &Expected,
+) -> anyhow::Result<Vec<check::Problem>> {
+    let Some(url) = queue_url else {
+        return Ok(check::check(store, expected)?);
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (rows, secret) = runtime.block_on(async {
+        let db = crate::database::Database::connect(url).await?;
+        crate::auth::shared::audit(&db).await
+    })?;
+    Ok(check::check_shared(&rows, secret.as_deref(), expected))
+}
+
 /// Runs `f` on every task of the queue in the database at `url` (read
 /// only), with the hash of every receipt it holds.
 pub(super) fn shared_walk<T>(
@@ -141,8 +174,8 @@ pub(super) fn shared_walk<T>(
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let db = pg::Database::connect(url).await?;
-        let plan = pg::schema::plan(&db).await?;
+        let db = crate::database::Database::connect(url).await?;
+        let plan = crate::database::schema::plan(&db).await?;
         if !plan.pending.is_empty() {
             anyhow::bail!(
                 "the queue database's schema is at version {}; start the daemon (or run tessera migrate) first",

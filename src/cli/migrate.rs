@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::exit;
-use crate::queue::pg::{self, Database, schema};
+use crate::database::{self, Database, schema};
 
 /// Arguments of `migrate`.
 #[derive(Debug, Args)]
@@ -56,9 +56,9 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A URL that is not one is a usage problem (exit 2); the rest exit 1.
-fn usage(e: pg::Error) -> anyhow::Error {
+fn usage(e: database::Error) -> anyhow::Error {
     match e {
-        pg::Error::BadUrl(_) => exit::Usage(e.to_string()).into(),
+        database::Error::BadUrl(_) => exit::Usage(e.to_string()).into(),
         e => e.into(),
     }
 }

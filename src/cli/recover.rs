@@ -31,6 +31,7 @@ pub fn run(
 ) -> anyhow::Result<ExitCode> {
     let mut blocked = false;
     let store = Store::open(root, Access::ReadOnly)?;
+    super::fsck::needs_no_url(&store, queue_url)?;
     let (_, noun_damage) = fsck::noun_log(&store, &mut fsck::Report::default())?;
     if let Some(damage) = &noun_damage {
         blocked = true;
@@ -120,12 +121,18 @@ fn settle(
         noun_damaged,
         mut blocked,
     } = found;
-    let auth: Vec<check::Problem> = check::check(&store, &expected)?
+    let auth: Vec<check::Problem> = super::fsck::auth_problems(&store, queue_url, &expected)?
         .into_iter()
         .filter(|p| p.blocks_start)
         .collect();
     if auth.is_empty() {
-        println!("auth/: every file the queue's tasks name is there");
+        println!(
+            "{}",
+            match queue_url {
+                Some(_) => "keys: they live in the queue database, with the tasks that name them",
+                None => "auth/: every file the queue's tasks name is there",
+            }
+        );
     }
     for problem in &auth {
         println!("damage: {problem}");
@@ -162,8 +169,11 @@ fn settle(
         }
     }
     if accepting {
-        for line in check::accept_loss(&store, &auth)? {
-            println!("accepted: {line}");
+        // A root on the shared database keeps no keys of its own.
+        if queue_url.is_none() {
+            for line in check::accept_loss(&store, &auth)? {
+                println!("accepted: {line}");
+            }
         }
         match lost {
             Some(lost) if !lost.is_empty() => {

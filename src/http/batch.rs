@@ -43,7 +43,7 @@ const PUT_CONCURRENCY: usize = 32;
 /// `POST /v1/batch/nouns[?source_pack=P]`: `{items: [{namespace, store,
 /// key, envelope}]}`; every version written records the seed pack `P`.
 pub async fn nouns(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     access::require(&principal, Scope::CasWrite)?;
     let source_pack = query_name(&req, "source_pack")?;
     let batch: NounBatch = req
@@ -100,7 +100,7 @@ fn prepare_put(
 /// [TaskSpec]}`, enqueued in order under one queue lock and one durability
 /// wait; every task created records the seed pack `P`.
 pub async fn tasks(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let dry_run = req.query("dry_run") == Some("true");
     let source_pack = query_name(&req, "source_pack")?;
     access::require(&p, Scope::VerbsEnqueue)?;

@@ -343,6 +343,7 @@ impl From<auth::Error> for ApiError {
             E::InvalidGrant(_) => ApiError::new(C::InvalidGrant, msg),
             E::UnknownKey => ApiError::not_found(),
             E::LastAdminKey => ApiError::new(C::LastAdminKey, msg),
+            E::KeysUnavailable(_) => ApiError::new(C::QueueUnavailable, msg),
             E::Store(s) => s.into(),
         }
     }

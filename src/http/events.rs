@@ -27,7 +27,7 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// `GET /v1/events` (any key; `Last-Event-ID` optional).
 pub async fn stream(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let last = req
         .headers()
         .get("last-event-id")

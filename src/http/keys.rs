@@ -14,7 +14,7 @@ const MAX_TEXT: usize = 256;
 
 /// `POST /v1/keys`.
 pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     auth::require_admin(&principal)?;
     let body: IssueKey = req.json(ctx.limits.max_body_bytes).await?;
     for (field, value) in [
@@ -43,8 +43,7 @@ pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         grants: body.grants,
         expires_at: body.expires_at,
     };
-    let keyring = ctx.keyring.clone();
-    let (record, secret) = ctx.blocking(move |_| keyring.issue(request)).await?;
+    let (record, secret) = ctx.keyring.issue(request).await?;
     tracing::info!(key_id = %record.key_id, by = %by, kind = ?record.principal_kind, "key issued");
     Ok(json_response(
         StatusCode::CREATED,
@@ -56,20 +55,24 @@ pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 }
 
 /// `GET /v1/keys`.
-pub fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
+    let principal = ctx.authenticate(&req).await?;
     auth::require_admin(&principal)?;
-    let keys = ctx.keyring.list().iter().map(KeyView::from).collect();
+    let keys = ctx
+        .keyring
+        .list()
+        .await?
+        .iter()
+        .map(KeyView::from)
+        .collect();
     Ok(json_response(StatusCode::OK, &KeyList { keys }))
 }
 
 /// `DELETE /v1/keys/{key_id}`.
 pub async fn revoke(ctx: &Ctx, req: Req, key_id: &str) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     auth::require_admin(&principal)?;
-    let keyring = ctx.keyring.clone();
-    let key_id = key_id.to_string();
-    let record = ctx.blocking(move |_| keyring.revoke(&key_id)).await?;
+    let record = ctx.keyring.revoke(key_id).await?;
     tracing::info!(key_id = %record.key_id, by = %principal.key_id, "key revoked");
     Ok(json_response(StatusCode::OK, &KeyView::from(&record)))
 }

@@ -53,7 +53,7 @@ fn state_reply(id: TaskId, state: crate::queue::TaskState) -> Resp {
 
 /// `POST /v1/tasks/{id}/heartbeat {lease_id}`.
 pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_work).await?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
@@ -66,7 +66,7 @@ pub async fn heartbeat(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiErr
 
 /// `POST /v1/tasks/{id}/release {lease_id}`.
 pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_work).await?;
     let body: LeaseRef = req.json(ctx.limits.max_body_bytes).await?;
@@ -78,7 +78,7 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 
 /// `POST /v1/tasks/{id}/submit {lease_id, ok, outputs, evidence, note?}`.
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     let checked = check(ctx, id, &p, access::may_submit).await?;
     let task = submit::SubmitTask::of(&checked);
@@ -88,7 +88,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms).await?;
     }
     let (lease, input) = body.input()?;
-    let requester = ctx.keyring.principal(&checked.requester).ok();
+    let requester = ctx.keyring.principal(&checked.requester).await.ok();
     let done = submit::complete(
         &ctx.store,
         &ctx.queue,
@@ -116,7 +116,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 
 /// `POST /v1/tasks/{id}/park {lease_id, reason, needs}`.
 pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_work).await?;
     let body: ParkBody = req.json(ctx.limits.max_body_bytes).await?;
@@ -135,7 +135,7 @@ pub async fn park(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
 /// key other than the one that parked the task (see `access::may_resume`);
 /// the new input is read as the resumer.
 pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     let ns = check(ctx, id, &p, access::may_resume)
         .await?
@@ -157,16 +157,20 @@ pub async fn resume(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
 /// enqueue under the requester's grants intersected with the splitting
 /// worker's (see `access::split_authority` and `access::may_split_child`).
 pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     let parent = check(ctx, id, &p, access::may_work).await?;
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
-    let requester = ctx.keyring.principal(&parent.requester).map_err(|_| {
-        ApiError::from(crate::auth::Error::Forbidden(
-            "the task's requester key is revoked or expired, so its task cannot gain children"
-                .into(),
-        ))
-    })?;
+    let requester = ctx
+        .keyring
+        .principal(&parent.requester)
+        .await
+        .map_err(|_| {
+            ApiError::from(crate::auth::Error::Forbidden(
+                "the task's requester key is revoked or expired, so its task cannot gain children"
+                    .into(),
+            ))
+        })?;
     let within = access::split_authority(&requester, &p)?;
     let parent_server = queue_server(ctx, &parent.spec.queue).await?;
     let mut children = Vec::with_capacity(body.children.len());
@@ -203,7 +207,7 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
 /// requester or an admin. With `if_state`, only a task in one of those
 /// states is cancelled (else `409 invalid_state`, nothing changed).
 pub async fn cancel(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     let only = if_state(&req)?;
     check(ctx, id, &p, access::may_cancel).await?;
@@ -232,7 +236,7 @@ fn if_state(req: &Req) -> Result<Option<Vec<TaskState>>, ApiError> {
 /// failed or cancelled task again as a new attempt (`409 not_retryable`
 /// for any other state).
 pub async fn retry(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_retry).await?;
     let raw = req.bytes(ctx.limits.max_body_bytes).await?;
@@ -258,7 +262,7 @@ const MAX_BULK: u32 = 1000;
 /// filters select that the key may see and act on (the requester's own,
 /// or any for admin), at most `limit` per call; `dry_run` counts them.
 pub async fn bulk(ctx: &Ctx, mut req: Req, action: BulkAction) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let body: BulkBody = req.json(ctx.limits.max_body_bytes).await?;
     if body.state.is_some_and(|s| !action.takes(s)) {
         return Err(ApiError::new(

@@ -105,8 +105,8 @@ pub struct Ctx {
 
 impl Ctx {
     /// Authenticates the request's bearer key.
-    pub fn authenticate(&self, req: &Req) -> Result<Principal, ApiError> {
-        Ok(self.keyring.authenticate(req.bearer()?)?)
+    pub async fn authenticate(&self, req: &Req) -> Result<Principal, ApiError> {
+        Ok(self.keyring.authenticate(req.bearer()?).await?)
     }
 
     /// Runs blocking store work on the blocking pool.

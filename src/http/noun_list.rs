@@ -22,7 +22,7 @@ const MAX_PAGE: usize = 1000;
 
 /// `GET /v1/nouns`.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     access::require(&p, Scope::NounsRead)?;
     let within = Within {
         namespace: query_name(&req, "namespace")?,

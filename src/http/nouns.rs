@@ -15,7 +15,7 @@ use crate::store::{self, Name, NounPath, PutOutcome, PutRequest, Sha256, Store, 
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}[?source_pack=P]`.
 pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     access::may_write_nouns(&principal, &path.namespace)?;
     let source_pack = query_name(&req, "source_pack")?;
@@ -129,7 +129,7 @@ impl Prepared {
 
 /// `GET /v1/nouns/{ns}/{store}/{key}[?version=N[&sha256=H]]`: the exact bytes.
 pub async fn get(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     access::may_read_nouns(&principal, &path.namespace)?;
     let (version, pin) = version_query(&req)?;
@@ -182,7 +182,7 @@ pub fn version_response(entry: &store::VersionEntry, bytes: Vec<u8>) -> Resp {
 /// `GET /v1/nouns/{ns}/{store}/{key}/versions`: the versions the key may
 /// read (404 when it may read none, as for a missing noun).
 pub async fn versions(ctx: &Ctx, req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     access::may_read_nouns(&principal, &path.namespace)?;
     let noun = ctx
@@ -262,7 +262,7 @@ pub async fn quarantine(
     path: [&str; 3],
     quarantined: bool,
 ) -> Result<Resp, ApiError> {
-    let principal = ctx.authenticate(&req)?;
+    let principal = ctx.authenticate(&req).await?;
     auth::require_admin(&principal)?;
     let path = NounPath::parse(path[0], path[1], path[2])?;
     let noun = ctx

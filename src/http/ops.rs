@@ -15,19 +15,23 @@ use crate::store::Condition;
 /// healthy at once).
 pub async fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
     let (mut status, mut body) = report(&ctx.store);
-    if status == StatusCode::OK
-        && let Err(e) = ctx.queue.health().await
-    {
-        status = StatusCode::SERVICE_UNAVAILABLE;
-        body.status = "queue_unavailable".into();
-        body.queue = Some(e.to_string());
+    if status == StatusCode::OK {
+        let down = match ctx.queue.health().await {
+            Err(e) => Some(e.to_string()),
+            Ok(()) => ctx.keyring.ready().await.err().map(|e| e.to_string()),
+        };
+        if let Some(why) = down {
+            status = StatusCode::SERVICE_UNAVAILABLE;
+            body.status = "queue_unavailable".into();
+            body.queue = Some(why);
+        }
     }
     Ok(json_response(status, &body))
 }
 
 /// `GET /metrics`: the OpenMetrics text (an admin key or `metrics:read`).
 pub async fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(req)?;
+    let p = ctx.authenticate(req).await?;
     crate::auth::access::require(&p, crate::auth::Scope::MetricsRead)?;
     let now = crate::metrics::Readings {
         failed_authentications: ctx.keyring.failed_authentications(),

@@ -11,7 +11,7 @@ use crate::promotion::{self, Request};
 
 /// `POST /v1/promotions {pin, stages}`.
 pub async fn promote(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     auth::require_admin(&p)?;
     let body: Request = req.json(ctx.limits.max_body_bytes).await?;
     let (record, sha) = promotion::promote(&ctx.store, &ctx.queue, &p, body).await?;

@@ -23,7 +23,7 @@ const MAX_CLAIMS: u32 = 100;
 
 /// `POST /v1/queues` (admin).
 pub async fn provision(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     auth::require_admin(&p)?;
     let config: QueueConfig = req.json(ctx.limits.max_body_bytes).await?;
     let created = ctx.queue.provision(config.clone()).await?;
@@ -40,7 +40,7 @@ pub async fn provision(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 /// task counts per state: all tasks for admin, else only the tasks the key
 /// may see.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let queues = ctx
         .queue
         .queue_counts(&p.viewer)
@@ -163,7 +163,7 @@ pub async fn claim_for(
 /// eligible task, long-polling up to `wait_ms`; 204 when none. With `max`,
 /// up to that many: `{claims: [...]}`.
 pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let queue = Name::parse("queue", queue)?;
     access::require(&p, auth::Scope::VerbsClaim)?;
     let body: ClaimNext = req.json(ctx.limits.max_body_bytes).await?;
@@ -191,7 +191,7 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
 
 /// `POST /v1/tasks/{id}/claim`: claims one task by id.
 pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_claim).await?;
     let got = ctx.queue.claim(id, &p.viewer).await?;

@@ -216,7 +216,7 @@ async fn route(
         (Method::POST, ["v1", "batch", "tasks"]) => batch::tasks(ctx, req).await,
 
         (Method::POST, ["v1", "keys"]) => keys::issue(ctx, req).await,
-        (Method::GET, ["v1", "keys"]) => keys::list(ctx, req),
+        (Method::GET, ["v1", "keys"]) => keys::list(ctx, req).await,
         (Method::DELETE, ["v1", "keys", key_id]) => keys::revoke(ctx, req, key_id).await,
 
         (Method::POST, ["v1", "queues"]) => queues::provision(ctx, req).await,

@@ -15,7 +15,7 @@ use crate::store::{Store, io_err};
 
 /// `GET /v1/status`.
 pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let now = Timestamp::now();
     let queues = ctx
         .queue

@@ -196,7 +196,7 @@ pub fn enqueue_outcome(
 /// `{outcome: create | unchanged | conflict, task_id?, dry_run}` and
 /// writes nothing; a task created records the seed pack `P`.
 pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let dry_run = req.query("dry_run") == Some("true");
     let source_pack = query_name(&req, "source_pack")?;
     access::require(&p, auth::Scope::VerbsEnqueue)?;
@@ -227,7 +227,7 @@ pub async fn enqueue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
 
 /// `GET /v1/tasks/{id}`.
 pub async fn show(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     let snap = ctx
         .queue
@@ -249,7 +249,7 @@ pub fn query_name(req: &Req, field: &'static str) -> Result<Option<Name>, ApiErr
 /// `GET /v1/tasks?queue=&kind=&state=&namespace=&source_pack=&cursor=&limit=`:
 /// tasks the key may see.
 pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let state: Option<TaskState> = req
         .query("state")
         .map(|s| {
@@ -294,7 +294,7 @@ pub async fn visible(ctx: &Ctx, p: &Principal, id: TaskId) -> Result<Task, ApiEr
 
 /// `GET /v1/tasks/{id}/receipts`: the receipt records, in order.
 pub async fn receipts(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let t = visible(ctx, &p, task_id(id)?).await?;
     let shas = t.receipts.clone();
     let records = ctx

@@ -228,7 +228,7 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
         let template = ctx.queue.template_of(&s.task.spec).await?;
-        let requester = ctx.keyring.principal(&s.task.requester).ok();
+        let requester = ctx.keyring.principal(&s.task.requester).await.ok();
         let done = submit::submit_body(
             &ctx.store,
             &ctx.queue,
@@ -250,7 +250,7 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
 /// with `?path=$.out` or `?path=$.parts["name"]`, that one piece's raw
 /// bytes and its sha256 (`x-tessera-sha256`).
 pub async fn output(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
-    let p = ctx.authenticate(&req)?;
+    let p = ctx.authenticate(&req).await?;
     let path = req
         .query("path")
         .map(|text| {

@@ -57,7 +57,11 @@ impl Queue {
     /// The queue in the PostgreSQL database `db` (migrated), shared with
     /// every daemon given the same database; receipts are also written
     /// as objects under `store`'s root, as the embedded queue writes them.
-    pub async fn shared(db: pg::Database, store: &Store, limits: SplitLimits) -> Queue {
+    pub async fn shared(
+        db: crate::database::Database,
+        store: &Store,
+        limits: SplitLimits,
+    ) -> Queue {
         Queue {
             backend: Backend::Postgres(pg::Shared::start(db, store.clone(), limits).await),
         }

@@ -293,7 +293,7 @@ async fn live(
         .await?
         .ok_or(Error::Unauthenticated("unknown task"))?;
     let holder = live_holder(&task, attempt, Timestamp::now(), when)?;
-    let claimant = match keyring.principal(holder) {
+    let claimant = match keyring.principal(holder).await {
         Ok(p) => p,
         Err(crate::auth::Error::Unauthenticated(why)) => return Err(Error::Unauthenticated(why)),
         Err(e) => return Err(e.into()),

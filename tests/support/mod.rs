@@ -193,9 +193,27 @@ impl DaemonProcess {
         Self::spawn_with_config(root, "")
     }
 
-    /// Spawns with its queue in the PostgreSQL database at `queue_url`.
+    /// Spawns with its queue in the PostgreSQL database at `queue_url`,
+    /// its admin client using the key in its root's `auth/admin.key` (the
+    /// first daemon on a database writes it there).
     pub fn spawn_shared(root: &Path, queue_url: &str) -> DaemonProcess {
         Self::launch(root, "", Some(queue_url))
+    }
+
+    /// Spawns another daemon on the database at `queue_url`, whose admin
+    /// client uses `first`'s admin key: the keys are the database's, so
+    /// this one writes none.
+    pub fn spawn_shared_beside(
+        root: &Path,
+        queue_url: &str,
+        first: &DaemonProcess,
+    ) -> DaemonProcess {
+        Self::launch_as(root, "", Some(queue_url), Some(first.admin_key()))
+    }
+
+    /// The secret its admin client sends.
+    pub fn admin_key(&self) -> &str {
+        self.admin.bearer().expect("an admin client has a key")
     }
 
     /// Spawns with `config` (TOML) as its `--config` file, written beside
@@ -205,6 +223,15 @@ impl DaemonProcess {
     }
 
     fn launch(root: &Path, config: &str, queue_url: Option<&str>) -> DaemonProcess {
+        Self::launch_as(root, config, queue_url, None)
+    }
+
+    fn launch_as(
+        root: &Path,
+        config: &str,
+        queue_url: Option<&str>,
+        key: Option<&str>,
+    ) -> DaemonProcess {
         let stderr_path = root.with_extension(format!("stderr.{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let config_path = root.with_extension(format!("config.{}.toml", std::process::id()));
@@ -236,7 +263,10 @@ impl DaemonProcess {
             let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             panic!("the daemon did not start (first line {line:?}); its log:\n{log}");
         };
-        let key = std::fs::read_to_string(root.join("auth/admin.key")).expect("admin key");
+        let key = match key {
+            Some(k) => k.to_string(),
+            None => std::fs::read_to_string(root.join("auth/admin.key")).expect("admin key"),
+        };
         DaemonProcess {
             child,
             admin: Client::new(&base).with_bearer(key.trim()),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::lease::{self, ClaimAsk, ClaimedRow, Completion, Outcome};
-use super::{Database, Error};
+use crate::database::{Database, Error};
 
 /// Calls in one statement at most.
 pub const MAX_BATCH: usize = 64;

@@ -14,7 +14,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{Database, Error};
+use crate::database::{Database, Error};
 
 /// A position in the stream: the last event read. As text (`<xid>.<id>`)
 /// it is the SSE event id, the same on every daemon and across restarts.

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Database, Error};
+use crate::database::{Database, Error};
 
 /// How long a lease row lives unless renewed.
 pub const TTL: Duration = Duration::from_secs(5);

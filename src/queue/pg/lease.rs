@@ -27,7 +27,7 @@
 use jiff::Timestamp;
 
 use super::viewer::Grants;
-use super::{Database, Error, sha256, time};
+use crate::database::{Database, Error, sha256, time};
 use crate::queue::errors::{SubmitError, TaskCallError};
 use crate::queue::{Attempt, LeaseId, TaskId, TaskState};
 use crate::store::{Name, Sha256};

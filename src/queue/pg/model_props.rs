@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::{Database, schema, tasks, transact};
+use super::{tasks, transact};
+use crate::database::{Database, schema};
 use crate::queue::decide::{Enqueue, Submit};
 use crate::queue::event::Event;
 use crate::queue::machine::{SplitLimits, State};

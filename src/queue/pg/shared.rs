@@ -22,8 +22,9 @@ use tokio_postgres::error::SqlState;
 
 use super::lease::{self, ClaimAsk};
 use super::viewer::Grants;
-use super::{Database, Error, leader, tasks, transact, wake};
+use super::{leader, tasks, transact, wake};
 use crate::auth::token::new_handle;
+use crate::database::{Database, Error};
 use crate::queue::decide::{Enqueue, Submit};
 use crate::queue::machine::{SplitLimits, State, Transition};
 use crate::queue::query::{Filter, TaskSnap};
@@ -113,7 +114,7 @@ impl Shared {
             )
             .await?;
         for r in &rows {
-            let sha = super::sha256(r.get(0))?;
+            let sha = crate::database::sha256(r.get(0))?;
             let body: Vec<u8> = r.get(1);
             if Sha256::of(&body) != sha {
                 return Err(Error::Corrupt(format!(
@@ -132,7 +133,7 @@ impl Shared {
             .query("SELECT sha256 FROM receipts", &[])
             .await?
             .iter()
-            .map(|r| super::sha256(r.get(0)))
+            .map(|r| crate::database::sha256(r.get(0)))
             .collect()
     }
 
@@ -1007,7 +1008,7 @@ async fn db_now(client: &impl deadpool_postgres::GenericClient) -> Result<Timest
         )
         .await?
         .get(0);
-    super::time(us)
+    crate::database::time(us)
 }
 
 async fn queues(

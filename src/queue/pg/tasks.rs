@@ -18,8 +18,8 @@ use std::sync::Arc;
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
-use super::Error;
 use super::viewer::wire;
+use crate::database::Error;
 use crate::queue::task::Submission;
 use crate::queue::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskSpec};
 use crate::store::Name;
@@ -203,8 +203,8 @@ fn task(r: &Row) -> Result<Task, Error> {
     let id = TaskId(r.get::<_, i64>(0) as u64);
     let bad = |what: &str| Error::Corrupt(format!("task {id}: {what}"));
     let name = |s: &str| Name::parse("name", s).map_err(|_| bad("a name"));
-    let sha = |b: &[u8]| super::sha256(b).map_err(|_| bad("a hash"));
-    let time = |us: i64| super::time(us).map_err(|_| bad("a time"));
+    let sha = |b: &[u8]| crate::database::sha256(b).map_err(|_| bad("a hash"));
+    let time = |us: i64| crate::database::time(us).map_err(|_| bad("a time"));
     let spec: TaskSpec = serde_json::from_str(r.get(18)).map_err(|_| bad("its spec"))?;
     let handles: Vec<String> = r.get(19);
     let attempt = Attempt(r.get::<_, i32>(7) as u32);

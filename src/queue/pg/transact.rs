@@ -20,7 +20,7 @@ use deadpool_postgres::GenericClient;
 use jiff::Timestamp;
 
 use super::tasks::{self, Counters};
-use super::{Database, Error};
+use crate::database::{Database, Error};
 use crate::queue::event::Event;
 use crate::queue::machine::{SplitLimits, State, Transition};
 use crate::queue::spec::QueueConfig;
@@ -121,7 +121,7 @@ pub async fn run<T, E>(
     let clock = async {
         let now = tx.prepare_cached("SELECT to_micros(now())").await?;
         let us: i64 = tx.query_one(&now, &[]).await?.get(0);
-        super::time(us)
+        crate::database::time(us)
     };
     let (now, family, queues) = futures_util::try_join!(clock, lock_family(&tx, ids), queues(&tx))?;
     let mut table = TaskTable::with_capacity(family.len());

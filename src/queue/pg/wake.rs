@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
 
-use super::{Database, Error};
+use crate::database::{Database, Error};
 
 /// How often a ticker may notify.
 pub const TICK: Duration = Duration::from_millis(10);

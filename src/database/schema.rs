@@ -1,4 +1,4 @@
-//! The queue database's schema, as numbered migrations: each runs once,
+//! The shared database's schema, as numbered migrations: each runs once,
 //! in order, inside one transaction that holds a transaction-scoped
 //! advisory lock, so daemons starting together migrate once and a failed
 //! migration leaves nothing behind. `tessera_schema` records what ran; a
@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "tasks in the order they were made, handles and upstreams by task",
         sql: include_str!("schema/0002_task_order.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "keys that every daemon sees change",
+        sql: include_str!("schema/0003_shared_keys.sql"),
     },
 ];
 
