@@ -35,6 +35,23 @@ fn worker_grants() -> Value {
            "scopes": ["namespace:ns", "surface:s", "verbs:claim", "verbs:submit", "verbs:enqueue"]})
 }
 
+/// A task on `q` that [`worker_grants`] may enqueue and claim.
+fn task() -> Value {
+    json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+           "producer_surface": "s", "brief": {}})
+}
+
+/// The status of a worker's prompt fetch on `d` with `token`.
+async fn prompt(d: &DaemonProcess, token: &str) -> u16 {
+    let r = d
+        .admin
+        .with_bearer(token)
+        .get("/v1/worker/prompt")
+        .await
+        .unwrap();
+    r.status.as_u16()
+}
+
 /// The files under a root's `auth/` but the marker naming its database.
 fn key_files(root: &Path) -> Vec<String> {
     let auth = root.join("auth");
@@ -87,28 +104,12 @@ async fn a_key_issued_on_one_daemon_works_on_all_and_a_revocation_on_any_is_refu
     );
 
     // A worker token minted on a verifies on b.
-    let r = a
-        .admin
-        .with_bearer(&secret)
-        .post_json(
-            "/v1/tasks",
-            &json!({"namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
-                    "producer_surface": "s", "brief": {}}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    support::enqueue(&a.admin.with_bearer(&secret), &task()).await;
     let claim = support::claim(&a.admin.with_bearer(&secret), "q")
         .await
         .expect("a task to claim");
     let token = claim["token"].as_str().expect("a worker token").to_string();
-    let r = b
-        .admin
-        .with_bearer(&token)
-        .get("/v1/worker/prompt")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(prompt(&b, &token).await, 200);
 
     // A long claim the key holds open on a; revoked on c.
     let waiting = tokio::spawn({
@@ -150,13 +151,7 @@ async fn a_key_issued_on_one_daemon_works_on_all_and_a_revocation_on_any_is_refu
         "it ended with the revocation, not at its 20 s wait ({waited:?})"
     );
     // The worker token of the revoked key's claim dies with it.
-    let r = b
-        .admin
-        .with_bearer(&token)
-        .get("/v1/worker/prompt")
-        .await
-        .unwrap();
-    assert_eq!(r.status, 401, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(prompt(&b, &token).await, 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,4 +262,53 @@ async fn a_root_on_the_shared_database_is_refused_without_its_url() {
     );
     let again = DaemonProcess::spawn_shared(&root, &url);
     assert_eq!(again.admin.get("/v1/keys").await.unwrap().status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsck_checks_the_keys_and_the_secret_in_the_shared_database() {
+    let url = support::pg::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("a");
+    let d = DaemonProcess::spawn_shared(&root, &url);
+    let r = d
+        .admin
+        .post_json("/v1/queues", &json!({"name": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let (id, secret) = issue(&d.admin, worker_grants()).await;
+    support::enqueue(&d.admin.with_bearer(&secret), &task()).await;
+    d.kill();
+    let fsck = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["fsck", "--queue-url", &url, "--root"])
+            .arg(&root)
+            .output()
+            .unwrap()
+    };
+    let clean = fsck();
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    // Rows changed by hand: the key the task names deleted, the secret cut.
+    let db = support::pg::connect(&url).await;
+    db.execute("DELETE FROM keys WHERE key_id = $1", &[&id])
+        .await
+        .unwrap();
+    db.execute(
+        "UPDATE secrets SET value = substring(value FROM 1 FOR 20)",
+        &[],
+    )
+    .await
+    .unwrap();
+    let dirty = fsck();
+    let report = String::from_utf8_lossy(&dirty.stdout);
+    assert_eq!(dirty.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains(&format!("keys row {id}: missing, but task")),
+        "{report}"
+    );
+    assert!(report.contains("secrets row worker_token"), "{report}");
 }

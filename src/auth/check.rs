@@ -149,14 +149,11 @@ pub fn check(store: &Store, expected: &Expected) -> Result<Vec<Problem>, store::
 }
 
 /// Every problem with the keys and the token secret in the shared
-/// database (`shared::audit` read them) given `expected`. Nothing here
+/// database (as `shared::audit` read them) given `expected`. Nothing here
 /// blocks a start: the rows live with the tasks that name them, so one is
 /// missing only when it was deleted by hand.
-pub fn check_shared(
-    rows: &[(String, Result<KeyRecord, String>)],
-    secret: Option<&[u8]>,
-    expected: &Expected,
-) -> Vec<Problem> {
+pub fn check_shared(audit: &super::shared::Audit, expected: &Expected) -> Vec<Problem> {
+    let rows = &audit.rows;
     let problem = |path: String, message: String| Problem {
         path,
         message,
@@ -185,7 +182,7 @@ pub fn check_shared(
             ));
         }
     }
-    match secret.map(super::token::parse_secret) {
+    match audit.secret.as_deref().map(super::token::parse_secret) {
         Some(Ok(_)) => {}
         Some(Err(why)) => problems.push(problem(
             "secrets row worker_token".into(),

@@ -240,6 +240,7 @@ impl Keyring {
             }
             (false, _) => None,
         };
+        let started = Instant::now();
         let look = shared::load_all(db).await?;
         let tail = Arc::new(Tail {
             db: db.clone(),
@@ -250,7 +251,7 @@ impl Keyring {
                 failed: None,
             }),
         });
-        tail.looked_at(Instant::now());
+        tail.looked_at(started);
         let ring = Keyring::with(Records::Shared(tail.clone()), look.records);
         tokio::spawn(keep_looking(
             Arc::downgrade(&tail),
@@ -344,44 +345,36 @@ impl Keyring {
     }
 
     fn remember(&self, record: KeyRecord) {
-        merge(
-            &mut self
-                .keys
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-            record,
-        );
+        merge(&self.keys, [record]);
     }
 }
 
 /// A new key's record and its secret (nothing is written).
 pub(super) fn new_key(req: IssueRequest) -> (KeyRecord, String) {
-    {
-        let key_id = Name::parse("key_id", &format!("k{}", random_hex(8))).expect("valid id");
-        let secret = format!("tsk_{key_id}_{}", random_hex(32));
-        let has_surface = req
-            .grants
-            .scopes
-            .iter()
-            .any(|s| matches!(s, Scope::Surface(_)));
-        let record = KeyRecord {
-            key_id,
-            label: req.label,
-            account_id: req.account_id,
-            owner: req.owner,
-            principal_kind: if has_surface {
-                PrincipalKind::ServiceBinding
-            } else {
-                PrincipalKind::Key
-            },
-            grants: req.grants,
-            secret_sha256: Sha256::of(secret.as_bytes()),
-            created_at: Timestamp::now(),
-            expires_at: req.expires_at,
-            revoked_at: None,
-        };
-        (record, secret)
-    }
+    let key_id = Name::parse("key_id", &format!("k{}", random_hex(8))).expect("valid id");
+    let secret = format!("tsk_{key_id}_{}", random_hex(32));
+    let has_surface = req
+        .grants
+        .scopes
+        .iter()
+        .any(|s| matches!(s, Scope::Surface(_)));
+    let record = KeyRecord {
+        key_id,
+        label: req.label,
+        account_id: req.account_id,
+        owner: req.owner,
+        principal_kind: if has_surface {
+            PrincipalKind::ServiceBinding
+        } else {
+            PrincipalKind::Key
+        },
+        grants: req.grants,
+        secret_sha256: Sha256::of(secret.as_bytes()),
+        created_at: Timestamp::now(),
+        expires_at: req.expires_at,
+        revoked_at: None,
+    };
+    (record, secret)
 }
 
 /// Writes a new admin key's secret to `auth/admin.key` (mode 0600) and
@@ -420,21 +413,25 @@ fn revocation(all: &[KeyRecord], key_id: &str, now: Timestamp) -> Result<(KeyRec
     Ok((record, true))
 }
 
-/// Takes `record` into `keys` unless what is there is newer, and answers
-/// whether anything changed. A record changes only by being revoked, so a
-/// revoked copy is never replaced by an unrevoked one, whichever order
-/// reads of the shared database arrive in.
-fn merge(keys: &mut Keys, record: KeyRecord) -> bool {
-    let newer = match keys.get(&record.key_id) {
-        None => true,
-        Some(e) => {
+/// Takes each record into `keys` unless what is there is newer, and
+/// answers whether anything changed. A record changes only by being
+/// revoked, so a revoked copy is never replaced by an unrevoked one,
+/// whichever order reads of the shared database arrive in.
+fn merge(keys: &RwLock<Keys>, records: impl IntoIterator<Item = KeyRecord>) -> bool {
+    let mut keys = keys
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut changed = false;
+    for record in records {
+        let newer = keys.get(&record.key_id).is_none_or(|e| {
             e.record != record && !(e.record.revoked_at.is_some() && record.revoked_at.is_none())
+        });
+        if newer {
+            keys.insert(record.key_id.clone(), Entry::new(record));
+            changed = true;
         }
-    };
-    if newer {
-        keys.insert(record.key_id.clone(), Entry::new(record));
     }
-    newer
+    changed
 }
 
 /// Whether a record grants `admin`.
@@ -484,15 +481,7 @@ async fn look(
     let started = Instant::now();
     match shared::changed_since(&tail.db, looked.mark).await {
         Ok(found) => {
-            let mut changed = false;
-            let mut keys = keys
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for record in found.records {
-                changed |= merge(&mut keys, record);
-            }
-            drop(keys);
-            if changed {
+            if merge(keys, found.records) {
                 revoked.send_modify(|n| *n += 1);
             }
             if looked.failed.take().is_some() {
@@ -547,14 +536,7 @@ impl Keyring {
     /// any other at once).
     pub async fn list(&self) -> Result<Vec<KeyRecord>, Error> {
         if let Records::Shared(tail) = &self.records {
-            let found = shared::load_all(&tail.db).await?.records;
-            let mut keys = self
-                .keys
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for record in found {
-                merge(&mut keys, record);
-            }
+            merge(&self.keys, shared::load_all(&tail.db).await?.records);
         }
         let mut out: Vec<_> = self.read().values().map(|e| e.record.clone()).collect();
         out.sort_by(|a, b| a.key_id.cmp(&b.key_id));
@@ -631,6 +613,18 @@ impl Keyring {
         Ok(entry.principal.clone())
     }
 
+    /// The principal of `key_id` while it is usable, `None` once it is
+    /// not (revoked, expired, unknown): for what a task's requester
+    /// still lends to work on it. Only keys that cannot be read now are
+    /// an error, never taken for an unusable key.
+    pub async fn usable_principal(&self, key_id: &Name) -> Result<Option<Principal>, Error> {
+        match self.principal(key_id).await {
+            Ok(p) => Ok(Some(p)),
+            Err(Error::Unauthenticated(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The entry of `key_id` as of a fresh look: on the shared database,
     /// one this daemon has not seen yet is read by its id.
     async fn entry(&self, key_id: &str) -> Result<Option<Arc<Entry>>, Error> {
@@ -641,18 +635,14 @@ impl Keyring {
         let Records::Shared(tail) = &self.records else {
             return Ok(None);
         };
-        let Ok(name) = Name::parse("key_id", key_id) else {
+        if Name::parse("key_id", key_id).is_err() {
             return Ok(None);
-        };
+        }
         let Some(record) = shared::get(&tail.db, key_id).await? else {
             return Ok(None);
         };
-        let mut keys = self
-            .keys
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        merge(&mut keys, record);
-        Ok(keys.get(&name).cloned())
+        self.remember(record);
+        Ok(self.get(key_id))
     }
 
     /// Whether keys can be checked now (`/healthz`): on the shared

@@ -69,12 +69,8 @@ async fn look(db: &Database, since: Option<Mark>) -> Result<Look, Error> {
             &[&since],
         )
         .await?;
-    let records = rows
-        .iter()
-        .map(|r| parse(r.get(0)))
-        .collect::<Result<_, _>>()?;
     Ok(Look {
-        records,
+        records: records(&rows)?,
         mark: Mark(tx_horizon),
     })
 }
@@ -103,9 +99,7 @@ pub async fn insert(db: &Database, record: &KeyRecord) -> Result<(), Error> {
 /// together decide under the lock, so only one writes.
 pub async fn seed(db: &Database, first: impl FnOnce() -> Vec<KeyRecord>) -> Result<bool, Error> {
     let mut client = db.client().await?;
-    let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&KEYS_LOCK])
-        .await?;
+    let tx = locked(&mut client).await?;
     let empty = tx
         .query_opt("SELECT 1 FROM keys LIMIT 1", &[])
         .await?
@@ -127,15 +121,8 @@ pub async fn revoke<T, E>(
     decide: impl FnOnce(Vec<KeyRecord>) -> Result<(T, Option<KeyRecord>), E>,
 ) -> Result<Result<T, E>, Error> {
     let mut client = db.client().await?;
-    let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&KEYS_LOCK])
-        .await?;
-    let records = tx
-        .query("SELECT record::text FROM keys", &[])
-        .await?
-        .iter()
-        .map(|r| parse(r.get(0)))
-        .collect::<Result<_, _>>()?;
+    let tx = locked(&mut client).await?;
+    let records = records(&tx.query("SELECT record::text FROM keys", &[]).await?)?;
     let (answer, write_out) = match decide(records) {
         Ok(decided) => decided,
         Err(e) => return Ok(Err(e)),
@@ -145,6 +132,21 @@ pub async fn revoke<T, E>(
     }
     tx.commit().await?;
     Ok(Ok(answer))
+}
+
+/// A transaction holding the lock that orders changes to `keys`.
+async fn locked(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>, Error> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&KEYS_LOCK])
+        .await?;
+    Ok(tx)
+}
+
+/// The records of rows whose first column is `record::text`.
+fn records(rows: &[tokio_postgres::Row]) -> Result<Vec<KeyRecord>, Error> {
+    rows.iter().map(|r| parse(r.get(0))).collect()
 }
 
 /// Inserts or replaces `record`, marking the row changed by this
@@ -181,21 +183,33 @@ pub async fn token_secret(db: &Database, fresh: &[u8]) -> Result<Vec<u8>, Error>
             &[&TOKEN_SECRET, &fresh],
         )
         .await?;
+    secret(&client)
+        .await?
+        .ok_or_else(|| Error::Corrupt("the worker-token secret vanished as it was made".into()))
+}
+
+/// The worker-token secret's line, when the database holds one.
+async fn secret(client: &impl GenericClient) -> Result<Option<Vec<u8>>, Error> {
     Ok(client
-        .query_one(
+        .query_opt(
             "SELECT value FROM secrets WHERE name = $1",
             &[&TOKEN_SECRET],
         )
         .await?
-        .get(0))
+        .map(|r| r.get(0)))
 }
 
-/// Everything `tessera fsck` checks of the keys in the database: each
-/// row's key id with its record (or why it does not parse), and the
-/// token secret's line when there is one.
-pub async fn audit(
-    db: &Database,
-) -> Result<(Vec<(String, Result<KeyRecord, String>)>, Option<Vec<u8>>), Error> {
+/// Everything `tessera fsck` checks of the keys in the database.
+#[derive(Debug)]
+pub struct Audit {
+    /// Each row's key id with its record, or why it does not parse.
+    pub rows: Vec<(String, Result<KeyRecord, String>)>,
+    /// The token secret's line, when there is one.
+    pub secret: Option<Vec<u8>>,
+}
+
+/// The keys' rows and the token secret, read for `tessera fsck`.
+pub async fn audit(db: &Database) -> Result<Audit, Error> {
     let client = db.client().await?;
     let rows = client
         .query("SELECT key_id, record::text FROM keys ORDER BY key_id", &[])
@@ -206,14 +220,10 @@ pub async fn audit(
             (r.get(0), record)
         })
         .collect();
-    let secret = client
-        .query_opt(
-            "SELECT value FROM secrets WHERE name = $1",
-            &[&TOKEN_SECRET],
-        )
-        .await?
-        .map(|r| r.get(0));
-    Ok((rows, secret))
+    Ok(Audit {
+        rows,
+        secret: secret(&client).await?,
+    })
 }
 
 /// The file under `auth/` that says a root's keys and queue are in a

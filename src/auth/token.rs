@@ -110,6 +110,13 @@ pub fn parse_secret(bytes: &[u8]) -> Result<[u8; 32], String> {
     Ok(secret)
 }
 
+/// A new secret from the OS RNG.
+fn new_secret() -> [u8; 32] {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the OS random number generator is available");
+    secret
+}
+
 /// A secret as the line a `token.secret` file holds.
 fn secret_line(secret: &[u8; 32]) -> String {
     format!(
@@ -123,22 +130,20 @@ impl Minter {
     /// Loads the secret, creating it on first start.
     pub fn open(store: &Store) -> Result<Minter, store::Error> {
         let auth = &store.root().auth;
-        let mut secret = [0u8; 32];
-        match auth.read(SECRET_FILE) {
-            Ok(bytes) => {
-                secret = parse_secret(&bytes).map_err(|message| store::Error::CorruptRef {
-                    path: format!("auth/{SECRET_FILE}"),
-                    message,
-                })?;
-            }
+        let secret = match auth.read(SECRET_FILE) {
+            Ok(bytes) => parse_secret(&bytes).map_err(|message| store::Error::CorruptRef {
+                path: format!("auth/{SECRET_FILE}"),
+                message,
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                getrandom::fill(&mut secret).expect("the OS random number generator is available");
+                let secret = new_secret();
                 store
                     .writer()
                     .write_private(auth, SECRET_FILE, secret_line(&secret).as_bytes())?;
+                secret
             }
             Err(e) => return Err(store::io_err(format!("reading auth/{SECRET_FILE}"), e)),
-        }
+        };
         Ok(Minter::with_secret(&secret))
     }
 
@@ -149,11 +154,7 @@ impl Minter {
     pub async fn shared(db: &Database, store: &Store) -> Result<Minter, super::Error> {
         let fresh = match store.root().auth.read(SECRET_FILE) {
             Ok(bytes) if parse_secret(&bytes).is_ok() => bytes,
-            _ => {
-                let mut secret = [0u8; 32];
-                getrandom::fill(&mut secret).expect("the OS random number generator is available");
-                secret_line(&secret).into_bytes()
-            }
+            _ => secret_line(&new_secret()).into_bytes(),
         };
         let line = super::shared::token_secret(db, &fresh).await?;
         let secret = parse_secret(&line).map_err(|why| {

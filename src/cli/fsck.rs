@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::auth::check::{self, Expected};
+use crate::auth::shared::Audit;
 use crate::config::QueueLimits;
 use crate::queue::offline;
 use crate::queue::{Brief, OnFinding, Receipt, Walk, pg};
@@ -103,7 +104,7 @@ pub(super) fn survey(store: &Store, queue_url: Option<&str>) -> anyhow::Result<S
         }
     }
     problems.extend(
-        auth_problems(store, queue_url, &seen.expected)?
+        auth_problems(store, seen.keys.as_ref(), &seen.expected)?
             .iter()
             .map(|p| p.to_string()),
     );
@@ -126,9 +127,11 @@ fn shared_tasks(
     seen: &mut Seen,
     problems: &mut Vec<String>,
 ) -> anyhow::Result<()> {
-    shared_walk(store, url, |walk, rows| {
+    let ((), keys) = shared_walk(store, url, |walk, rows| {
         seen.tasks(store, report, walk, rows, problems)
-    })
+    })?;
+    seen.keys = Some(keys);
+    Ok(())
 }
 
 /// Refuses a root whose queue and keys are in a shared database when no
@@ -143,33 +146,27 @@ pub(super) fn needs_no_url(store: &Store, queue_url: Option<&str>) -> anyhow::Re
 }
 
 /// Every problem with the keys and the token secret given `expected`:
-/// the files under `auth/`, or the rows of the database at `queue_url`,
-/// where a daemon on it keeps them.
+/// the files under `auth/`, or the shared database's rows (`keys`, read
+/// by [`shared_walk`]), where a daemon on it keeps them.
 pub(super) fn auth_problems(
     store: &Store,
-    queue_url: Option<&str>,
+    keys: Option<&Audit>,
     expected: &Expected,
 ) -> anyhow::Result<Vec<check::Problem>> {
-    let Some(url) = queue_url else {
-        return Ok(check::check(store, expected)?);
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (rows, secret) = runtime.block_on(async {
-        let db = crate::database::Database::connect(url).await?;
-        crate::auth::shared::audit(&db).await
-    })?;
-    Ok(check::check_shared(&rows, secret.as_deref(), expected))
+    Ok(match keys {
+        Some(keys) => check::check_shared(keys, expected),
+        None => check::check(store, expected)?,
+    })
 }
 
 /// Runs `f` on every task of the queue in the database at `url` (read
-/// only), with the hash of every receipt it holds.
+/// only), with the hash of every receipt it holds; answers with what `f`
+/// answered the keys' rows and the token secret.
 pub(super) fn shared_walk<T>(
     store: &Store,
     url: &str,
     f: impl FnOnce(Walk<'_>, &hashbrown::HashSet<Sha256>) -> T,
-) -> anyhow::Result<T> {
+) -> anyhow::Result<(T, Audit)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -183,9 +180,10 @@ pub(super) fn shared_walk<T>(
             );
         }
         let rows = pg::Shared::receipt_shas(&db).await?;
+        let keys = crate::auth::shared::audit(&db).await?;
         let queue =
             crate::queue::Queue::shared(db, store, QueueLimits::default().split_limits()).await;
-        Ok(queue.audit(|walk| f(walk, &rows)).await?)
+        Ok((queue.audit(|walk| f(walk, &rows)).await?, keys))
     })
 }
 
@@ -219,6 +217,9 @@ struct Seen {
     named: HashSet<Sha256>,
     /// What `auth/` must hold.
     expected: Expected,
+    /// The shared database's keys and token secret, when the queue is
+    /// there.
+    keys: Option<Audit>,
     /// Something the queue names could not be read (journal damage, a
     /// receipt only its journal record carries yet): what names an object
     /// is not fully known.

@@ -42,10 +42,11 @@ pub fn run(
     }
     if let Some(url) = queue_url {
         println!("the queue is in the database at {url}: nothing under journal/ to salvage");
-        let expected =
+        let (expected, keys) =
             super::fsck::shared_walk(&store, url, |walk, _| crate::daemon::auth_evidence(walk))?;
         let found = Found {
             expected,
+            keys: Some(keys),
             salvaging: false,
             noun_damaged: noun_damage.is_some(),
             blocked,
@@ -84,6 +85,7 @@ pub fn run(
     }
     let found = Found {
         expected: crate::daemon::auth_evidence(replayed.walk()),
+        keys: None,
         salvaging: salvage && replayed.finding.as_ref().is_some_and(|f| f.salvageable),
         noun_damaged: noun_damage.is_some(),
         blocked,
@@ -96,6 +98,9 @@ pub fn run(
 struct Found {
     /// What `auth/` must hold, as the tasks say.
     expected: check::Expected,
+    /// The shared database's keys and token secret, when the queue is
+    /// there.
+    keys: Option<crate::auth::shared::Audit>,
     /// The journal is damaged, salvageably, and a salvage was asked for.
     salvaging: bool,
     /// The noun log is damaged.
@@ -117,11 +122,12 @@ fn settle(
 ) -> anyhow::Result<ExitCode> {
     let Found {
         expected,
+        keys,
         salvaging,
         noun_damaged,
         mut blocked,
     } = found;
-    let auth: Vec<check::Problem> = super::fsck::auth_problems(&store, queue_url, &expected)?
+    let auth: Vec<check::Problem> = super::fsck::auth_problems(&store, keys.as_ref(), &expected)?
         .into_iter()
         .filter(|p| p.blocks_start)
         .collect();

@@ -88,7 +88,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms).await?;
     }
     let (lease, input) = body.input()?;
-    let requester = ctx.keyring.principal(&checked.requester).await.ok();
+    let requester = ctx.keyring.usable_principal(&checked.requester).await?;
     let done = submit::complete(
         &ctx.store,
         &ctx.queue,
@@ -163,9 +163,9 @@ pub async fn split(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
     let body: SplitBody = req.json(ctx.limits.max_body_bytes).await?;
     let requester = ctx
         .keyring
-        .principal(&parent.requester)
-        .await
-        .map_err(|_| {
+        .usable_principal(&parent.requester)
+        .await?
+        .ok_or_else(|| {
             ApiError::from(crate::auth::Error::Forbidden(
                 "the task's requester key is revoked or expired, so its task cannot gain children"
                     .into(),

@@ -228,7 +228,7 @@ pub async fn submit(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
         let ctx = &*ctx;
         let (_turn, s) = turn(ctx, &s, Route::Submit).await?;
         let template = ctx.queue.template_of(&s.task.spec).await?;
-        let requester = ctx.keyring.principal(&s.task.requester).await.ok();
+        let requester = ctx.keyring.usable_principal(&s.task.requester).await?;
         let done = submit::submit_body(
             &ctx.store,
             &ctx.queue,
