@@ -167,7 +167,7 @@ impl Daemon {
         }
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let events = Arc::new(crate::events::Events::new(config.limits.events_backlog));
-        queue.observe(vec![metrics.clone(), events.clone()]);
+        queue.observe(vec![metrics.clone()], events.clone());
         store.watch_nouns(events.clone());
         Ok(Daemon {
             ctx: Arc::new(Ctx {

@@ -1,6 +1,8 @@
 //! The source of the live event stream (`GET /v1/events`): task
 //! transitions, taken from the queue's committed changes and released only
-//! once the journal has made them durable, and noun changes (new versions,
+//! once the journal has made them durable (on a shared queue, every
+//! daemon's, read from the database's event rows in one order and with
+//! the rows' ids, so a reader resumes on any daemon), and noun changes (new versions,
 //! quarantine), told by the store once they are on disk. Each gets an
 //! opaque id ([`EventId`]); the last [`WINDOW`] are kept so a reader that
 //! reconnects with `Last-Event-ID` misses nothing within them. Publishing
@@ -83,6 +85,11 @@ impl EventId {
             return None;
         }
         u128::from_str_radix(s, 16).ok().map(EventId)
+    }
+
+    /// The id as a number (what a shared queue's event rows keep).
+    pub fn value(self) -> u128 {
+        self.0
     }
 }
 
@@ -209,11 +216,11 @@ impl Events {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn publish(&self, inner: &mut Inner, what: What) {
+    fn publish(&self, inner: &mut Inner, what: What, id: EventId) {
         inner.last += 1;
         let ev = Arc::new(Event {
             n: inner.last,
-            id: EventId::random(),
+            id,
             what,
         });
         if inner.window.len() == WINDOW
@@ -283,7 +290,19 @@ impl NounWatcher for Events {
     fn written(&self, path: &NounPath, entry: &VersionEntry) {
         let (path, entry) = (path.clone(), Box::new(entry.clone()));
         let mut inner = self.inner();
-        self.publish(&mut inner, What::Noun { path, entry });
+        self.publish(&mut inner, What::Noun { path, entry }, EventId::random());
+    }
+}
+
+/// A task event's facts.
+fn task(m: Transition) -> What {
+    What::Task {
+        id: m.id,
+        state: m.to,
+        data: TaskData {
+            sight: m.sight,
+            attempt: m.attempt.0,
+        },
     }
 }
 
@@ -294,18 +313,11 @@ impl Observer for Events {
         }
         let mut inner = self.inner();
         for m in moved {
-            let what = What::Task {
-                id: m.id,
-                state: m.to,
-                data: TaskData {
-                    sight: m.sight.clone(),
-                    attempt: m.attempt.0,
-                },
-            };
+            let what = task(m.clone());
             // The journal thread may have synced the record already: it
             // can run between the append and this call.
             if seq <= inner.durable {
-                self.publish(&mut inner, what);
+                self.publish(&mut inner, what, EventId::random());
             } else {
                 inner.pending.push_back((seq, what));
             }
@@ -323,8 +335,15 @@ impl crate::store::log::SyncObserver for Events {
             .is_some_and(|(seq, _)| *seq <= durable)
         {
             let (_, what) = inner.pending.pop_front().expect("checked");
-            self.publish(&mut inner, what);
+            self.publish(&mut inner, what, EventId::random());
         }
+    }
+}
+
+impl queue::Stream for Events {
+    fn streamed(&self, id: u128, moved: Transition) {
+        let mut inner = self.inner();
+        self.publish(&mut inner, task(moved), EventId(id));
     }
 }
 

@@ -2,7 +2,8 @@
 //! on a root of its own: one queue and one set of keys whichever daemon
 //! is asked, fencing across daemons, and a SIGKILL of the daemon
 //! that holds leases and leads maintenance losing nothing acknowledged,
-//! its leases claimable again on the others once they lapse.
+//! its leases claimable again on the others once they lapse; every
+//! daemon's event stream carries every change, resumable on any of them.
 
 mod support;
 
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::sse::Stream;
 use support::{DaemonProcess, body, claimed_id, lease, submit};
 use tessera::client::Client;
 
@@ -179,6 +181,77 @@ async fn three_daemons_serve_one_queue_fence_across_each_other_and_a_killed_one_
     assert_eq!(done.status, 201, "{}", String::from_utf8_lossy(&done.body));
     let receipts = body(&b.get(&format!("/v1/tasks/{held_id}")).await.unwrap());
     assert_eq!(receipts["state"], "succeeded");
+    for d in daemons {
+        d.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_daemon_streams_every_change_and_a_reader_resumes_on_another() {
+    let url = support::pg::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemons = three(dir.path(), &url);
+    let (a, b, c) = (
+        daemons[0].admin.clone(),
+        daemons[1].admin.clone(),
+        daemons[2].admin.clone(),
+    );
+    let key = daemons[0].admin_key().to_string();
+    let r = a
+        .post_json("/v1/queues", &json!({"name": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+
+    // A reader on b sees what a and c do, in the order it was done.
+    let mut on_b = Stream::open(b.base(), &key, None).await;
+    let first = body(&a.post_json("/v1/tasks", &spec(1)).await.unwrap())["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let claim = claim_on(&c).await.expect("the task for c");
+    let r = submit(&a, &first, &lease(&claim), true, json!([])).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let seen = on_b
+        .until(|e| e.data["task_id"] == first && e.data["state"] == "succeeded")
+        .await;
+    let states: Vec<&str> = seen
+        .iter()
+        .filter(|e| e.event == "task" && e.data["task_id"] == first)
+        .map(|e| e.data["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["queued", "claimed", "succeeded"]);
+    let id_of = |state: &str| {
+        seen.iter()
+            .find(|e| e.data["task_id"] == first && e.data["state"] == state)
+            .and_then(|e| e.id.clone())
+            .unwrap()
+    };
+    let (claimed, succeeded) = (id_of("claimed"), id_of("succeeded"));
+    drop(on_b);
+
+    // Its Last-Event-ID resumes on the two other daemons, with the same
+    // ids, whether or not they were reading when it was sent.
+    let second = body(&c.post_json("/v1/tasks", &spec(2)).await.unwrap())["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for d in [&c, &a] {
+        let mut resumed = Stream::open(d.base(), &key, Some(&claimed)).await;
+        let next = resumed.next(10).await.expect("the event after the claim");
+        assert_eq!(
+            (next.data["task_id"].as_str(), next.data["state"].as_str()),
+            (Some(first.as_str()), Some("succeeded")),
+            "{next:?}"
+        );
+        assert_eq!(next.id.as_deref(), Some(succeeded.as_str()));
+        let then = resumed.next(10).await.expect("the second task");
+        assert_eq!(
+            (then.data["task_id"].as_str(), then.data["state"].as_str()),
+            (Some(second.as_str()), Some("queued")),
+            "{then:?}"
+        );
+    }
     for d in daemons {
         d.kill();
     }

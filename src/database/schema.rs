@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "keys that every daemon sees change",
         sql: include_str!("schema/0003_shared_keys.sql"),
     },
+    Migration {
+        version: 4,
+        name: "events every daemon streams and resumes",
+        sql: include_str!("schema/0004_event_stream.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold (inside their transaction

@@ -1,6 +1,7 @@
 //! `GET /v1/events`: Server-Sent Events of task transitions and noun
 //! writes (see `crate::events`), filtered by what the key may see at the
-//! moment each is sent. `Last-Event-ID` resumes within the hub's window;
+//! moment each is sent. `Last-Event-ID` resumes within the hub's window,
+//! on a shared queue from an id any daemon sent;
 //! a comment every [`KEEP_ALIVE`] keeps proxies from closing the stream;
 //! the stream ends the moment its key is revoked or expires; a reader more than
 //! `events::BACKLOG` events behind gets a `lagged` event naming the id to
@@ -20,7 +21,7 @@ use super::error::ApiError;
 use super::request::Req;
 use super::{Ctx, Resp};
 use crate::auth::{Principal, access};
-use crate::events::{Event, Start, Subscription, What};
+use crate::events::{Event, EventId, Start, Subscription, What};
 
 /// How often an idle stream gets a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -34,7 +35,14 @@ pub async fn stream(ctx: &Arc<Ctx>, req: Req) -> Result<Resp, ApiError> {
         .and_then(|v| v.to_str().ok())
         .or_else(|| req.query("last_event_id"))
         .map(str::to_string);
-    let sub = ctx.events.subscribe(last.as_deref());
+    let mut sub = ctx.events.subscribe(last.as_deref());
+    // An id this daemon's hub does not hold may be another daemon's on a
+    // shared queue: once the stream here reaches it, it resumes as well.
+    if let (Start::Reset, Some(id)) = (&sub.start, last.as_deref().and_then(EventId::parse))
+        && ctx.queue.reach_event(id.value()).await?
+    {
+        sub = ctx.events.subscribe(last.as_deref());
+    }
     let (tx, body) = Chunks::channel(16);
     tokio::spawn(write(ctx.clone(), p, sub, tx));
     let mut resp = Response::new(body);

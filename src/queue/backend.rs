@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use super::query::{Filter, Page, QueueCounts, Summary, TaskSnap};
 use super::{
     Attempt, Bulk, BulkAction, Claimed, EnqueueError, Enqueued, Error, FoldAfter, Folds, Journal,
-    JournalError, LeaseId, Observer, Park, Recovery, SplitError, SplitLimits, SubmitError,
+    JournalError, LeaseId, Observer, Park, Recovery, SplitError, SplitLimits, Stream, SubmitError,
     SubmitInput, Task, TaskCallError, TaskId, TaskSpec, TaskState, Unsynced, Walk, pg,
 };
 use crate::store::envelope::{TaskFacts, Viewer};
@@ -92,12 +92,27 @@ impl Queue {
         }
     }
 
-    /// Has `observers` told of every change (and journal sync) from now
-    /// on (set once, at start; a second call is ignored).
-    pub fn observe(&self, observers: Vec<Arc<dyn Observer>>) {
+    /// Has `observers` told of every change (and journal sync) this
+    /// daemon makes from now on, and `stream` of every change the queue
+    /// sees: this daemon's, and on a shared queue every daemon's (set
+    /// once, at start; a second call is ignored).
+    pub fn observe(&self, mut observers: Vec<Arc<dyn Observer>>, stream: Arc<dyn Stream>) {
         match &self.backend {
-            Backend::Journal(j) => j.observe(observers),
-            Backend::Postgres(p) => p.observe(observers),
+            Backend::Journal(j) => {
+                observers.push(stream);
+                j.observe(observers)
+            }
+            Backend::Postgres(p) => p.observe(observers, stream),
+        }
+    }
+
+    /// Waits until the event stream holds the event readers know as `id`
+    /// when another daemon sent it them (on a shared queue); false when
+    /// no daemon did, or it is not reached in time.
+    pub async fn reach_event(&self, id: u128) -> Result<bool, JournalError> {
+        match &self.backend {
+            Backend::Journal(_) => Ok(false),
+            Backend::Postgres(p) => p.reach(id).await,
         }
     }
 

@@ -24,3 +24,14 @@ pub trait Observer: SyncObserver {
         let _ = (op, took);
     }
 }
+
+/// The source of the event stream (`GET /v1/events`): told of committed
+/// changes as an [`Observer`] by a queue that is this daemon's alone,
+/// and of every daemon's changes by [`Stream::streamed`] on a queue that
+/// several share, never both.
+pub trait Stream: Observer {
+    /// A durable change on a shared queue, in the database's order (the
+    /// same on every daemon), with the id readers resume by on any of
+    /// them.
+    fn streamed(&self, id: u128, moved: Transition);
+}

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod pg;
+pub mod sse;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

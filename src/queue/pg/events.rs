@@ -15,9 +15,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::database::{Database, Error};
+use crate::queue::Sight;
+use crate::store::Name;
 
-/// A position in the stream: the last event read. As text (`<xid>.<id>`)
-/// it is the SSE event id, the same on every daemon and across restarts.
+/// A position in the stream: the last event read, the same on every
+/// daemon and across restarts; as text, `<xid>.<id>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cursor {
     /// The writing transaction's id (`xid8`).
@@ -59,14 +61,20 @@ impl FromStr for Cursor {
 pub struct EventRow {
     /// Where it is in the stream.
     pub cursor: Cursor,
+    /// The id readers resume by (`Last-Event-ID`), on any daemon: random,
+    /// so it tells nothing of the events before it.
+    pub uid: u128,
     /// The task it is about, if any.
     pub task_id: Option<i64>,
     /// The state it left.
     pub from_state: Option<String>,
     /// The state it entered.
     pub to_state: Option<String>,
-    /// What readers need to filter and show it, as JSON text.
-    pub facts: Option<String>,
+    /// The task's attempt when it was made.
+    pub attempt: Option<i32>,
+    /// What readers may see of the task (its queue, kind, namespace and
+    /// envelope, which never change), when the task is still there.
+    pub sight: Option<Sight>,
 }
 
 /// Where a reader that starts now begins: before every transaction that
@@ -117,27 +125,109 @@ pub async fn after(
     let snapshot = start.map(|s| s.snapshot.as_str());
     let rows = client
         .query(
-            "SELECT xid::text::bigint, id, task_id, from_state, to_state, facts::text FROM events \
-             WHERE (xid, id) > ($1::bigint::text::xid8, $2) \
-               AND xid < pg_snapshot_xmin(pg_current_snapshot()) \
-               AND ($4::text IS NULL OR NOT pg_visible_in_snapshot(xid, $4::text::pg_snapshot)) \
-             ORDER BY xid, id LIMIT $3",
+            &client
+                .prepare_cached(
+                    "SELECT e.xid::text::bigint, e.id, replace(e.uid::text, '-', ''), e.task_id, \
+                       e.from_state, e.to_state, e.attempt, t.queue, t.namespace, t.kind, \
+                       t.effect_class, t.visibility, t.producer_surface, t.allowed_surfaces, \
+                       t.requester, t.source_pack \
+                     FROM events e LEFT JOIN tasks t ON t.id = e.task_id \
+                     WHERE (e.xid, e.id) > ($1::bigint::text::xid8, $2) \
+                       AND e.xid < pg_snapshot_xmin(pg_current_snapshot()) \
+                       AND ($4::text IS NULL \
+                            OR NOT pg_visible_in_snapshot(e.xid, $4::text::pg_snapshot)) \
+                     ORDER BY e.xid, e.id LIMIT $3",
+                )
+                .await?,
             &[&xid, &after.id, &limit, &snapshot],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| EventRow {
-            cursor: Cursor {
-                xid: r.get::<_, i64>(0) as u64,
-                id: r.get(1),
-            },
-            task_id: r.get(2),
-            from_state: r.get(3),
-            to_state: r.get(4),
-            facts: r.get(5),
-        })
-        .collect())
+    rows.iter().map(event_row).collect()
+}
+
+/// Where the event readers resume by `uid` is in the stream, if it is
+/// still in the table.
+pub async fn find(db: &Database, uid: u128) -> Result<Option<Cursor>, Error> {
+    let client = db.client().await?;
+    let row = client
+        .query_opt(
+            "SELECT xid::text::bigint, id FROM events WHERE uid = $1::text::uuid",
+            &[&format!("{uid:032x}")],
+        )
+        .await?;
+    Ok(row.map(|r| Cursor {
+        xid: r.get::<_, i64>(0) as u64,
+        id: r.get(1),
+    }))
+}
+
+/// Deletes the events older than `keep`: readers resume only within
+/// their hub's window, so older rows are read by no one. Safe from two
+/// leaders at once. Answers how many.
+pub async fn prune(db: &Database, keep: std::time::Duration) -> Result<u64, Error> {
+    let client = db.client().await?;
+    let keep = keep.as_secs_f64();
+    Ok(client
+        .execute(
+            "DELETE FROM events WHERE at < now() - make_interval(secs => $1)",
+            &[&keep],
+        )
+        .await?)
+}
+
+fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
+    let uid: &str = r.get(2);
+    let uid = u128::from_str_radix(uid, 16)
+        .map_err(|_| Error::Corrupt(format!("an event's uid {uid:?} is not a uuid")))?;
+    let sight = match r.get::<_, Option<&str>>(7) {
+        Some(_) => Some(sight(r).map_err(|e| {
+            Error::Corrupt(format!(
+                "task {:?} of an event has an unreadable column: {e}",
+                r.get::<_, Option<i64>>(3)
+            ))
+        })?),
+        None => None,
+    };
+    Ok(EventRow {
+        cursor: Cursor {
+            xid: r.get::<_, i64>(0) as u64,
+            id: r.get(1),
+        },
+        uid,
+        task_id: r.get(3),
+        from_state: r.get(4),
+        to_state: r.get(5),
+        attempt: r.get(6),
+        sight,
+    })
+}
+
+/// The sight of an event's task, from the columns [`after`] joins.
+fn sight(r: &tokio_postgres::Row) -> Result<Sight, String> {
+    let name = |field: &'static str, i: usize| {
+        Name::parse(field, r.get::<_, &str>(i)).map_err(|e| e.to_string())
+    };
+    let optional = |field: &'static str, i: usize| {
+        r.get::<_, Option<&str>>(i)
+            .map(|v| Name::parse(field, v).map_err(|e| e.to_string()))
+            .transpose()
+    };
+    let word = |i: usize| serde_json::Value::String(r.get::<_, &str>(i).to_string());
+    let allowed: Vec<&str> = r.get(13);
+    Ok(Sight {
+        queue: name("queue", 7)?,
+        namespace: name("namespace", 8)?,
+        kind: name("kind", 9)?,
+        effect_class: serde_json::from_value(word(10)).map_err(|e| e.to_string())?,
+        visibility: serde_json::from_value(word(11)).map_err(|e| e.to_string())?,
+        producer_surface: optional("producer_surface", 12)?,
+        allowed_surfaces: allowed
+            .into_iter()
+            .map(|v| Name::parse("allowed_surfaces", v).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?,
+        requester: name("requester", 14)?,
+        source_pack: optional("source_pack", 15)?,
+    })
 }
 
 #[cfg(test)]

@@ -195,7 +195,8 @@ static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
            RETURNING t.id, t.attempt, t.lease_id, m.handle, \
              to_micros(t.lease_expires) AS expires_us), \
          h AS (INSERT INTO handles (handle, task_id, attempt) SELECT handle, id, attempt FROM u), \
-         e AS (INSERT INTO events (task_id, from_state, to_state) SELECT id, 'queued', 'claimed' FROM u) \
+         e AS (INSERT INTO events (task_id, from_state, to_state, attempt) \
+           SELECT id, 'queued', 'claimed', attempt FROM u) \
          SELECT id, attempt, lease_id, handle, expires_us FROM u ORDER BY id",
         claimable = Grants::may_claim("t", "q.server", 5),
         kinds = 5 + super::viewer::PARAMS,
@@ -371,7 +372,8 @@ r AS ( \
   INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
   SELECT id, attempt, lease, request, sha, body FROM d), \
 e AS ( \
-  INSERT INTO events (task_id, from_state, to_state) SELECT id, 'claimed', state FROM d), \
+  INSERT INTO events (task_id, from_state, to_state, attempt) \
+  SELECT id, 'claimed', state, attempt FROM d), \
 down AS ( \
   UPDATE tasks t SET blocked = t.blocked - n.n, updated_at = now(), \
     state = CASE WHEN t.blocked = n.n AND t.state = 'pending' THEN 'queued' ELSE t.state END \

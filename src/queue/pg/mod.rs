@@ -1,6 +1,7 @@
 //! The queue on PostgreSQL (`--queue-url`, connected through
 //! [`crate::database`]): tasks and their edges, leases, receipts, events,
-//! the maintenance leader, and the grants rules rendered as SQL
+//! every daemon's events streamed to its hub ([`stream`]), the
+//! maintenance leader, and the grants rules rendered as SQL
 //! ([`viewer`]).
 
 pub mod batch;
@@ -10,6 +11,7 @@ pub mod lease;
 #[cfg(test)]
 mod model_props;
 mod shared;
+mod stream;
 pub mod tasks;
 pub mod transact;
 pub mod viewer;

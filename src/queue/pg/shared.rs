@@ -21,8 +21,9 @@ use tokio::sync::Notify;
 use tokio_postgres::error::SqlState;
 
 use super::lease::{self, ClaimAsk};
+use super::stream::Tailer;
 use super::viewer::Grants;
-use super::{leader, tasks, transact, wake};
+use super::{events, leader, tasks, transact, wake};
 use crate::auth::token::new_handle;
 use crate::database::{Database, Error};
 use crate::queue::decide::{Enqueue, Submit};
@@ -32,7 +33,7 @@ use crate::queue::shelf::Sight;
 use crate::queue::table::TaskTable;
 use crate::queue::{
     Attempt, Bulk, BulkAction, Claimed, EnqueueError, Enqueued, Event, Handover, JournalError,
-    LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, SubmitError, SubmitInput,
+    LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, Stream, SubmitError, SubmitInput,
     TaskCallError, TaskId, TaskSpec, TaskState, task,
 };
 use crate::store::envelope::{TaskFacts, Viewer};
@@ -47,6 +48,13 @@ const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
 /// How long the maintenance lease lasts unless renewed.
 pub const LEADER_TTL: Duration = Duration::from_secs(5);
+
+/// How often the maintenance leader deletes old event rows.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// How long event rows are kept: a reader resumes from another daemon's
+/// event only while its row is there (and within the hub's window).
+const EVENTS_KEPT: Duration = Duration::from_secs(3600);
 
 /// The lapsed leases one sweep ends at most.
 const SWEEP_BATCH: i64 = 256;
@@ -73,6 +81,8 @@ struct Inner {
     ticker: wake::Ticker,
     polls_ended: AtomicBool,
     observers: OnceLock<Vec<Arc<dyn Observer>>>,
+    /// Every daemon's events, read into this daemon's hub.
+    tail: OnceLock<Tailer>,
     /// The sequence numbers observers are told (this daemon's commits).
     told: AtomicU64,
     /// This daemon's name in the leader row.
@@ -159,6 +169,7 @@ impl Shared {
                 ticker,
                 polls_ended: AtomicBool::new(false),
                 observers: OnceLock::new(),
+                tail: OnceLock::new(),
                 told: AtomicU64::new(0),
                 holder: format!("{}-{}", std::process::id(), task::new_lease_id().0),
             }),
@@ -180,9 +191,22 @@ impl Shared {
         Ok(())
     }
 
-    /// Has `observers` told of every change this daemon commits.
-    pub fn observe(&self, observers: Vec<Arc<dyn Observer>>) {
+    /// Has `observers` told of every change this daemon commits, and
+    /// `stream` of every change any daemon commits from now on.
+    pub fn observe(&self, observers: Vec<Arc<dyn Observer>>, stream: Arc<dyn Stream>) {
         let _ = self.inner.observers.set(observers);
+        let (db, heard) = (self.inner.db.clone(), self.inner.heard.clone());
+        let _ = self.inner.tail.set(Tailer::start(db, heard, stream));
+    }
+
+    /// Waits until this daemon's event stream holds the event readers
+    /// know as `uid` (one another daemon sent them); false when no such
+    /// event is kept or it is not reached in time.
+    pub async fn reach(&self, uid: u128) -> Result<bool, JournalError> {
+        match self.inner.tail.get() {
+            Some(tail) => tail.reach(uid).await.map_err(unavailable),
+            None => Ok(false),
+        }
     }
 
     /// Ends long polls for good.
@@ -206,6 +230,9 @@ impl Shared {
         }
         self.inner.ready.notify_waiters();
         self.inner.ticker.committed();
+        if let Some(tail) = self.inner.tail.get() {
+            tail.committed();
+        }
     }
 
     /// Tells the observers how long `op`'s transaction (or statement)
@@ -900,15 +927,19 @@ impl Shared {
     }
 
     /// While this daemon holds the maintenance lease, ends lapsed leases
-    /// every 250 ms until `stop` resolves; then gives the lease up.
+    /// every 250 ms and prunes old events every minute until `stop`
+    /// resolves; then gives the lease up.
     pub async fn sweep_until(&self, stop: impl std::future::Future<Output = ()>) {
         let mut tick = tokio::time::interval(SWEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(stop);
+        let mut prune = tokio::time::interval(PRUNE_EVERY);
+        prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut term = None;
         loop {
             tokio::select! {
                 _ = tick.tick() => term = self.maintain(term).await,
+                _ = prune.tick(), if term.is_some() => self.prune().await,
                 () = &mut stop => break,
             }
         }
@@ -939,6 +970,15 @@ impl Shared {
             tracing::warn!(error = %e, "ending lapsed leases failed; retrying");
         }
         Some(term.term)
+    }
+
+    /// Deletes the event rows older than [`EVENTS_KEPT`].
+    async fn prune(&self) {
+        match events::prune(&self.inner.db, EVENTS_KEPT).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(rows = n, "pruned old events"),
+            Err(e) => tracing::warn!(error = %e, "pruning old events failed; retrying"),
+        }
     }
 
     /// Ends the leases that have lapsed on the database's clock, each

@@ -213,24 +213,25 @@ pub async fn run<T, E>(
         Ok::<_, Error>(())
     };
     let moved = made.iter().flat_map(|(_, m)| m);
-    let (ids, froms, tos): (Vec<i64>, Vec<Option<&str>>, Vec<&str>) = moved.fold(
-        (Vec::new(), Vec::new(), Vec::new()),
-        |(mut i, mut f, mut t), tr| {
-            i.push(tr.id.0 as i64);
-            f.push(tr.from.map(|s| s.as_str()));
-            t.push(tr.to.as_str());
-            (i, f, t)
-        },
-    );
+    let mut ids: Vec<i64> = Vec::new();
+    let mut froms: Vec<Option<&str>> = Vec::new();
+    let mut tos: Vec<&str> = Vec::new();
+    let mut attempts: Vec<i32> = Vec::new();
+    for tr in moved {
+        ids.push(tr.id.0 as i64);
+        froms.push(tr.from.map(|s| s.as_str()));
+        tos.push(tr.to.as_str());
+        attempts.push(tr.attempt.0 as i32);
+    }
     let events = async {
         if !ids.is_empty() {
             tx.execute(
                 &tx.prepare_cached(
-                    "INSERT INTO events (task_id, from_state, to_state) \
-                 SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])",
+                    "INSERT INTO events (task_id, from_state, to_state, attempt) \
+                 SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[])",
                 )
                 .await?,
-                &[&ids, &froms, &tos],
+                &[&ids, &froms, &tos, &attempts],
             )
             .await?;
         }
