@@ -6,64 +6,12 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::relay::Relay;
 use support::{DaemonProcess, body};
 use tessera::client::Client;
-use tokio::net::{TcpListener, TcpStream};
-
-/// A relay from a loopback port to the database; while cut, it drops
-/// every connection it carries and every new one.
-struct Relay {
-    port: u16,
-    cut: Arc<AtomicBool>,
-    /// Bumped by each cut, so relayed connections end at once.
-    cuts: Arc<tokio::sync::watch::Sender<u64>>,
-}
-
-impl Relay {
-    async fn start(to: String) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let cuts = Arc::new(tokio::sync::watch::Sender::new(0u64));
-        let (flag, watch) = (cut.clone(), cuts.clone());
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut inbound, _)) = listener.accept().await else {
-                    return;
-                };
-                if flag.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let to = to.clone();
-                let mut cut_now = watch.subscribe();
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(&to).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cut_now.changed() => {}
-                    }
-                });
-            }
-        });
-        Relay { port, cut, cuts }
-    }
-
-    fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        self.cuts.send_modify(|n| *n += 1);
-    }
-
-    fn restore(&self) {
-        self.cut.store(false, Ordering::SeqCst);
-    }
-}
 
 async fn health(c: &Client) -> (u16, Value) {
     let r = c.get("/healthz").await.unwrap();
@@ -88,18 +36,8 @@ fn spec() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_database_answers_503_with_the_cause_and_recovers_without_a_restart() {
     let url = support::pg::fresh_database().await;
-    let (host_port, db) = url
-        .trim_start_matches("postgres://")
-        .split_once('@')
-        .map(|(_, rest)| rest.split_once('/').unwrap())
-        .unwrap();
-    let relay = Relay::start(host_port.to_string()).await;
-    let user = url
-        .trim_start_matches("postgres://")
-        .split_once('@')
-        .unwrap()
-        .0;
-    let relayed = format!("postgres://{user}@127.0.0.1:{}/{db}", relay.port);
+    let relay = Relay::start("127.0.0.1:0", &url).await;
+    let relayed = relay.url(&url, "127.0.0.1");
     let dir = tempfile::tempdir().unwrap();
     let d = DaemonProcess::spawn_shared(&dir.path().join("root"), &relayed);
     let admin = d.admin.clone();

@@ -15,9 +15,17 @@ use std::str::FromStr;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-/// How long a new connection may take unless the URL says
-/// (`connect_timeout`).
+/// How long a new connection may take, and how long sent data may go
+/// unacknowledged, unless the URL says (`connect_timeout`,
+/// `tcp_user_timeout`).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long an idle connection waits before it probes the server.
+const KEEPALIVE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the server keeps a transaction that sends nothing
+/// (`idle_in_transaction_session_timeout`).
+const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Connections each daemon keeps open to the database at most.
 pub const POOL_SIZE: usize = 16;
@@ -101,16 +109,34 @@ impl Database {
         // for plans the planner thinks costly, such as the recursive family
         // query) took up to a second here, for a statement that runs in
         // well under a millisecond.
+        //
+        // A daemon cut off in the middle of a transaction must not keep
+        // its row locks for the server's TCP timeout of hours: the server
+        // ends a transaction left idle for IDLE_IN_TRANSACTION.
+        let ours = format!(
+            "-c jit=off -c idle_in_transaction_session_timeout={}",
+            IDLE_IN_TRANSACTION.as_millis()
+        );
         let options = match config.get_options() {
-            Some(o) => format!("{o} -c jit=off"),
-            None => "-c jit=off".to_string(),
+            Some(o) => format!("{o} {ours}"),
+            None => ours,
         };
         config.options(&options);
         // A database host that answers nothing must not hold a call (or
-        // /healthz) for the system's TCP timeout of minutes.
+        // /healthz) for the system's TCP timeout of minutes: neither a
+        // connection being made, nor one whose packets go unanswered
+        // (a partition), nor an idle one (a listener's).
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(CONNECT_TIMEOUT);
+        }
+        config
+            .keepalives(true)
+            .keepalives_idle(KEEPALIVE_IDLE)
+            .keepalives_interval(KEEPALIVE_IDLE)
+            .keepalives_retries(2);
         let at = describe(&config);
         let manager = Manager::from_config(
             config.clone(),

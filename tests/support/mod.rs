@@ -3,7 +3,9 @@
 //! restarted (`DaemonProcess`), plus helpers that read like the domain.
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod pg;
+pub mod relay;
 pub mod sse;
 
 use std::io::{BufRead, BufReader};
@@ -223,6 +225,20 @@ impl DaemonProcess {
         Self::launch(root, config, pg::backend_url(root).as_deref())
     }
 
+    /// Spawns on the database at `queue_url` with its command run through
+    /// `wrap` (say `ip netns exec NS`) and listening on `listen`, with
+    /// `first`'s admin key, or writing its own when it is the first.
+    pub fn spawn_shared_at(
+        root: &Path,
+        queue_url: &str,
+        first: Option<&DaemonProcess>,
+        wrap: &[&str],
+        listen: &str,
+    ) -> DaemonProcess {
+        let key = first.map(|f| f.admin_key());
+        Self::launch_at(root, "", Some(queue_url), key, wrap, listen)
+    }
+
     fn launch(root: &Path, config: &str, queue_url: Option<&str>) -> DaemonProcess {
         Self::launch_as(root, config, queue_url, None)
     }
@@ -233,16 +249,35 @@ impl DaemonProcess {
         queue_url: Option<&str>,
         key: Option<&str>,
     ) -> DaemonProcess {
+        Self::launch_at(root, config, queue_url, key, &[], "127.0.0.1:0")
+    }
+
+    fn launch_at(
+        root: &Path,
+        config: &str,
+        queue_url: Option<&str>,
+        key: Option<&str>,
+        wrap: &[&str],
+        listen: &str,
+    ) -> DaemonProcess {
         let stderr_path = root.with_extension(format!("stderr.{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let config_path = root.with_extension(format!("config.{}.toml", std::process::id()));
         std::fs::write(&config_path, config).expect("config file");
-        let mut serve = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        let bin = env!("CARGO_BIN_EXE_tessera");
+        let mut serve = match wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
         if let Some(url) = queue_url {
             serve.env("TESSERA_QUEUE_URL", url);
         }
         let mut child = serve
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .args(["serve", "--listen", listen, "--config"])
             .arg(&config_path)
             .arg("--root")
             .arg(root)

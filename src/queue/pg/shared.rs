@@ -49,6 +49,9 @@ const SWEEP_EVERY: Duration = Duration::from_millis(250);
 /// How long the maintenance lease lasts unless renewed.
 pub const LEADER_TTL: Duration = Duration::from_secs(5);
 
+/// How long `/healthz` waits for the database before it answers 503.
+const HEALTH_WITHIN: Duration = Duration::from_secs(3);
+
 /// How often the maintenance leader deletes old event rows.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -181,14 +184,23 @@ impl Shared {
         self.inner.db.at()
     }
 
-    /// Whether the database answers now.
+    /// Whether the database answers now, within [`HEALTH_WITHIN`].
     pub async fn health(&self) -> Result<(), JournalError> {
-        let client = self.inner.db.client().await.map_err(unavailable)?;
-        client
-            .simple_query("SELECT 1")
-            .await
-            .map_err(|e| unavailable(e.into()))?;
-        Ok(())
+        let ask = async {
+            let client = self.inner.db.client().await.map_err(unavailable)?;
+            client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(|e| unavailable(e.into()))
+        };
+        match tokio::time::timeout(HEALTH_WITHIN, ask).await {
+            Ok(answer) => answer.map(drop),
+            Err(_) => Err(JournalError::Unavailable(format!(
+                "the queue database at {} did not answer within {} s",
+                self.at(),
+                HEALTH_WITHIN.as_secs()
+            ))),
+        }
     }
 
     /// Has `observers` told of every change this daemon commits, and
