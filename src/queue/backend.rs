@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::query::{Filter, Page, QueueCounts, Summary, TaskSnap};
+use super::query::{self, Filter, Page, QueueCounts, Summary, TaskSnap};
 use super::{
     Attempt, Bulk, BulkAction, Claimed, EnqueueError, Enqueued, Error, FoldAfter, Folds, Journal,
     JournalError, LeaseId, Observer, Park, Recovery, SplitError, SplitLimits, Stream, SubmitError,
@@ -406,7 +406,7 @@ impl Queue {
     ) -> Result<Page, JournalError> {
         match &self.backend {
             Backend::Journal(j) => j.page(viewer, filter, after, limit).await,
-            Backend::Postgres(p) => p.all(|st| st.page(viewer, filter, after, limit)).await,
+            Backend::Postgres(p) => p.page(viewer, filter, after, limit).await,
         }
     }
 
@@ -414,7 +414,10 @@ impl Queue {
     pub async fn queue_counts(&self, viewer: &Viewer) -> Result<Vec<QueueCounts>, JournalError> {
         match &self.backend {
             Backend::Journal(j) => j.queue_counts(viewer).await,
-            Backend::Postgres(p) => p.all(|st| st.queue_counts(viewer)).await,
+            Backend::Postgres(p) => {
+                p.totals(|st, totals| query::queue_counts(&st.queues, totals, viewer))
+                    .await
+            }
         }
     }
 
@@ -426,7 +429,10 @@ impl Queue {
     ) -> Result<Vec<Summary>, JournalError> {
         match &self.backend {
             Backend::Journal(j) => j.summary(viewer, now).await,
-            Backend::Postgres(p) => p.all(|st| st.summary(viewer, now)).await,
+            Backend::Postgres(p) => {
+                p.totals(|st, totals| query::summary(&st.queues, totals, viewer))
+                    .await
+            }
         }
     }
 

@@ -10,6 +10,8 @@
 //! What a viewer may see is decided by its [`Viewer`] on each shelf's
 //! [`Sight`], the same rule `auth::access` applies to one task.
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
 
 use super::shelf::{ShelfView, Sight};
@@ -167,11 +169,6 @@ impl State {
         t.facts(self.is_server(&t.spec.queue))
     }
 
-    /// Whether `viewer` may see a task with this sight.
-    fn shows(&self, viewer: &Viewer, sight: &Sight) -> bool {
-        viewer.sees_task(&sight.facts(false))
-    }
-
     /// A task as `viewer` (who may see it) sees it.
     pub fn snapshot(&self, t: &Task, viewer: &Viewer) -> TaskSnap {
         let related = |ids: &[TaskId]| {
@@ -225,7 +222,7 @@ impl State {
                 }
             },
         };
-        let keep = |v: ShelfView<'_>| filter.selects(viewer, v) && self.shows(viewer, v.sight);
+        let keep = |v: ShelfView<'_>| filter.selects(viewer, v) && shows(viewer, v.sight);
         let mut positions = self.index.shelves.positions(keep, from);
         let tasks: Vec<TaskSnap> = positions
             .by_ref()
@@ -267,67 +264,132 @@ impl State {
         self.queues.get(queue).is_some_and(|q| q.server)
     }
 
-    /// The tasks on `queue` per state that `viewer` may see.
-    fn counts_for(&self, viewer: &Viewer, queue: &Name) -> Vec<(TaskState, u64)> {
-        let mut counts: Vec<(TaskState, u64)> = TaskState::ALL.iter().map(|s| (*s, 0)).collect();
-        for v in self.index.shelves.all() {
-            if v.sight.queue == *queue
-                && self.shows(viewer, v.sight)
-                && let Some(c) = counts.iter_mut().find(|(s, _)| *s == v.state)
-            {
-                c.1 += v.len as u64;
-            }
-        }
-        counts
+    /// Every shelf with its totals: when its oldest task was queued, and
+    /// with `now`, its leases live then. A lease that lapsed and is not
+    /// yet swept is looked at one by one; there are only as many as the
+    /// sweeper is behind.
+    pub fn totals(&self, now: Option<Timestamp>) -> Vec<Totals<'_>> {
+        let mut lapsed: Vec<&Task> = match now {
+            Some(now) => self
+                .index
+                .leases
+                .iter()
+                .take_while(|(expires, _)| !super::task::live_until(*expires, now))
+                .filter_map(|(_, id)| self.tasks.get(id))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.index
+            .shelves
+            .all_since()
+            .map(|(view, oldest_queued)| {
+                let mut live_leases = 0;
+                if view.state == TaskState::Claimed && now.is_some() {
+                    let before = lapsed.len();
+                    lapsed.retain(|t| Sight::of(t) != *view.sight);
+                    live_leases = (view.len - (before - lapsed.len())) as u64;
+                }
+                Totals {
+                    view,
+                    oldest_queued,
+                    live_leases,
+                }
+            })
+            .collect()
     }
 
     /// The queues `viewer` may see, with the counts of their tasks it may
     /// see.
     pub fn queue_counts(&self, viewer: &Viewer) -> Vec<QueueCounts> {
-        self.queues
-            .values()
-            .filter(|q| viewer.shows_queue(&q.name))
-            .map(|q| QueueCounts {
-                config: q.clone(),
-                counts: self.counts_for(viewer, &q.name),
-            })
-            .collect()
+        queue_counts(&self.queues, &self.totals(None), viewer)
     }
 
     /// Per queue `viewer` may see, over the tasks it may see: counts per
-    /// state, the oldest wait, the live leases at `now`. A lease that
-    /// lapsed and is not yet swept is looked at one by one; there are
-    /// only as many as the sweeper is behind.
+    /// state, the oldest wait, the live leases at `now`.
     pub fn summary(&self, viewer: &Viewer, now: Timestamp) -> Vec<Summary> {
-        self.queues
-            .keys()
-            .filter(|q| viewer.shows_queue(q))
-            .map(|q| {
-                let counts = self.counts_for(viewer, q);
-                let claimed = counts
-                    .iter()
-                    .find(|(s, _)| *s == TaskState::Claimed)
-                    .map_or(0, |(_, n)| *n);
-                let lapsed = self
-                    .index
-                    .leases
-                    .iter()
-                    .take_while(|(expires, _)| !super::task::live_until(*expires, now))
-                    .filter_map(|(_, id)| self.tasks.get(id))
-                    .filter(|t| t.spec.queue == *q && viewer.sees_task(&self.facts(t)))
-                    .count() as u64;
-                Summary {
-                    name: q.clone(),
-                    oldest_queued_since: self
-                        .index
-                        .shelves
-                        .oldest_queued(|v| v.sight.queue == *q && self.shows(viewer, v.sight)),
-                    live_leases: claimed.saturating_sub(lapsed),
-                    counts,
-                }
-            })
-            .collect()
+        summary(&self.queues, &self.totals(Some(now)), viewer)
     }
+}
+
+/// One shelf as counts and summaries read it: its view, when its oldest
+/// task was queued (a queued shelf), and how many of its leases are live
+/// at the time asked (a claimed shelf). The embedded queue reads them
+/// from its shelves and lease index ([`State::totals`]), PostgreSQL from
+/// one grouped statement, and both answer with [`queue_counts`] and
+/// [`summary`].
+#[derive(Clone, Copy, Debug)]
+pub struct Totals<'a> {
+    /// The shelf.
+    pub view: ShelfView<'a>,
+    /// When its oldest task was queued.
+    pub oldest_queued: Option<Timestamp>,
+    /// Its leases live at the time asked.
+    pub live_leases: u64,
+}
+
+/// Whether `viewer` may see a task with this sight.
+pub fn shows(viewer: &Viewer, sight: &Sight) -> bool {
+    viewer.sees_task(&sight.facts(false))
+}
+
+/// The shelves of `queue` that `viewer` may see.
+fn seen_on<'a, 'b>(
+    totals: &'b [Totals<'a>],
+    viewer: &'b Viewer,
+    queue: &'b Name,
+) -> impl Iterator<Item = &'b Totals<'a>> {
+    totals
+        .iter()
+        .filter(move |t| t.view.sight.queue == *queue && shows(viewer, t.view.sight))
+}
+
+/// The tasks on `queue` per state that `viewer` may see.
+fn counts_for(totals: &[Totals<'_>], viewer: &Viewer, queue: &Name) -> Vec<(TaskState, u64)> {
+    let mut counts: Vec<(TaskState, u64)> = TaskState::ALL.iter().map(|s| (*s, 0)).collect();
+    for t in seen_on(totals, viewer, queue) {
+        if let Some(c) = counts.iter_mut().find(|(s, _)| *s == t.view.state) {
+            c.1 += t.view.len as u64;
+        }
+    }
+    counts
+}
+
+/// The queues `viewer` may see, with the counts of their tasks it may
+/// see, from the shelves' totals.
+pub fn queue_counts(
+    queues: &BTreeMap<Name, QueueConfig>,
+    totals: &[Totals<'_>],
+    viewer: &Viewer,
+) -> Vec<QueueCounts> {
+    queues
+        .values()
+        .filter(|q| viewer.shows_queue(&q.name))
+        .map(|q| QueueCounts {
+            config: q.clone(),
+            counts: counts_for(totals, viewer, &q.name),
+        })
+        .collect()
+}
+
+/// Per queue `viewer` may see, over the tasks it may see: counts per
+/// state, the oldest wait and the live leases, from the shelves' totals.
+pub fn summary(
+    queues: &BTreeMap<Name, QueueConfig>,
+    totals: &[Totals<'_>],
+    viewer: &Viewer,
+) -> Vec<Summary> {
+    queues
+        .keys()
+        .filter(|q| viewer.shows_queue(q))
+        .map(|q| Summary {
+            name: q.clone(),
+            counts: counts_for(totals, viewer, q),
+            oldest_queued_since: seen_on(totals, viewer, q)
+                .filter_map(|t| t.oldest_queued)
+                .min(),
+            live_leases: seen_on(totals, viewer, q).map(|t| t.live_leases).sum(),
+        })
+        .collect()
 }
 
 impl State {

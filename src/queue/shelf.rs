@@ -330,13 +330,11 @@ impl Shelves {
         Merged { runs }
     }
 
-    /// When the oldest task still queued on the shelves `keep` selects
-    /// was queued.
-    pub fn oldest_queued(&self, keep: impl Fn(ShelfView<'_>) -> bool) -> Option<Timestamp> {
+    /// Every shelf that holds a task, with when its oldest task was
+    /// queued (a queued shelf).
+    pub fn all_since(&self) -> impl Iterator<Item = (ShelfView<'_>, Option<Timestamp>)> {
         self.shelves()
-            .filter(|(v, _)| v.state == TaskState::Queued && keep(*v))
-            .filter_map(|(_, s)| s.since.first_key_value().map(|(t, _)| *t))
-            .min()
+            .map(|(v, s)| (v, s.since.first_key_value().map(|(t, _)| *t)))
     }
 }
 

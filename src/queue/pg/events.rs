@@ -14,9 +14,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::tasks::{SIGHT, sight};
 use crate::database::{Database, Error};
 use crate::queue::Sight;
-use crate::store::Name;
 
 /// A position in the stream: the last event read, the same on every
 /// daemon and across restarts; as text, `<xid>.<id>`.
@@ -126,18 +126,16 @@ pub async fn after(
     let rows = client
         .query(
             &client
-                .prepare_cached(
-                    "SELECT e.xid::text::bigint, e.id, replace(e.uid::text, '-', ''), e.task_id, \
-                       e.from_state, e.to_state, e.attempt, t.queue, t.namespace, t.kind, \
-                       t.effect_class, t.visibility, t.producer_surface, t.allowed_surfaces, \
-                       t.requester, t.source_pack \
-                     FROM events e LEFT JOIN tasks t ON t.id = e.task_id \
-                     WHERE (e.xid, e.id) > ($1::bigint::text::xid8, $2) \
-                       AND e.xid < pg_snapshot_xmin(pg_current_snapshot()) \
-                       AND ($4::text IS NULL \
-                            OR NOT pg_visible_in_snapshot(e.xid, $4::text::pg_snapshot)) \
-                     ORDER BY e.xid, e.id LIMIT $3",
-                )
+                .prepare_cached(&format!(
+                    "SELECT e.xid::text::bigint, e.id, replace(e.uid::text, '-', ''), \
+                           e.task_id, e.from_state, e.to_state, e.attempt, {SIGHT} \
+                         FROM events e LEFT JOIN tasks t ON t.id = e.task_id \
+                         WHERE (e.xid, e.id) > ($1::bigint::text::xid8, $2) \
+                           AND e.xid < pg_snapshot_xmin(pg_current_snapshot()) \
+                           AND ($4::text IS NULL \
+                                OR NOT pg_visible_in_snapshot(e.xid, $4::text::pg_snapshot)) \
+                         ORDER BY e.xid, e.id LIMIT $3"
+                ))
                 .await?,
             &[&xid, &after.id, &limit, &snapshot],
         )
@@ -180,12 +178,7 @@ fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
     let uid = u128::from_str_radix(uid, 16)
         .map_err(|_| Error::Corrupt(format!("an event's uid {uid:?} is not a uuid")))?;
     let sight = match r.get::<_, Option<&str>>(7) {
-        Some(_) => Some(sight(r).map_err(|e| {
-            Error::Corrupt(format!(
-                "task {:?} of an event has an unreadable column: {e}",
-                r.get::<_, Option<i64>>(3)
-            ))
-        })?),
+        Some(_) => Some(sight(r, 7)?),
         None => None,
     };
     Ok(EventRow {
@@ -199,34 +192,6 @@ fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
         to_state: r.get(5),
         attempt: r.get(6),
         sight,
-    })
-}
-
-/// The sight of an event's task, from the columns [`after`] joins.
-fn sight(r: &tokio_postgres::Row) -> Result<Sight, String> {
-    let name = |field: &'static str, i: usize| {
-        Name::parse(field, r.get::<_, &str>(i)).map_err(|e| e.to_string())
-    };
-    let optional = |field: &'static str, i: usize| {
-        r.get::<_, Option<&str>>(i)
-            .map(|v| Name::parse(field, v).map_err(|e| e.to_string()))
-            .transpose()
-    };
-    let word = |i: usize| serde_json::Value::String(r.get::<_, &str>(i).to_string());
-    let allowed: Vec<&str> = r.get(13);
-    Ok(Sight {
-        queue: name("queue", 7)?,
-        namespace: name("namespace", 8)?,
-        kind: name("kind", 9)?,
-        effect_class: serde_json::from_value(word(10)).map_err(|e| e.to_string())?,
-        visibility: serde_json::from_value(word(11)).map_err(|e| e.to_string())?,
-        producer_surface: optional("producer_surface", 12)?,
-        allowed_surfaces: allowed
-            .into_iter()
-            .map(|v| Name::parse("allowed_surfaces", v).map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?,
-        requester: name("requester", 14)?,
-        source_pack: optional("source_pack", 15)?,
     })
 }
 

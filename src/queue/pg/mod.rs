@@ -11,6 +11,7 @@ pub mod lease;
 #[cfg(test)]
 mod model_props;
 mod shared;
+pub mod shelves;
 mod stream;
 pub mod tasks;
 pub mod transact;

@@ -23,12 +23,13 @@ use tokio_postgres::error::SqlState;
 use super::lease::{self, ClaimAsk};
 use super::stream::Tailer;
 use super::viewer::Grants;
-use super::{events, leader, tasks, transact, wake};
+use super::{events, leader, shelves, tasks, transact, wake};
 use crate::auth::token::new_handle;
 use crate::database::{Database, Error};
 use crate::queue::decide::{Enqueue, Submit};
 use crate::queue::machine::{SplitLimits, State, Transition};
-use crate::queue::query::{Filter, TaskSnap};
+use crate::queue::query::{Filter, Page, TaskSnap, Totals, shows};
+use crate::queue::shelf::ShelfView;
 use crate::queue::shelf::Sight;
 use crate::queue::table::TaskTable;
 use crate::queue::{
@@ -313,8 +314,54 @@ impl Shared {
         Ok(f(&st))
     }
 
-    /// Runs `f` on a state of every task and queue (listings, counts and
-    /// the start's audits: they read every row).
+    /// Up to `limit` tasks `viewer` may see that `filter` selects, after
+    /// `after`: the page's tasks and their families are all it reads.
+    pub async fn page(
+        &self,
+        viewer: &Viewer,
+        filter: &Filter,
+        after: Option<TaskId>,
+        limit: usize,
+    ) -> Result<Page, JournalError> {
+        let since = Instant::now();
+        let read = async {
+            let client = self.inner.db.client().await?;
+            let keep = |v: ShelfView<'_>| filter.selects(viewer, v) && shows(viewer, v.sight);
+            shelves::scan(&client, filter, after, limit, keep).await
+        };
+        let (ids, more) = read.await.map_err(unavailable)?;
+        let st = self.near(&ids).await.map_err(unavailable)?;
+        self.held(Op::Query, since);
+        let tasks = ids
+            .iter()
+            .filter_map(|id| st.tasks.get(id))
+            .map(|t| st.snapshot(t, viewer))
+            .collect();
+        Ok(Page { tasks, more })
+    }
+
+    /// Runs `f` on the queues and every shelf's totals (counts and
+    /// summaries: one grouped statement, no task read).
+    pub async fn totals<T>(
+        &self,
+        f: impl FnOnce(&State, &[Totals<'_>]) -> T,
+    ) -> Result<T, JournalError> {
+        let since = Instant::now();
+        let read = async {
+            let client = self.inner.db.client().await?;
+            let (queues, shelves) =
+                futures_util::try_join!(queues(&client), shelves::all(&client))?;
+            Ok::<_, Error>((queues, shelves))
+        };
+        let (queues, shelves) = read.await.map_err(unavailable)?;
+        self.held(Op::Query, since);
+        let st = restore(queues, Vec::new(), self.inner.limits, Timestamp::now());
+        let totals: Vec<Totals<'_>> = shelves.iter().map(shelves::Shelf::totals).collect();
+        Ok(f(&st, &totals))
+    }
+
+    /// Runs `f` on a state of every task and queue (the start's audits:
+    /// they read every row).
     pub async fn all<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
         let since = Instant::now();
         let st = self.everything().await.map_err(unavailable)?;
@@ -823,21 +870,26 @@ impl Shared {
         limit: usize,
         dry_run: bool,
     ) -> Result<Bulk, JournalError> {
-        let takes = |st: &State, v: crate::queue::shelf::ShelfView<'_>| {
-            st.bulk_takes(action, viewer, filter, v)
+        let takes = |st: &State, v: ShelfView<'_>| st.bulk_takes(action, viewer, filter, v);
+        let count = |st: &State, totals: &[Totals<'_>]| {
+            totals
+                .iter()
+                .filter(|t| takes(st, t.view))
+                .map(|t| t.view.len)
+                .sum::<usize>()
         };
-        let (matched, selected) = self
-            .all(|st| {
-                let matched = st.count_where(|v| takes(st, v));
-                let limit = if dry_run { 0 } else { limit };
-                let ids: Vec<TaskId> = st
-                    .ids_where(|v| takes(st, v), None, limit)
-                    .into_iter()
-                    .map(|(_, id)| id)
-                    .collect();
-                (matched, ids)
-            })
-            .await?;
+        let matched = self.totals(count).await?;
+        let selected = if dry_run || limit == 0 {
+            Vec::new()
+        } else {
+            let st = self.near(&[]).await.map_err(unavailable)?;
+            let client = self.inner.db.client().await.map_err(unavailable)?;
+            let keep = move |v: ShelfView<'_>| takes(&st, v);
+            shelves::scan(&client, filter, None, limit, keep)
+                .await
+                .map_err(unavailable)?
+                .0
+        };
         let mut done = Vec::new();
         for id in selected {
             let changed = self
@@ -865,7 +917,7 @@ impl Shared {
                 Err(_) => {}
             }
         }
-        let remaining = self.all(|st| st.count_where(|v| takes(st, v))).await?;
+        let remaining = self.totals(count).await?;
         Ok(Bulk {
             matched,
             done,

@@ -21,7 +21,7 @@ use tokio_postgres::Row;
 use super::viewer::wire;
 use crate::database::Error;
 use crate::queue::task::Submission;
-use crate::queue::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskSpec};
+use crate::queue::{Attempt, Lease, LeaseId, Park, Sight, Task, TaskId, TaskSpec};
 use crate::store::Name;
 
 /// The counters a claim and a completion keep on a task's row ([`super::lease`]).
@@ -31,6 +31,42 @@ pub struct Counters {
     pub blocked: Option<i32>,
     /// Open children (`None`: leave as it is).
     pub open_children: Option<i32>,
+}
+
+/// The columns of a task's [`Sight`], in the order [`sight`] reads them.
+pub const SIGHT: &str = "t.queue, t.namespace, t.kind, t.effect_class, t.visibility, \
+    t.producer_surface, t.allowed_surfaces, t.requester, t.source_pack";
+
+/// A task's sight from the [`SIGHT`] columns of `r`, from column `at`.
+pub fn sight(r: &Row, at: usize) -> Result<Sight, Error> {
+    let bad = |e: String| Error::Corrupt(format!("a task row has an unreadable column: {e}"));
+    let name = |field: &'static str, i: usize| {
+        Name::parse(field, r.get::<_, &str>(at + i)).map_err(|e| bad(e.to_string()))
+    };
+    let optional = |field: &'static str, i: usize| {
+        r.get::<_, Option<&str>>(at + i)
+            .map(|v| Name::parse(field, v).map_err(|e| bad(e.to_string())))
+            .transpose()
+    };
+    fn word<T: serde::de::DeserializeOwned>(r: &Row, i: usize) -> Result<T, String> {
+        let v = serde_json::Value::String(r.get::<_, &str>(i).to_string());
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+    let allowed: Vec<&str> = r.get(at + 6);
+    Ok(Sight {
+        queue: name("queue", 0)?,
+        namespace: name("namespace", 1)?,
+        kind: name("kind", 2)?,
+        effect_class: word(r, at + 3).map_err(bad)?,
+        visibility: word(r, at + 4).map_err(bad)?,
+        producer_surface: optional("producer_surface", 5)?,
+        allowed_surfaces: allowed
+            .into_iter()
+            .map(|v| Name::parse("allowed_surfaces", v).map_err(|e| bad(e.to_string())))
+            .collect::<Result<_, _>>()?,
+        requester: name("requester", 7)?,
+        source_pack: optional("source_pack", 8)?,
+    })
 }
 
 /// Locks the rows of `ids` (in id order) until the transaction `client`
