@@ -159,7 +159,7 @@ impl Daemon {
             "queue open"
         );
         let unsettled = queue
-            .audit(crate::worker::audit::Unsettled::of)
+            .audit_started(crate::worker::audit::Unsettled::of)
             .await
             .map_err(queue::Error::from)?;
         for line in crate::worker::audit::settle(&store, &unsettled) {

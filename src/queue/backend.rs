@@ -528,4 +528,18 @@ impl Queue {
             Backend::Postgres(p) => p.all(|st| f(Walk::of(st))).await,
         }
     }
+
+    /// Runs `f` on a walk over at least the tasks that have started and
+    /// not ended (attempted, not terminal) before the daemon serves (the
+    /// start's settling of ctx-dirs): on PostgreSQL only those are read,
+    /// so a start does not read the queue's history.
+    pub async fn audit_started<T>(
+        &self,
+        f: impl FnOnce(Walk<'_>) -> T,
+    ) -> Result<T, JournalError> {
+        match &self.backend {
+            Backend::Journal(j) => Ok(j.audit(f)),
+            Backend::Postgres(p) => p.started(|st| f(Walk::of(st))).await,
+        }
+    }
 }

@@ -402,11 +402,26 @@ impl Shared {
         Ok(restore(queues, found, self.inner.limits, now))
     }
 
+    /// Runs `f` on a state of the tasks attempted and not ended, and
+    /// every queue.
+    pub async fn started<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, JournalError> {
+        let st = self
+            .every_where("attempt > 0 AND state NOT IN ('succeeded', 'failed', 'cancelled')")
+            .await
+            .map_err(unavailable)?;
+        Ok(f(&st))
+    }
+
     async fn everything(&self) -> Result<State, Error> {
+        self.every_where("true").await
+    }
+
+    /// A state of every task `condition` (SQL, on `tasks`) selects.
+    async fn every_where(&self, condition: &str) -> Result<State, Error> {
         let client = self.inner.db.client().await?;
         let now = db_now(&client).await?;
         let ids: Vec<TaskId> = client
-            .query("SELECT id FROM tasks", &[])
+            .query(&format!("SELECT id FROM tasks WHERE {condition}"), &[])
             .await?
             .iter()
             .map(|r| TaskId(r.get::<_, i64>(0) as u64))
