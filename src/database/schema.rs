@@ -40,6 +40,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "events every daemon streams and resumes",
         sql: include_str!("schema/0004_event_stream.sql"),
     },
+    Migration {
+        version: 5,
+        name: "time conversions the planner inlines",
+        sql: include_str!("schema/0005_inlined_times.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold (inside their transaction

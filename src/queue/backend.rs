@@ -533,10 +533,7 @@ impl Queue {
     /// not ended (attempted, not terminal) before the daemon serves (the
     /// start's settling of ctx-dirs): on PostgreSQL only those are read,
     /// so a start does not read the queue's history.
-    pub async fn audit_started<T>(
-        &self,
-        f: impl FnOnce(Walk<'_>) -> T,
-    ) -> Result<T, JournalError> {
+    pub async fn audit_started<T>(&self, f: impl FnOnce(Walk<'_>) -> T) -> Result<T, JournalError> {
         match &self.backend {
             Backend::Journal(j) => Ok(j.audit(f)),
             Backend::Postgres(p) => p.started(|st| f(Walk::of(st))).await,
