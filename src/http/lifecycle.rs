@@ -13,7 +13,7 @@ use super::wire::{
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::access;
-use crate::queue::{BulkAction, LeaseId, Park, TaskId, TaskState};
+use crate::queue::{BulkAction, ClaimAfter, LeaseId, Park, TaskId, TaskState};
 use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
@@ -89,7 +89,12 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     }
     let (lease, input) = body.input()?;
     let requester = ctx.keyring.usable_principal(&checked.requester).await?;
-    let done = submit::complete(
+    let after = next.as_ref().map(|n| ClaimAfter {
+        queue: &n.queue,
+        kinds: n.kinds.as_deref(),
+        viewer: &p.viewer,
+    });
+    let mut done = submit::complete(
         &ctx.store,
         &ctx.queue,
         &p,
@@ -99,11 +104,13 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         input,
         None,
         next.is_none(),
+        after,
     )
     .await?;
-    let next = match next {
-        None => None,
-        Some(n) => {
+    let next = match (next, done.next.take()) {
+        (None, _) => None,
+        (Some(_), Some(claimed)) => Some(super::queues::made(ctx, &p, claimed)),
+        (Some(n), None) => {
             let kinds = n.kinds.as_deref();
             let got = super::queues::claim_for(ctx, &p, &n.queue, kinds, n.wait_ms, 1);
             Some(got.await?)

@@ -86,6 +86,13 @@ fn claimed(ctx: &Ctx, p: &Principal, c: queue::Claimed) -> (Claimed, Handover) {
 #[must_use = "deliver the claims, or drop them to release their leases"]
 pub struct Made(Vec<(Claimed, Handover)>);
 
+/// The answer of a claim the queue made with a submit (its `claim_next`).
+pub fn made(ctx: &Ctx, p: &Principal, c: queue::Claimed) -> Made {
+    ctx.metrics.claim_waited(std::time::Duration::ZERO);
+    tracing::debug!(task = %c.task.task.id, attempt = c.lease.attempt.0, by = %p.key_id, "task claimed");
+    Made(vec![claimed(ctx, p, c)])
+}
+
 impl Made {
     /// The claims, handed over: call it only where nothing is awaited
     /// between it and the answer leaving the handler.

@@ -39,6 +39,17 @@ impl From<Journal> for Queue {
     }
 }
 
+/// What a submit's `claim_next` asks to claim after it.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimAfter<'a> {
+    /// The queue to claim from.
+    pub queue: &'a Name,
+    /// Only tasks of these kinds (any when `None`).
+    pub kinds: Option<&'a [Name]>,
+    /// The claimant (checked by the caller: it may claim from `queue`).
+    pub viewer: &'a Viewer,
+}
+
 impl Queue {
     /// Recovers the embedded queue from the root's journal; new journal
     /// segments get `segment_bytes` of preallocated space, and closed
@@ -254,9 +265,31 @@ impl Queue {
         input: &SubmitInput,
         by: &Name,
     ) -> Result<((Sha256, bool, TaskState), Unsynced), SubmitError> {
+        let (out, unsynced, _) = self.submit_then(id, lease_id, input, by, None).await?;
+        Ok((out, unsynced))
+    }
+
+    /// [`Queue::submit_unsynced`], and with `after`, on a shared queue,
+    /// the next task claimed in the submit's transaction (one commit for
+    /// both). `None` when nothing was claimed: the embedded queue's
+    /// caller claims afterwards, as it does when no task was there.
+    pub async fn submit_then(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+        after: Option<ClaimAfter<'_>>,
+    ) -> Result<((Sha256, bool, TaskState), Unsynced, Option<Claimed>), SubmitError> {
         match &self.backend {
-            Backend::Journal(j) => j.submit_unsynced(id, lease_id, input, by),
-            Backend::Postgres(p) => Ok((p.submit(id, lease_id, input, by).await?, Unsynced(None))),
+            Backend::Journal(j) => {
+                let (out, unsynced) = j.submit_unsynced(id, lease_id, input, by)?;
+                Ok((out, unsynced, None))
+            }
+            Backend::Postgres(p) => {
+                let (out, next) = p.submit(self, id, lease_id, input, by, after).await?;
+                Ok((out, Unsynced(None), next))
+            }
         }
     }
 

@@ -82,7 +82,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use jiff::Timestamp;
 use tokio::sync::Notify;
 
-pub use backend::Queue;
+pub use backend::{ClaimAfter, Queue};
 pub use brief::Brief;
 pub use decide::{Enqueue, Submit};
 pub use errors::{EnqueueError, JournalError, SplitError, SubmitError, TaskCallError};

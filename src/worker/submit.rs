@@ -12,7 +12,7 @@ use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
 use crate::queue::{
-    Brief, CheckPolicy, LeaseId, Queue, SubmitInput, Task, TaskId, TaskState, Unsynced,
+    Brief, CheckPolicy, ClaimAfter, LeaseId, Queue, SubmitInput, Task, TaskId, TaskState, Unsynced,
 };
 use crate::store::{Durability, Name, Pin, Sha256, Store, canonical_json, canonical_sorted};
 
@@ -105,7 +105,7 @@ pub fn check_final(ok: bool, final_failure: bool) -> Result<(), Error> {
 }
 
 /// What a completed submit returns.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Completed {
     /// The receipt's hash.
     pub receipt: Sha256,
@@ -120,6 +120,9 @@ pub struct Completed {
     /// Attempts the task has left after a failed attempt (`None` when it
     /// succeeded).
     pub attempts_left: Option<u32>,
+    /// The next task, when the submit asked for one and the queue claimed
+    /// it with the submit ([`Queue::submit_then`]).
+    pub next: Option<crate::queue::Claimed>,
 }
 
 /// One problem of a failed contract check, as a submit answers it: the
@@ -318,9 +321,20 @@ pub async fn complete(
     input: SubmitInput,
     fallback: Option<Value>,
     wait: bool,
+    after: Option<ClaimAfter<'_>>,
 ) -> Result<Completed, Error> {
     let (input, failed_checks) = verdict(store, p, requester, task, input, fallback).await?;
-    record(queue, p, task.id, lease_id, &input, failed_checks, wait).await
+    let done = Done {
+        failed_checks,
+        wait,
+    };
+    record(queue, p, task.id, lease_id, &input, done, after).await
+}
+
+/// What a submit's answer waits for and carries besides the receipt.
+struct Done {
+    failed_checks: Vec<FailedCheck>,
+    wait: bool,
 }
 
 /// Writes the receipt of a submit whose [`verdict`] is in `input`.
@@ -330,11 +344,14 @@ async fn record(
     id: TaskId,
     lease_id: &LeaseId,
     input: &SubmitInput,
-    failed_checks: Vec<FailedCheck>,
-    wait: bool,
+    Done {
+        failed_checks,
+        wait,
+    }: Done,
+    after: Option<ClaimAfter<'_>>,
 ) -> Result<Completed, Error> {
-    let ((receipt, created, state), unsynced) = queue
-        .submit_unsynced(id, lease_id, input, &p.key_id)
+    let ((receipt, created, state), unsynced, next) = queue
+        .submit_then(id, lease_id, input, &p.key_id, after)
         .await?;
     let attempts_left = match state {
         TaskState::Succeeded => None,
@@ -356,6 +373,7 @@ async fn record(
         unsynced,
         failed_checks,
         attempts_left,
+        next,
     })
 }
 
@@ -482,8 +500,11 @@ pub async fn submit_body(
         task_id,
         &lease.id,
         &input,
-        failed_checks,
-        true,
+        Done {
+            failed_checks,
+            wait: true,
+        },
+        None,
     )
     .await;
     match (done, swap) {

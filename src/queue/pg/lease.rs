@@ -123,6 +123,16 @@ pub async fn claim(
 /// on one queue with the same grants and kinds, each task going
 /// to the ask whose lease it took; answers each ask's tasks in order.
 pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<ClaimedRow>>, Error> {
+    let client = db.client().await?;
+    claim_on(&client, asks).await
+}
+
+/// [`claim_many`] on `client`: inside its transaction, when it is in one
+/// (a submit's `claim_next`, committed with the submit).
+pub async fn claim_on(
+    client: &impl deadpool_postgres::GenericClient,
+    asks: Vec<ClaimAsk>,
+) -> Result<Vec<Vec<ClaimedRow>>, Error> {
     let mut out: Vec<Vec<ClaimedRow>> = asks.iter().map(|_| Vec::new()).collect();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, a) in asks.iter().enumerate() {
@@ -135,7 +145,6 @@ pub async fn claim_many(db: &Database, asks: Vec<ClaimAsk>) -> Result<Vec<Vec<Cl
             None => groups.push(vec![i]),
         }
     }
-    let client = db.client().await?;
     let statement = client.prepare_cached(&CLAIM).await?;
     for group in groups {
         let first = &asks[group[0]];

@@ -357,6 +357,7 @@ fn the_database_path_decides_and_records_as_the_embedded_queue_does() {
                         &db,
                         limits,
                         &ids,
+                        None,
                         |family, now| {
                             st.promote_due(now);
                             let mine = decide(family, op, &target, now, next);

@@ -33,9 +33,9 @@ use crate::queue::shelf::ShelfView;
 use crate::queue::shelf::Sight;
 use crate::queue::table::TaskTable;
 use crate::queue::{
-    Attempt, Bulk, BulkAction, Claimed, EnqueueError, Enqueued, Event, Handover, JournalError,
-    LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, Stream, SubmitError, SubmitInput,
-    TaskCallError, TaskId, TaskSpec, TaskState, task,
+    Attempt, Bulk, BulkAction, ClaimAfter, Claimed, EnqueueError, Enqueued, Event, Handover,
+    JournalError, LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, Stream, SubmitError,
+    SubmitInput, TaskCallError, TaskId, TaskSpec, TaskState, task,
 };
 use crate::store::envelope::{TaskFacts, Viewer};
 use crate::store::{Name, Pin, Sha256, Store};
@@ -268,16 +268,30 @@ impl Shared {
         decide: impl FnOnce(&State, Timestamp) -> Result<(Event, T), Settled<U, E>>,
         then: impl FnOnce(&State, T) -> U,
     ) -> Result<Result<U, E>, JournalError> {
+        let changed = self.change_then(op, ids, None, decide, then).await?;
+        Ok(changed.map(|(out, _)| out))
+    }
+
+    /// [`Shared::change`] with `claim`'s claim after the change in its
+    /// transaction, when it commits one; answers what the claim took.
+    async fn change_then<T, U, E>(
+        &self,
+        op: Op,
+        ids: &[TaskId],
+        claim: Option<ClaimAsk>,
+        decide: impl FnOnce(&State, Timestamp) -> Result<(Event, T), Settled<U, E>>,
+        then: impl FnOnce(&State, T) -> U,
+    ) -> Result<Result<(U, Vec<lease::ClaimedRow>), E>, JournalError> {
         let limits = self.inner.limits;
         let since = Instant::now();
-        let decided = transact::decide(&self.inner.db, limits, ids, decide, then).await;
+        let decided = transact::decide(&self.inner.db, limits, ids, claim, decide, then).await;
         self.held(op, since);
         match decided {
             Ok(Ok(d)) => {
                 self.told(&d.made);
-                Ok(Ok(d.out))
+                Ok(Ok((d.out, d.claimed)))
             }
-            Ok(Err(Settled::Answer(out))) => Ok(Ok(out)),
+            Ok(Err(Settled::Answer(out))) => Ok(Ok((out, Vec::new()))),
             Ok(Err(Settled::Refused(e))) => Ok(Err(e)),
             Err(e) => Err(unavailable(e)),
         }
@@ -468,28 +482,34 @@ impl Shared {
             ids.dedup();
             let specs = specs.clone();
             let since = Instant::now();
-            let decided = transact::run(&self.inner.db, self.inner.limits, &ids, |step, now| {
-                let mut out = Vec::with_capacity(specs.len());
-                for spec in specs {
-                    let draw = &mut TaskId::random;
-                    let st = step.state();
-                    out.push(
-                        match st.decide_enqueue(spec, source_pack, now, viewer, draw) {
-                            Ok(Enqueue::Existing(id)) => {
-                                Ok(Enqueued::Existing(id, st.tasks[&id].state))
-                            }
-                            Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
-                            Ok(Enqueue::New(ev, id)) => {
-                                step.apply(ev);
-                                let state = step.state().tasks.get(&id).map(|t| t.state);
-                                Ok(Enqueued::Created(id, state.unwrap_or(TaskState::Queued)))
-                            }
-                            Err(e) => Err(e),
-                        },
-                    );
-                }
-                Ok::<_, std::convert::Infallible>(out)
-            })
+            let decided = transact::run(
+                &self.inner.db,
+                self.inner.limits,
+                &ids,
+                None,
+                |step, now| {
+                    let mut out = Vec::with_capacity(specs.len());
+                    for spec in specs {
+                        let draw = &mut TaskId::random;
+                        let st = step.state();
+                        out.push(
+                            match st.decide_enqueue(spec, source_pack, now, viewer, draw) {
+                                Ok(Enqueue::Existing(id)) => {
+                                    Ok(Enqueued::Existing(id, st.tasks[&id].state))
+                                }
+                                Ok(Enqueue::New(_, _)) if dry_run => Ok(Enqueued::WouldCreate),
+                                Ok(Enqueue::New(ev, id)) => {
+                                    step.apply(ev);
+                                    let state = step.state().tasks.get(&id).map(|t| t.state);
+                                    Ok(Enqueued::Created(id, state.unwrap_or(TaskState::Queued)))
+                                }
+                                Err(e) => Err(e),
+                            },
+                        );
+                    }
+                    Ok::<_, std::convert::Infallible>(out)
+                },
+            )
             .await;
             self.held(Op::Enqueue, since);
             match decided {
@@ -575,13 +595,7 @@ impl Shared {
             if self.inner.polls_ended.load(Ordering::SeqCst) {
                 return Ok(None);
             }
-            let ask = ClaimAsk {
-                queue: queue.clone(),
-                grants: grants.clone(),
-                holder: viewer.key.clone(),
-                kinds: kinds.clone(),
-                leases: vec![(task::new_lease_id(), new_handle())],
-            };
+            let ask = ask(queue, grants.clone(), viewer, kinds.clone());
             let since = Instant::now();
             let rows = lease::claim_many(&self.inner.db, vec![ask]).await;
             self.held(Op::Claim, since);
@@ -737,18 +751,29 @@ impl Shared {
     }
 
     /// Submits a result under a live lease; durable when it returns. The
-    /// receipt is a row, and an object under this daemon's root too.
+    /// receipt is a row, and an object under this daemon's root too. With
+    /// `after`, the next task is claimed in the same transaction, when
+    /// the submit changed anything and one is there to claim.
     pub async fn submit(
         &self,
+        queue_handle: &Queue,
         id: TaskId,
         lease_id: &LeaseId,
         input: &SubmitInput,
         by: &Name,
-    ) -> Result<(Sha256, bool, TaskState), SubmitError> {
-        let decided = self
-            .change(
+        after: Option<ClaimAfter<'_>>,
+    ) -> Result<((Sha256, bool, TaskState), Option<Claimed>), SubmitError> {
+        let claim = after.map(|a| {
+            let kinds = a
+                .kinds
+                .map(|ks| ks.iter().map(|k| k.as_str().to_string()).collect());
+            ask(a.queue, Arc::new(Grants::of(a.viewer)), a.viewer, kinds)
+        });
+        let (decided, claimed) = self
+            .change_then(
                 Op::Submit,
                 &[id],
+                claim,
                 |st, now| match st.decide_submit(id, lease_id, input, by, now) {
                     Err(e) => Err(Settled::Refused(e)),
                     Ok(Submit::Existing(id)) => {
@@ -771,7 +796,11 @@ impl Shared {
         if let Some(receipt) = receipt {
             self.inner.store.put_object_later(sha, receipt);
         }
-        Ok((sha, created, state))
+        let next = match (after, claimed.into_iter().next()) {
+            (Some(a), Some(row)) => Some(self.claimed(queue_handle, row, a.viewer).await?),
+            _ => None,
+        };
+        Ok(((sha, created, state), next))
     }
 
     /// Parks a claimed task held by `by`.
@@ -1101,6 +1130,18 @@ impl Shared {
             }
         }
         Ok(())
+    }
+}
+
+/// One claimant's ask for one task of `queue`, with a fresh lease and
+/// handle.
+fn ask(queue: &Name, grants: Arc<Grants>, viewer: &Viewer, kinds: Option<Vec<String>>) -> ClaimAsk {
+    ClaimAsk {
+        queue: queue.clone(),
+        grants,
+        holder: viewer.key.clone(),
+        kinds,
+        leases: vec![(task::new_lease_id(), new_handle())],
     }
 }
 

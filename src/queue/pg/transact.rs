@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use deadpool_postgres::GenericClient;
 use jiff::Timestamp;
 
+use super::lease::{self, ClaimAsk, ClaimedRow};
 use super::tasks::{self, Counters};
 use crate::database::{Database, Error};
 use crate::queue::event::Event;
@@ -41,6 +42,9 @@ pub struct Decided<T> {
     /// The events committed, in order, each with its tasks' changes of
     /// state.
     pub made: Vec<(Event, Vec<Transition>)>,
+    /// What the claim asked to follow the change took (committed with
+    /// it).
+    pub claimed: Vec<ClaimedRow>,
 }
 
 /// A change being decided: the family's state, with every event decided
@@ -95,10 +99,11 @@ pub async fn decide<T, U, E>(
     db: &Database,
     limits: SplitLimits,
     ids: &[TaskId],
+    claim: Option<ClaimAsk>,
     decide: impl FnOnce(&State, Timestamp) -> Result<(Event, T), E>,
     then: impl FnOnce(&State, T) -> U,
 ) -> Result<Result<Decided<U>, E>, Error> {
-    run(db, limits, ids, |step, now| {
+    run(db, limits, ids, claim, |step, now| {
         let (ev, out) = decide(step.state(), now)?;
         step.apply(ev);
         Ok(then(step.state(), out))
@@ -108,11 +113,14 @@ pub async fn decide<T, U, E>(
 
 /// Decides any number of events on the family of `ids` with `decide`
 /// (each applied on the [`Step`] before the next is decided) and commits
-/// them in one transaction; a refusal (`Err(E)`) changes nothing.
+/// them in one transaction, with `claim`'s claim after them when one is
+/// asked (a submit's `claim_next`: one commit for both); a refusal
+/// (`Err(E)`) changes nothing.
 pub async fn run<T, E>(
     db: &Database,
     limits: SplitLimits,
     ids: &[TaskId],
+    claim: Option<ClaimAsk>,
     decide: impl FnOnce(&mut Step, Timestamp) -> Result<T, E>,
 ) -> Result<Result<Decided<T>, E>, Error> {
     let mut client = db.client().await?;
@@ -239,8 +247,12 @@ pub async fn run<T, E>(
     };
     // Pipelined as well; the commit waits for all three.
     futures_util::try_join!(saves, receipts, events)?;
+    let claimed = match claim {
+        Some(ask) => lease::claim_on(&tx, vec![ask]).await?.concat(),
+        None => Vec::new(),
+    };
     tx.commit().await?;
-    Ok(Ok(Decided { out, made }))
+    Ok(Ok(Decided { out, made, claimed }))
 }
 
 /// The counters a claim and a completion keep on the row: open
