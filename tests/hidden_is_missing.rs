@@ -27,9 +27,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use serde_json::{Value, json};
+use support::sse::{Sse, Stream};
 use support::*;
 use tessera::client::{Client, Reply};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -689,101 +688,6 @@ fn same_cli(base: &str, key: &str, args: &[&str], (hidden, missing): (&str, &str
 }
 
 // ------------------------------------------------------------ events
-
-/// One SSE event as read.
-#[derive(Debug, Clone)]
-struct Sse {
-    id: Option<String>,
-    event: String,
-    data: Value,
-    raw: String,
-}
-
-/// A reader of one event stream.
-struct Stream {
-    body: Incoming,
-    buf: String,
-    _conn: tokio::task::JoinHandle<()>,
-}
-
-impl Stream {
-    async fn open(base: &str, key: &str, last: Option<&str>) -> Stream {
-        let addr = base.trim_start_matches("http://").to_string();
-        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let (mut send, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-                .await
-                .unwrap();
-        let conn = tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let mut req = hyper::Request::get("/v1/events")
-            .header("host", addr)
-            .header("authorization", format!("Bearer {key}"));
-        if let Some(last) = last {
-            req = req.header("last-event-id", last);
-        }
-        let resp = send
-            .send_request(req.body(Empty::<Bytes>::new()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        Stream {
-            body: resp.into_body(),
-            buf: String::new(),
-            _conn: conn,
-        }
-    }
-
-    /// The next event (comments skipped), or `None` when the stream ends or
-    /// nothing comes within `secs`.
-    async fn next(&mut self, secs: u64) -> Option<Sse> {
-        loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let raw: String = self.buf.drain(..end + 2).collect();
-                let mut ev = Sse {
-                    id: None,
-                    event: String::new(),
-                    data: Value::Null,
-                    raw: raw.clone(),
-                };
-                for line in raw.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        ev.id = Some(v.into());
-                    } else if let Some(v) = line.strip_prefix("event: ") {
-                        ev.event = v.into();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        ev.data = serde_json::from_str(v).unwrap();
-                    }
-                }
-                if !ev.event.is_empty() {
-                    return Some(ev);
-                }
-                continue;
-            }
-            let frame = tokio::time::timeout(Duration::from_secs(secs), self.body.frame())
-                .await
-                .ok()??
-                .unwrap();
-            if let Ok(data) = frame.into_data() {
-                self.buf.push_str(std::str::from_utf8(&data).unwrap());
-            }
-        }
-    }
-
-    /// Events until `until` holds for one (inclusive).
-    async fn until(&mut self, until: impl Fn(&Sse) -> bool) -> Vec<Sse> {
-        let mut got = Vec::new();
-        while let Some(ev) = self.next(10).await {
-            let stop = until(&ev);
-            got.push(ev);
-            if stop {
-                return got;
-            }
-        }
-        panic!("the stream ended or stalled before the awaited event: {got:?}");
-    }
-}
 
 fn queued(ev: &Sse, id: &str) -> bool {
     ev.event == "task" && ev.data["task_id"] == id && ev.data["state"] == "queued"

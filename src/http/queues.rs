@@ -88,9 +88,14 @@ pub struct Made(Vec<(Claimed, Handover)>);
 
 /// The answer of a claim the queue made with a submit (its `claim_next`).
 pub fn made(ctx: &Ctx, p: &Principal, c: queue::Claimed) -> Made {
-    ctx.metrics.claim_waited(std::time::Duration::ZERO);
+    ctx.metrics.claim_waited(Duration::ZERO);
+    Made(vec![taken(ctx, p, c)])
+}
+
+/// A claim of `p`'s, logged, as its answer.
+fn taken(ctx: &Ctx, p: &Principal, c: queue::Claimed) -> (Claimed, Handover) {
     tracing::debug!(task = %c.task.task.id, attempt = c.lease.attempt.0, by = %p.key_id, "task claimed");
-    Made(vec![claimed(ctx, p, c)])
+    claimed(ctx, p, c)
 }
 
 impl Made {
@@ -159,8 +164,7 @@ pub async fn claim_for(
         let Some(got) = got else {
             break;
         };
-        tracing::debug!(task = %got.task.task.id, attempt = got.lease.attempt.0, by = %p.key_id, "task claimed");
-        out.push(claimed(ctx, p, got));
+        out.push(taken(ctx, p, got));
         wait = Duration::ZERO;
     }
     Ok(Made(out))

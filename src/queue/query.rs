@@ -269,13 +269,13 @@ impl State {
     /// yet swept is looked at one by one; there are only as many as the
     /// sweeper is behind.
     pub fn totals(&self, now: Option<Timestamp>) -> Vec<Totals<'_>> {
-        let mut lapsed: Vec<&Task> = match now {
+        let mut lapsed: Vec<Sight> = match now {
             Some(now) => self
                 .index
                 .leases
                 .iter()
                 .take_while(|(expires, _)| !super::task::live_until(*expires, now))
-                .filter_map(|(_, id)| self.tasks.get(id))
+                .filter_map(|(_, id)| self.tasks.get(id).map(Sight::of))
                 .collect(),
             None => Vec::new(),
         };
@@ -286,7 +286,7 @@ impl State {
                 let mut live_leases = 0;
                 if view.state == TaskState::Claimed && now.is_some() {
                     let before = lapsed.len();
-                    lapsed.retain(|t| Sight::of(t) != *view.sight);
+                    lapsed.retain(|s| s != view.sight);
                     live_leases = (view.len - (before - lapsed.len())) as u64;
                 }
                 Totals {

@@ -13,6 +13,8 @@ pub struct Sse {
     pub id: Option<String>,
     pub event: String,
     pub data: Value,
+    /// The event's lines as sent.
+    pub raw: String,
 }
 
 /// A reader of one event stream.
@@ -57,14 +59,15 @@ impl Stream {
     pub async fn next(&mut self, secs: u64) -> Option<Sse> {
         loop {
             if let Some(end) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..end + 2).collect();
+                let raw: String = self.buf.drain(..end + 2).collect();
                 let mut ev = Sse {
                     id: None,
                     event: "message".into(),
                     data: Value::Null,
+                    raw: raw.clone(),
                 };
                 let mut any = false;
-                for line in block.lines() {
+                for line in raw.lines() {
                     if let Some(v) = line.strip_prefix("id: ") {
                         ev.id = Some(v.into());
                     } else if let Some(v) = line.strip_prefix("event: ") {

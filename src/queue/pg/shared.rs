@@ -360,18 +360,22 @@ impl Shared {
         &self,
         f: impl FnOnce(&State, &[Totals<'_>]) -> T,
     ) -> Result<T, JournalError> {
+        let (st, found) = self.shelves().await?;
+        let totals: Vec<Totals<'_>> = found.iter().map(shelves::Shelf::totals).collect();
+        Ok(f(&st, &totals))
+    }
+
+    /// A state of the queues (and no task), and every shelf.
+    async fn shelves(&self) -> Result<(State, Vec<shelves::Shelf>), JournalError> {
         let since = Instant::now();
         let read = async {
             let client = self.inner.db.client().await?;
-            let (queues, shelves) =
-                futures_util::try_join!(queues(&client), shelves::all(&client))?;
-            Ok::<_, Error>((queues, shelves))
+            futures_util::try_join!(queues(&client), shelves::all(&client))
         };
-        let (queues, shelves) = read.await.map_err(unavailable)?;
+        let (queues, found) = read.await.map_err(unavailable)?;
         self.held(Op::Query, since);
         let st = restore(queues, Vec::new(), self.inner.limits, Timestamp::now());
-        let totals: Vec<Totals<'_>> = shelves.iter().map(shelves::Shelf::totals).collect();
-        Ok(f(&st, &totals))
+        Ok((st, found))
     }
 
     /// Runs `f` on a state of every task and queue (the start's audits:
@@ -579,8 +583,6 @@ impl Shared {
     ) -> Result<Option<Claimed>, TaskCallError> {
         let deadline = tokio::time::Instant::now() + wait;
         let grants = Arc::new(Grants::of(viewer));
-        let kinds: Option<Vec<String>> =
-            kinds.map(|ks| ks.iter().map(|k| k.as_str().to_string()).collect());
         loop {
             let mine = self.inner.ready.notified();
             tokio::pin!(mine);
@@ -595,7 +597,7 @@ impl Shared {
             if self.inner.polls_ended.load(Ordering::SeqCst) {
                 return Ok(None);
             }
-            let ask = ask(queue, grants.clone(), viewer, kinds.clone());
+            let ask = ask(queue, grants.clone(), viewer, kinds);
             let since = Instant::now();
             let rows = lease::claim_many(&self.inner.db, vec![ask]).await;
             self.held(Op::Claim, since);
@@ -763,12 +765,7 @@ impl Shared {
         by: &Name,
         after: Option<ClaimAfter<'_>>,
     ) -> Result<((Sha256, bool, TaskState), Option<Claimed>), SubmitError> {
-        let claim = after.map(|a| {
-            let kinds = a
-                .kinds
-                .map(|ks| ks.iter().map(|k| k.as_str().to_string()).collect());
-            ask(a.queue, Arc::new(Grants::of(a.viewer)), a.viewer, kinds)
-        });
+        let claim = after.map(|a| ask(a.queue, Arc::new(Grants::of(a.viewer)), a.viewer, a.kinds));
         let (decided, claimed) = self
             .change_then(
                 Op::Submit,
@@ -922,11 +919,14 @@ impl Shared {
                 .map(|t| t.view.len)
                 .sum::<usize>()
         };
-        let matched = self.totals(count).await?;
+        let (st, found) = self.shelves().await?;
+        let matched = count(
+            &st,
+            &found.iter().map(shelves::Shelf::totals).collect::<Vec<_>>(),
+        );
         let selected = if dry_run || limit == 0 {
             Vec::new()
         } else {
-            let st = self.near(&[]).await.map_err(unavailable)?;
             let client = self.inner.db.client().await.map_err(unavailable)?;
             let keep = move |v: ShelfView<'_>| takes(&st, v);
             shelves::scan(&client, filter, None, limit, keep)
@@ -1135,12 +1135,12 @@ impl Shared {
 
 /// One claimant's ask for one task of `queue`, with a fresh lease and
 /// handle.
-fn ask(queue: &Name, grants: Arc<Grants>, viewer: &Viewer, kinds: Option<Vec<String>>) -> ClaimAsk {
+fn ask(queue: &Name, grants: Arc<Grants>, viewer: &Viewer, kinds: Option<&[Name]>) -> ClaimAsk {
     ClaimAsk {
         queue: queue.clone(),
         grants,
         holder: viewer.key.clone(),
-        kinds,
+        kinds: kinds.map(|ks| ks.iter().map(|k| k.as_str().to_string()).collect()),
         leases: vec![(task::new_lease_id(), new_handle())],
     }
 }
