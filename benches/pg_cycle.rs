@@ -20,7 +20,8 @@ use tessera::auth::token::new_handle;
 use tessera::database::{Database, schema};
 use tessera::queue::TaskState;
 use tessera::queue::pg::batch;
-use tessera::queue::pg::lease::{self, ClaimAsk, Completion, Fence, Finish};
+use tessera::queue::pg::complete::{self, Completed, Completion, Finish};
+use tessera::queue::pg::lease::{self, ClaimAsk, Fence};
 use tessera::queue::pg::viewer::Grants;
 use tessera::queue::task::new_lease_id;
 use tessera::store::envelope::{EffectClass, Viewer};
@@ -126,17 +127,20 @@ async fn run_phase(url: &str, args: &Args, coalesced: bool) {
                 state: TaskState::Succeeded,
                 request: &request,
                 receipt: receipt.as_bytes(),
+                reason: None,
+                delay: None,
             };
             let done = match &batchers {
                 Some((_, completer)) => completer
-                    .call(Completion::of(fence, finish))
+                    .call((Completion::of(fence, finish), None))
                     .await
+                    .map(|(outcome, _)| outcome)
                     .map_err(|e| e.to_string()),
-                None => lease::complete(&db, fence, finish)
+                None => complete::complete(&db, fence, finish)
                     .await
                     .map_err(|e| e.to_string()),
             };
-            matches!(done, Ok(Ok(lease::Completed::Accepted(_))))
+            matches!(done, Ok(Ok(Completed::Accepted(_))))
         }
     })
     .await;
@@ -167,10 +171,12 @@ async fn main() {
         .expect("a queue");
     client
         .execute(
-            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
-             SELECT i, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', \
-               json_build_object('brief', repeat('x', 400)) \
-             FROM generate_series(1, $1::bigint) i",
+            &format!(
+                "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
+                 SELECT i, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', {} \
+                 FROM generate_series(1, $1::bigint) i",
+                pg::spec_sql("repeat('x', 400)")
+            ),
             &[&args.tasks],
         )
         .await

@@ -14,7 +14,8 @@ use std::collections::HashSet;
 use support::pg;
 use tessera::database::{Database, schema};
 use tessera::queue::errors::{SubmitError, TaskCallError};
-use tessera::queue::pg::lease::{self, Completed, Fence, Finish};
+use tessera::queue::pg::complete::{self, Completed, Finish};
+use tessera::queue::pg::lease::{self, Fence};
 use tessera::queue::pg::viewer::Grants;
 use tessera::queue::{Attempt, LeaseId, TaskId, TaskState};
 use tessera::store::envelope::{EffectClass, Viewer};
@@ -37,9 +38,12 @@ async fn with_tasks(n: i64) -> (Database, tokio_postgres::Client) {
         .unwrap();
     client
         .execute(
-            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
-             SELECT i, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', '{}' \
-             FROM generate_series(1, $1::bigint) i",
+            &format!(
+                "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
+                 SELECT i, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', {} \
+                 FROM generate_series(1, $1::bigint) i",
+                pg::spec_sql("json_build_object()")
+            ),
             &[&n],
         )
         .await
@@ -103,6 +107,8 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         state: TaskState::Succeeded,
         request: &request,
         receipt: b"{\"receipt\":1}",
+        reason: None,
+        delay: None,
     };
 
     // 1. worker-1 claims: attempt 1.
@@ -114,7 +120,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         .batch_execute("UPDATE tasks SET lease_expires = now() - interval '1 second'")
         .await
         .unwrap();
-    let late = lease::complete(&db, fence(&first, &w1), done)
+    let late = complete::complete(&db, fence(&first, &w1), done)
         .await
         .unwrap();
     assert!(
@@ -138,7 +144,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
     assert_eq!((second.id, second.attempt), (TaskId(1), Attempt(2)));
 
     // 5. Zombie worker-1 completes with its old lease.
-    let zombie = lease::complete(&db, fence(&first, &w1), done)
+    let zombie = complete::complete(&db, fence(&first, &w1), done)
         .await
         .unwrap();
     assert!(
@@ -151,14 +157,14 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         attempt: Attempt(1),
         ..fence(&second, &w2)
     };
-    let wrong = lease::complete(&db, wrong, done).await.unwrap();
+    let wrong = complete::complete(&db, wrong, done).await.unwrap();
     assert!(
         wrong.as_ref().is_err_and(stale(TaskState::Claimed, 2)),
         "{wrong:?}"
     );
 
     // Another key naming worker-2's live lease is not its claimant.
-    let thief = lease::complete(&db, fence(&second, &w1), done)
+    let thief = complete::complete(&db, fence(&second, &w1), done)
         .await
         .unwrap();
     assert!(
@@ -174,7 +180,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
     assert!(beat >= second.expires_at, "a heartbeat extends the lease");
 
     // 7. worker-2 completes: accepted.
-    let accepted = lease::complete(&db, fence(&second, &w2), done)
+    let accepted = complete::complete(&db, fence(&second, &w2), done)
         .await
         .unwrap()
         .unwrap();
@@ -184,14 +190,17 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
     assert_eq!(sha, Sha256::of(done.receipt));
 
     // 8. The same submit again: the same receipt.
-    let again = lease::complete(&db, fence(&second, &w2), done)
+    let again = complete::complete(&db, fence(&second, &w2), done)
         .await
         .unwrap();
-    assert_eq!(again.unwrap(), Completed::Existing(sha));
+    assert_eq!(
+        again.unwrap(),
+        Completed::Existing(sha, TaskState::Succeeded)
+    );
 
     // 9. A different submit on that lease: a conflict.
     let other = Sha256::of(b"another submission");
-    let conflict = lease::complete(
+    let conflict = complete::complete(
         &db,
         fence(&second, &w2),
         Finish {
@@ -207,7 +216,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
     );
 
     // The zombie's lease after the end is stale against the final state.
-    let after = lease::complete(&db, fence(&first, &w1), done)
+    let after = complete::complete(&db, fence(&first, &w1), done)
         .await
         .unwrap();
     assert!(
@@ -242,7 +251,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         id: TaskId(99),
         ..fence(&second, &w2)
     };
-    let missing = lease::complete(&db, missing, done).await.unwrap();
+    let missing = complete::complete(&db, missing, done).await.unwrap();
     assert!(
         matches!(missing, Err(SubmitError::Task(TaskCallError::NotFound))),
         "{missing:?}"
@@ -334,9 +343,9 @@ async fn two_upstreams_ending_together_release_their_dependent() {
         client
             .execute(
                 "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, blocked, spec) \
-                 VALUES ($1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 0, '{}'), \
-                        ($2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 0, '{}'), \
-                        ($3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 2, '{}')",
+                 VALUES ($1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 0, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())), \
+                        ($2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 0, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())), \
+                        ($3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 2, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object()))",
                 &[&a, &b, &dependent],
             )
             .await
@@ -363,8 +372,10 @@ async fn two_upstreams_ending_together_release_their_dependent() {
                         state: TaskState::Succeeded,
                         request: &request,
                         receipt: b"{}",
+                        reason: None,
+                        delay: None,
                     };
-                    lease::complete(&db, fence(&c, &w), done)
+                    complete::complete(&db, fence(&c, &w), done)
                         .await
                         .unwrap()
                         .unwrap()
@@ -398,57 +409,99 @@ async fn two_upstreams_ending_together_release_their_dependent() {
 }
 
 #[tokio::test]
-async fn a_retried_failure_releases_nothing_and_a_last_child_wakes_its_parent() {
+async fn a_split_child_and_a_failure_with_dependents_are_left_to_the_family_transaction() {
     let (db, client) = with_tasks(0).await;
     client
         .batch_execute(
             "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, open_children, spec) \
-             VALUES (1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'waiting', 2, '{}'); \
+             VALUES (1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'waiting', 1, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())); \
              INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, parent, depth, spec) \
-             VALUES (2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 1, 1, '{}'), \
-                    (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 1, 1, '{}')",
+             VALUES (2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 1, 1, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())); \
+             INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, spec) \
+             VALUES (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())); \
+             INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, blocked, spec) \
+             VALUES (4, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 1, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())); \
+             INSERT INTO task_deps (upstream, downstream) VALUES (3, 4)",
         )
         .await
         .unwrap();
     let w = name("w");
-    let parent = || async {
-        let r = client
-            .query_one("SELECT state, open_children FROM tasks WHERE id = 1", &[])
-            .await
-            .unwrap();
-        (r.get::<_, String>(0), r.get::<_, i32>(1))
+    let row = |id: i64| {
+        let client = &client;
+        async move {
+            let r = client
+                .query_one(
+                    "SELECT state, lease_id IS NOT NULL, blocked, \
+                       (SELECT count(*) FROM receipts WHERE task_id = $1) FROM tasks WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (
+                r.get::<_, String>(0),
+                r.get::<_, bool>(1),
+                r.get::<_, i32>(2),
+                r.get::<_, i64>(3),
+            )
+        }
     };
     let request = Sha256::of(b"r");
-    let first = claim_one(&db, "w").await;
-    let retried = Finish {
-        state: TaskState::Queued,
+    let failed = Finish {
+        state: TaskState::Failed,
         request: &request,
         receipt: b"{\"ok\":false}",
+        reason: Some("it broke"),
+        delay: None,
     };
-    lease::complete(&db, fence(&first, &w), retried)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        parent().await,
-        ("waiting".into(), 2),
-        "a retried child is still open"
-    );
-    let ended = Finish {
-        state: TaskState::Succeeded,
-        ..retried
-    };
-    for _ in 0..2 {
-        let c = claim_one(&db, "w").await;
-        lease::complete(&db, fence(&c, &w), ended)
-            .await
-            .unwrap()
-            .unwrap();
+    let child = claim_one(&db, "w").await;
+    assert_eq!(child.id, TaskId(2));
+    for state in [TaskState::Succeeded, TaskState::Failed] {
+        let out = complete::complete(&db, fence(&child, &w), Finish { state, ..failed });
+        assert_eq!(out.await.unwrap().unwrap(), Completed::Related, "a child");
     }
     assert_eq!(
-        parent().await,
-        ("queued".into(), 0),
-        "the last child queues its parent to combine"
+        row(2).await,
+        ("claimed".into(), true, 0, 0),
+        "left as it was"
+    );
+    assert_eq!(row(1).await.0, "waiting");
+
+    let upstream = claim_one(&db, "w").await;
+    assert_eq!(upstream.id, TaskId(3));
+    let out = complete::complete(&db, fence(&upstream, &w), failed);
+    assert_eq!(
+        out.await.unwrap().unwrap(),
+        Completed::Related,
+        "a failure with a dependent"
+    );
+    assert_eq!(row(3).await, ("claimed".into(), true, 0, 0));
+    let retried = Finish {
+        state: TaskState::Queued,
+        delay: Some(std::time::Duration::from_secs(60)),
+        ..failed
+    };
+    let out = complete::complete(&db, fence(&upstream, &w), retried);
+    assert!(matches!(
+        out.await.unwrap().unwrap(),
+        Completed::Accepted(_)
+    ));
+    assert_eq!(row(3).await, ("queued".into(), false, 0, 1), "retried");
+    assert_eq!(
+        row(4).await.0,
+        "pending",
+        "a retried failure releases nothing"
+    );
+    let r = client
+        .query_one(
+            "SELECT reason, not_before > now() + interval '50 seconds' FROM tasks WHERE id = 3",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, Option<&str>>(0), Some("it broke"));
+    assert!(
+        r.get::<_, bool>(1),
+        "claimable after its backoff, on the database's clock"
     );
 }
 
@@ -458,8 +511,8 @@ fn completion(
     state: TaskState,
     request: &[u8],
     receipt: &[u8],
-) -> lease::Completion {
-    lease::Completion {
+) -> complete::Completion {
+    complete::Completion {
         id: c.id,
         lease: c.lease.clone(),
         attempt: c.attempt,
@@ -467,6 +520,8 @@ fn completion(
         state,
         request: Sha256::of(request),
         receipt: receipt.to_vec(),
+        reason: None,
+        delay: None,
     }
 }
 
@@ -487,7 +542,7 @@ async fn one_task_twice_in_a_batch_is_accepted_once_as_the_embedded_queue_would(
     let same = completion(a, "w", TaskState::Succeeded, b"r", b"{\"a\":1}");
     let first = completion(b, "w", TaskState::Succeeded, b"r1", b"{\"b\":1}");
     let other = completion(b, "w", TaskState::Succeeded, b"r2", b"{\"b\":2}");
-    let out = lease::complete_many(&db, &[same.clone(), same, first, other])
+    let out = complete::complete_many(&db, &[same.clone(), same, first, other])
         .await
         .unwrap();
     let sha_a = Sha256::of(b"{\"a\":1}");
@@ -495,7 +550,7 @@ async fn one_task_twice_in_a_batch_is_accepted_once_as_the_embedded_queue_would(
     assert_eq!(out[0].as_ref().unwrap(), &Completed::Accepted(sha_a));
     assert_eq!(
         out[1].as_ref().unwrap(),
-        &Completed::Existing(sha_a),
+        &Completed::Existing(sha_a, TaskState::Succeeded),
         "a resend in the same batch"
     );
     assert_eq!(out[2].as_ref().unwrap(), &Completed::Accepted(sha_b));
@@ -521,7 +576,7 @@ async fn two_upstreams_ending_in_one_batch_count_down_twice() {
     client
         .batch_execute(
             "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, blocked, spec) \
-             VALUES (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 2, '{}'); \
+             VALUES (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 2, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())); \
              INSERT INTO task_deps (upstream, downstream) VALUES (1, 3), (2, 3)",
         )
         .await
@@ -538,9 +593,9 @@ async fn two_upstreams_ending_in_one_batch_count_down_twice() {
     .unwrap();
     let batch: Vec<_> = claimed
         .iter()
-        .map(|c| completion(c, "w", TaskState::Failed, b"r", b"{}"))
+        .map(|c| completion(c, "w", TaskState::Succeeded, b"r", b"{}"))
         .collect();
-    for o in lease::complete_many(&db, &batch).await.unwrap() {
+    for o in complete::complete_many(&db, &batch).await.unwrap() {
         assert!(matches!(o, Ok(Completed::Accepted(_))), "{o:?}");
     }
     let r = client
@@ -552,7 +607,7 @@ async fn two_upstreams_ending_in_one_batch_count_down_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_submits_share_statements_and_each_is_answered() {
-    let (db, client) = with_tasks(400).await;
+    let (db, client) = with_tasks(600).await;
     let completer = tessera::queue::pg::batch::completer(db.clone());
     let leases: Vec<_> = (0..400).map(lease_for).collect();
     let mut claimed = Vec::new();
@@ -570,24 +625,46 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
         );
     }
     assert_eq!(claimed.len(), 400);
+    let grants = std::sync::Arc::new(Grants::of(&worker("w")));
+    // Half of them claim the next task with their submit (`claim_next`).
     let submits: Vec<_> = claimed
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             let completer = completer.clone();
-            let c = completion(
+            let done = completion(
                 c,
                 "w",
                 TaskState::Succeeded,
                 b"r",
                 c.id.to_string().as_bytes(),
             );
-            tokio::spawn(async move { completer.call(c).await })
+            let next = (i % 2 == 0).then(|| lease::ClaimAsk {
+                queue: name("q1"),
+                grants: grants.clone(),
+                holder: name("w"),
+                kinds: None,
+                leases: vec![lease_for(0)],
+            });
+            tokio::spawn(async move { completer.call((done, next)).await })
         })
         .collect();
-    for s in submits {
-        let outcome = s.await.unwrap().unwrap();
+    let mut next_ids = HashSet::new();
+    for (i, s) in submits.into_iter().enumerate() {
+        let (outcome, next) = s.await.unwrap().unwrap();
         assert!(matches!(outcome, Ok(Completed::Accepted(_))), "{outcome:?}");
+        assert_eq!(
+            next.len(),
+            usize::from(i % 2 == 0),
+            "a claim only where asked"
+        );
+        for n in next {
+            assert!(n.id.0 > 400, "a task nobody held: {}", n.id);
+            assert_eq!(n.task.lease.as_ref().map(|l| &l.id), Some(&n.lease));
+            assert!(next_ids.insert(n.id), "task {} claimed twice", n.id);
+        }
     }
+    assert_eq!(next_ids.len(), 200);
     let row = client
         .query_one(
             "SELECT count(*), count(DISTINCT xid) FROM events WHERE from_state = 'claimed'",
@@ -603,6 +680,19 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
     assert!(
         commits < 400,
         "400 completions took {commits} commits: none shared one"
+    );
+    let apart: i64 = client
+        .query_one(
+            "SELECT count(*) FROM events c WHERE c.from_state = 'queued' AND c.task_id > 400 \
+             AND NOT EXISTS (SELECT 1 FROM events d WHERE d.xid = c.xid AND d.from_state = 'claimed')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        apart, 0,
+        "each next claim committed with the submits it followed"
     );
     let receipts: i64 = client
         .query_one("SELECT count(*) FROM receipts", &[])
@@ -676,9 +766,9 @@ async fn a_lease_lasts_the_tasks_own_length_else_its_queues_else_300_s() {
         .batch_execute(
             "INSERT INTO queues (name, server, config) VALUES ('q2', false, '{\"lease_ttl_s\": 45}'); \
              INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, lease_ttl_s, spec) \
-             VALUES (1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 90, '{}'), \
-                    (2, 'ns1', 'q2', 'k1', 'read', 'public', 'requester', 'queued', NULL, '{}'), \
-                    (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', NULL, '{}')",
+             VALUES (1, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', 90, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())), \
+                    (2, 'ns1', 'q2', 'k1', 'read', 'public', 'requester', 'queued', NULL, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object())), \
+                    (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'queued', NULL, json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', 'effect_class', 'read', 'brief', json_build_object()))",
         )
         .await
         .unwrap();

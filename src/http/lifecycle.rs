@@ -81,14 +81,15 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     let checked = check(ctx, id, &p, access::may_submit).await?;
-    let task = submit::SubmitTask::of(&checked);
+    let requester_key = checked.requester.clone();
+    let task = submit::SubmitTask::of(checked);
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body.claim_next.clone();
     if let Some(n) = &next {
         super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms).await?;
     }
     let (lease, input) = body.input()?;
-    let requester = ctx.keyring.usable_principal(&checked.requester).await?;
+    let requester = ctx.keyring.usable_principal(&requester_key).await?;
     let after = next.as_ref().map(|n| ClaimAfter {
         queue: &n.queue,
         kinds: n.kinds.as_deref(),

@@ -265,17 +265,26 @@ impl Queue {
         input: &SubmitInput,
         by: &Name,
     ) -> Result<((Sha256, bool, TaskState), Unsynced), SubmitError> {
-        let (out, unsynced, _) = self.submit_then(id, lease_id, input, by, None).await?;
+        let seen = match &self.backend {
+            Backend::Journal(j) => {
+                return j.submit_unsynced(id, lease_id, input, by);
+            }
+            Backend::Postgres(p) => p.look(&[id], |st| st.tasks.get(&id).cloned()).await?,
+        };
+        let seen = seen.ok_or(TaskCallError::NotFound)?;
+        let (out, unsynced, _) = self.submit_then(&seen, lease_id, input, by, None).await?;
         Ok((out, unsynced))
     }
 
-    /// [`Queue::submit_unsynced`], and with `after`, on a shared queue,
-    /// the next task claimed in the submit's transaction (one commit for
-    /// both). `None` when nothing was claimed: the embedded queue's
-    /// caller claims afterwards, as it does when no task was there.
+    /// [`Queue::submit_unsynced`] of `seen`, the task as the caller read
+    /// it for its access check (a shared queue decides on it, fenced),
+    /// and with `after`, on a shared queue, the next task claimed in the
+    /// submit's transaction (one commit for both). `None` when nothing
+    /// was claimed: the embedded queue's caller claims afterwards, as it
+    /// does when no task was there.
     pub async fn submit_then(
         &self,
-        id: TaskId,
+        seen: &Task,
         lease_id: &LeaseId,
         input: &SubmitInput,
         by: &Name,
@@ -283,11 +292,11 @@ impl Queue {
     ) -> Result<((Sha256, bool, TaskState), Unsynced, Option<Claimed>), SubmitError> {
         match &self.backend {
             Backend::Journal(j) => {
-                let (out, unsynced) = j.submit_unsynced(id, lease_id, input, by)?;
+                let (out, unsynced) = j.submit_unsynced(seen.id, lease_id, input, by)?;
                 Ok((out, unsynced, None))
             }
             Backend::Postgres(p) => {
-                let (out, next) = p.submit(self, id, lease_id, input, by, after).await?;
+                let (out, next) = p.submit(self, seen, lease_id, input, by, after).await?;
                 Ok((out, Unsynced(None), next))
             }
         }
@@ -483,10 +492,7 @@ impl Queue {
     pub async fn is_server(&self, queue: &Name) -> Result<Option<bool>, JournalError> {
         match &self.backend {
             Backend::Journal(j) => Ok(j.is_server(queue).await),
-            Backend::Postgres(p) => {
-                p.look(&[], |st| st.queues.get(queue).map(|q| q.server))
-                    .await
-            }
+            Backend::Postgres(p) => p.is_server(queue).await,
         }
     }
 

@@ -12,7 +12,7 @@ use super::{Error, Session, contract, pins};
 use crate::auth::Principal;
 use crate::queue::receipt::{BodyRef, ProjectionRecord, ProjectionStatus, WorkerResult};
 use crate::queue::{
-    Brief, CheckPolicy, ClaimAfter, LeaseId, Queue, SubmitInput, Task, TaskId, TaskState, Unsynced,
+    Brief, CheckPolicy, ClaimAfter, LeaseId, Queue, SubmitInput, Task, TaskState, Unsynced,
 };
 use crate::store::{Durability, Name, Pin, Sha256, Store, canonical_json, canonical_sorted};
 
@@ -137,35 +137,27 @@ pub struct FailedCheck {
     pub problem: contract::Problem,
 }
 
-/// What a submit reads of its task (a snapshot the queue answered), its
-/// brief parsed once, after the queue's lock is gone.
+/// What a submit reads of its task: the snapshot the queue answered for
+/// its access check (a shared queue decides the submit on it, fenced to
+/// its lease), its brief parsed once.
 #[derive(Clone, Debug)]
 pub struct SubmitTask {
-    /// The task.
-    pub id: TaskId,
-    /// Its namespace (pins without one are qualified with it).
-    pub namespace: Name,
+    /// The task, as the access check read it. Its namespace qualifies
+    /// pins without one; its staged parts are the contract's.
+    pub task: Task,
     /// Its brief's daemon fields.
     pub brief: Brief,
     /// Its step name (the projected `<step>.md`).
     pub step: Name,
-    /// The part names the attempt staged, for the contract's required parts.
-    pub staged: Vec<String>,
 }
 
 impl SubmitTask {
-    /// What a submit reads of `task`: its id, namespace, parsed brief,
-    /// step name and the part names its attempt staged.
-    pub fn of(task: &Task) -> SubmitTask {
+    /// What a submit reads of `task`: itself, its parsed brief and its
+    /// step name.
+    pub fn of(task: Task) -> SubmitTask {
         let brief = Brief::of(&task.spec.brief);
         let step = brief.step_name(&task.spec.kind);
-        SubmitTask {
-            id: task.id,
-            namespace: task.spec.namespace.clone(),
-            brief,
-            step,
-            staged: task.staged.keys().cloned().collect(),
-        }
+        SubmitTask { task, brief, step }
     }
 }
 
@@ -195,9 +187,9 @@ async fn contract_checks(
         return Ok(None);
     };
     let step = task.step.to_string();
-    let ns = task.namespace.clone();
+    let ns = task.task.spec.namespace.clone();
     let input_pin = task.brief.input_ref.clone();
-    let staged = task.staged.clone();
+    let staged: Vec<String> = task.task.staged.keys().cloned().collect();
     let claimant = claimant.clone();
     store
         .blocking(move |store| {
@@ -271,7 +263,7 @@ pub async fn verdict(
             .map(|(i, pin)| (format!("{what}[{i}]"), pin.clone()))
             .collect()
     };
-    let ns = &task.namespace;
+    let ns = &task.task.spec.namespace;
     let outputs_pinned = named("outputs", &input.outputs);
     let mut outputs: Vec<Value> = if task.brief.contract_ref.is_some() {
         let bodies = pins::read(store, p, ns, outputs_pinned).await?;
@@ -328,7 +320,7 @@ pub async fn complete(
         failed_checks,
         wait,
     };
-    record(queue, p, task.id, lease_id, &input, done, after).await
+    record(queue, p, &task.task, lease_id, &input, done, after).await
 }
 
 /// What a submit's answer waits for and carries besides the receipt.
@@ -341,7 +333,7 @@ struct Done {
 async fn record(
     queue: &Queue,
     p: &Principal,
-    id: TaskId,
+    seen: &Task,
     lease_id: &LeaseId,
     input: &SubmitInput,
     Done {
@@ -350,8 +342,9 @@ async fn record(
     }: Done,
     after: Option<ClaimAfter<'_>>,
 ) -> Result<Completed, Error> {
+    let id = seen.id;
     let ((receipt, created, state), unsynced, next) = queue
-        .submit_then(id, lease_id, input, &p.key_id, after)
+        .submit_then(seen, lease_id, input, &p.key_id, after)
         .await?;
     let attempts_left = match state {
         TaskState::Succeeded => None,
@@ -401,11 +394,11 @@ pub async fn submit_body(
         state: task.state,
         attempt: task.attempt,
     })?;
-    let submitting = SubmitTask::of(task);
+    let submitting = SubmitTask::of(task.clone());
     let step = submitting.step.to_string();
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
-    let namespace = submitting.namespace.clone();
+    let namespace = task.spec.namespace.clone();
     let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
     let out = BodyRef {
         sha256: Sha256::of(&body),
@@ -497,7 +490,7 @@ pub async fn submit_body(
     let done = record(
         queue,
         &session.claimant,
-        task_id,
+        task,
         &lease.id,
         &input,
         Done {

@@ -41,6 +41,16 @@ pub async fn fresh_database() -> String {
     format!("{base}/{name}")
 }
 
+/// A task's spec as SQL for rows written by hand (queue `q1`, namespace
+/// `ns1`, kind `k1`, effect class `read`), with `brief` (SQL) as its
+/// brief: what a claim reads back as the task.
+pub fn spec_sql(brief: &str) -> String {
+    format!(
+        "json_build_object('namespace', 'ns1', 'queue', 'q1', 'kind', 'k1', \
+         'effect_class', 'read', 'brief', {brief})"
+    )
+}
+
 /// Runs `sql` on the database at `url` (test setup and inspection).
 pub async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)

@@ -1,7 +1,8 @@
 //! Coalesced calls: claims or completions that arrive together are run
-//! by one statement ([`lease::claim_many`], [`lease::complete_many`]), so
-//! a burst of them shares one commit and one WAL flush, and each caller
-//! is answered once the statement holding its call has committed.
+//! by one statement ([`lease::claim_many`],
+//! [`complete::complete_then_claim`]), so a burst of them shares one
+//! commit and one WAL flush, and each caller is answered once the
+//! statement holding its call has committed.
 //!
 //! Nothing waits for a batch to fill: a batch is whatever arrived while
 //! the batches before it were running, up to [`MAX_BATCH`], with at most
@@ -13,7 +14,8 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::lease::{self, ClaimAsk, ClaimedRow, Completion, Outcome};
+use super::complete::{self, Completion, Outcome};
+use super::lease::{self, ClaimAsk, ClaimedRow};
 use crate::database::{Database, Error};
 
 /// Calls in one statement at most.
@@ -40,8 +42,9 @@ impl<I, O> Clone for Batcher<I, O> {
     }
 }
 
-/// Completions coalesced ([`lease::complete_many`]).
-pub type Completer = Batcher<Completion, Outcome>;
+/// Completions coalesced, each with the claim to make if it is accepted
+/// ([`complete::complete_then_claim`]).
+pub type Completer = Batcher<(Completion, Option<ClaimAsk>), (Outcome, Vec<ClaimedRow>)>;
 
 /// Claims coalesced ([`lease::claim_many`]).
 pub type Claimer = Batcher<ClaimAsk, Vec<ClaimedRow>>;
@@ -49,7 +52,7 @@ pub type Claimer = Batcher<ClaimAsk, Vec<ClaimedRow>>;
 /// Starts a completion coalescer on `db` (inside a tokio runtime).
 pub fn completer(db: Database) -> Completer {
     Batcher::start(db, |db, items| async move {
-        lease::complete_many(&db, &items).await
+        complete::complete_then_claim(&db, items).await
     })
 }
 

@@ -5,6 +5,8 @@
 //! ([`viewer`]).
 
 pub mod batch;
+pub mod complete;
+mod configs;
 pub mod events;
 pub mod leader;
 pub mod lease;

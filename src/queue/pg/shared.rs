@@ -20,10 +20,12 @@ use jiff::Timestamp;
 use tokio::sync::Notify;
 use tokio_postgres::error::SqlState;
 
+use super::batch::{self, Claimer, Completer};
+use super::complete::{Completed, Completion};
 use super::lease::{self, ClaimAsk};
 use super::stream::Tailer;
 use super::viewer::Grants;
-use super::{events, leader, shelves, tasks, transact, wake};
+use super::{configs, events, leader, shelves, tasks, transact, wake};
 use crate::auth::token::new_handle;
 use crate::database::{Database, Error};
 use crate::queue::decide::{Enqueue, Submit};
@@ -91,7 +93,17 @@ struct Inner {
     told: AtomicU64,
     /// This daemon's name in the leader row.
     holder: String,
+    /// Every queue's config, as last read.
+    configs: configs::Held,
+    /// Submits' completions, coalesced.
+    completer: Completer,
+    /// Claims, coalesced.
+    claimer: Claimer,
 }
+
+/// What a submit answers (its receipt, whether it was new, the task's
+/// state), and what its claim took.
+type Submitted = ((Sha256, bool, TaskState), Vec<lease::ClaimedRow>);
 
 /// What a decision answered without a change to commit.
 enum Settled<T, E> {
@@ -163,6 +175,7 @@ impl Shared {
             }
         };
         let ticker = wake::Ticker::start(db.clone(), wake::EVENTS, wake::TICK);
+        let (completer, claimer) = (batch::completer(db.clone()), batch::claimer(db.clone()));
         Shared {
             inner: Arc::new(Inner {
                 db,
@@ -176,6 +189,9 @@ impl Shared {
                 tail: OnceLock::new(),
                 told: AtomicU64::new(0),
                 holder: format!("{}-{}", std::process::id(), task::new_lease_id().0),
+                configs: configs::Held::default(),
+                completer,
+                claimer,
             }),
         }
     }
@@ -370,11 +386,11 @@ impl Shared {
         let since = Instant::now();
         let read = async {
             let client = self.inner.db.client().await?;
-            futures_util::try_join!(queues(&client), shelves::all(&client))
+            futures_util::try_join!(self.configs(), shelves::all(&client))
         };
         let (queues, found) = read.await.map_err(unavailable)?;
         self.held(Op::Query, since);
-        let st = restore(queues, Vec::new(), self.inner.limits, Timestamp::now());
+        let st = restore(&queues, Vec::new(), self.inner.limits, Timestamp::now());
         Ok((st, found))
     }
 
@@ -387,18 +403,27 @@ impl Shared {
         Ok(f(&st))
     }
 
+    /// A state of the tasks `ids`, their parents, children and upstream
+    /// tasks, and every queue, as they are now.
     async fn near(&self, ids: &[TaskId]) -> Result<State, Error> {
-        let client = self.inner.db.client().await?;
+        let found = match ids {
+            [] => Vec::new(),
+            ids => {
+                let client = self.inner.db.client().await?;
+                tasks::load(&client, ids, false).await?
+            }
+        };
+        self.around(found).await
+    }
+
+    /// A state of `found`, their parents, children and upstream tasks
+    /// (read when they have any), and every queue.
+    async fn around(&self, found: Vec<crate::queue::Task>) -> Result<State, Error> {
         // A read's clock only files delayed tasks as such in its state;
         // every change decides on the database's clock.
         let now = Timestamp::now();
-        let load = async {
-            match ids {
-                [] => Ok(Vec::new()),
-                ids => tasks::load(&client, ids, false).await,
-            }
-        };
-        let (found, queues) = futures_util::try_join!(load, queues(&client))?;
+        let configs = self.configs().await?;
+        let have: Vec<TaskId> = found.iter().map(|t| t.id).collect();
         let mut more: Vec<TaskId> = found
             .iter()
             .flat_map(|t| {
@@ -407,17 +432,36 @@ impl Shared {
                     .chain(t.children.iter().copied())
                     .chain(t.spec.depends_on.iter().copied())
             })
-            .filter(|id| !ids.contains(id))
+            .filter(|id| !have.contains(id))
             .collect();
         let found = if more.is_empty() {
             found
         } else {
-            more.extend(ids);
+            // Read again with them, so the state holds each in the order
+            // they were made.
+            more.extend(have);
             more.sort_unstable();
             more.dedup();
+            let client = self.inner.db.client().await?;
             tasks::load(&client, &more, false).await?
         };
-        Ok(restore(queues, found, self.inner.limits, now))
+        Ok(restore(&configs, found, self.inner.limits, now))
+    }
+
+    /// Every queue's config, read at most [`configs::FRESH_FOR`] ago.
+    async fn configs(&self) -> Result<configs::Configs, Error> {
+        self.inner.configs.get(&self.inner.db).await
+    }
+
+    /// Whether `queue` is a server queue; `None` when it was never
+    /// provisioned (read again before it is answered so).
+    pub async fn is_server(&self, queue: &Name) -> Result<Option<bool>, JournalError> {
+        let held = self.configs().await.map_err(unavailable)?;
+        if let Some(q) = held.get(queue) {
+            return Ok(Some(q.server));
+        }
+        let read = self.inner.configs.read(&self.inner.db).await;
+        Ok(read.map_err(unavailable)?.get(queue).map(|q| q.server))
     }
 
     /// Runs `f` on a state of the tasks attempted and not ended, and
@@ -445,8 +489,8 @@ impl Shared {
             .map(|r| TaskId(r.get::<_, i64>(0) as u64))
             .collect();
         let found = tasks::load(&client, &ids, false).await?;
-        let queues = queues(&client).await?;
-        Ok(restore(queues, found, self.inner.limits, now))
+        let queues = self.configs().await?;
+        Ok(restore(&queues, found, self.inner.limits, now))
     }
 
     /// Provisions or reconfigures a queue; true when it is new.
@@ -458,6 +502,7 @@ impl Shared {
         let (event, created) = now.await??;
         let since = Instant::now();
         let provisioned = transact::provision(&self.inner.db, &config).await;
+        self.inner.configs.forget();
         self.held(Op::Queue, since);
         provisioned.map_err(unavailable)?;
         self.told(&[(event, Vec::new())]);
@@ -599,10 +644,10 @@ impl Shared {
             }
             let ask = ask(queue, grants.clone(), viewer, kinds);
             let since = Instant::now();
-            let rows = lease::claim_many(&self.inner.db, vec![ask]).await;
+            let rows = self.inner.claimer.call(ask).await;
             self.held(Op::Claim, since);
-            let rows = rows.map_err(unavailable)?;
-            if let Some(row) = rows.into_iter().flatten().next() {
+            let rows = rows.map_err(|e| JournalError::Unavailable(e.to_string()))?;
+            if let Some(row) = rows.into_iter().next() {
                 return Ok(Some(self.claimed(queue_handle, row, viewer).await?));
             }
             let now = tokio::time::Instant::now();
@@ -623,7 +668,8 @@ impl Shared {
         }
     }
 
-    /// The answer of a claim the claim statement made.
+    /// The answer of a claim the claim statement made (with the task as
+    /// it left it: only its relatives are read, when it has any).
     async fn claimed(
         &self,
         queue_handle: &Queue,
@@ -631,26 +677,25 @@ impl Shared {
         viewer: &Viewer,
     ) -> Result<Claimed, JournalError> {
         let handover = Handover::new(queue_handle.clone(), row.id, &row.lease);
-        let st = self.near(&[row.id]).await.map_err(unavailable)?;
-        let t = st.tasks.get(&row.id).ok_or_else(|| {
+        let id = row.id;
+        let st = self.around(vec![row.task]).await.map_err(unavailable)?;
+        let t = st.tasks.get(&id).ok_or_else(|| {
             unavailable(Error::Corrupt(format!(
-                "task {} was claimed but cannot be read back",
-                row.id
+                "task {id} was claimed but cannot be read back"
             )))
         })?;
         let lease = t.lease.as_deref().cloned().ok_or_else(|| {
             unavailable(Error::Corrupt(format!(
-                "task {} was claimed but has no lease",
-                row.id
+                "task {id} was claimed but has no lease"
             )))
         })?;
         let event = Event::Claimed {
-            id: row.id,
+            id,
             lease: lease.clone(),
             at: Timestamp::now(),
         };
         let moved = [Transition {
-            id: row.id,
+            id,
             from: Some(TaskState::Queued),
             to: TaskState::Claimed,
             attempt: t.attempt,
@@ -753,19 +798,102 @@ impl Shared {
     }
 
     /// Submits a result under a live lease; durable when it returns. The
-    /// receipt is a row, and an object under this daemon's root too. With
-    /// `after`, the next task is claimed in the same transaction, when
-    /// the submit changed anything and one is there to claim.
+    /// receipt is a row, and an object under this daemon's root too.
+    /// `seen` is the task as the caller read it (for its access check):
+    /// the submit is decided on it and recorded by the fenced completion
+    /// ([`super::complete`]), coalesced with others; one whose change
+    /// reaches other tasks is decided on its family in a transaction. With
+    /// `after`, the next task is claimed in the same transaction, when the
+    /// submit changed anything and one is there to claim.
     pub async fn submit(
         &self,
         queue_handle: &Queue,
-        id: TaskId,
+        seen: &crate::queue::Task,
         lease_id: &LeaseId,
         input: &SubmitInput,
         by: &Name,
         after: Option<ClaimAfter<'_>>,
     ) -> Result<((Sha256, bool, TaskState), Option<Claimed>), SubmitError> {
         let claim = after.map(|a| ask(a.queue, Arc::new(Grants::of(a.viewer)), a.viewer, a.kinds));
+        let fenced = match seen.parent {
+            Some(_) => None,
+            None => {
+                self.fenced(seen, lease_id, input, by, claim.clone())
+                    .await?
+            }
+        };
+        let (answer, claimed) = match fenced {
+            Some(done) => done,
+            None => self.in_family(seen.id, lease_id, input, by, claim).await?,
+        };
+        let next = match (after, claimed.into_iter().next()) {
+            (Some(a), Some(row)) => Some(self.claimed(queue_handle, row, a.viewer).await?),
+            _ => None,
+        };
+        Ok((answer, next))
+    }
+
+    /// A submit decided on `seen` and recorded by the fenced completion,
+    /// with `claim` after it in its transaction; `None` when the
+    /// statement left it to the task's family transaction.
+    async fn fenced(
+        &self,
+        seen: &crate::queue::Task,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+        claim: Option<ClaimAsk>,
+    ) -> Result<Option<Submitted>, SubmitError> {
+        let id = seen.id;
+        let configs = self.configs().await.map_err(unavailable)?;
+        let now = Timestamp::now();
+        let mut st = restore(&configs, vec![seen.clone()], self.inner.limits, now);
+        let (event, receipt) = match st.decide_submit(id, lease_id, input, by, now)? {
+            Submit::Existing(_) => {
+                let sha = seen.submission.as_ref().expect("submitted").receipt;
+                return Ok(Some(((sha, false, seen.state), Vec::new())));
+            }
+            Submit::New { event, receipt } => (event, receipt),
+        };
+        let moved = st.apply_recorded(&event);
+        let t = &st.tasks[&id];
+        let state = t.state;
+        let completion = Completion {
+            id,
+            lease: lease_id.clone(),
+            attempt: seen.attempt,
+            by: by.clone(),
+            state,
+            request: input.request,
+            receipt: receipt.clone(),
+            reason: t.reason.clone(),
+            delay: t.not_before.map(|nb| nb.duration_since(now).unsigned_abs()),
+        };
+        let since = Instant::now();
+        let done = self.inner.completer.call((completion, claim)).await;
+        self.held(Op::Submit, since);
+        let (outcome, claimed) = done.map_err(|e| JournalError::Unavailable(e.to_string()))?;
+        Ok(match outcome? {
+            Completed::Accepted(sha) => {
+                self.told(&[(event, moved)]);
+                self.inner.store.put_object_later(sha, receipt);
+                Some(((sha, true, state), claimed))
+            }
+            Completed::Existing(sha, state) => Some(((sha, false, state), claimed)),
+            Completed::Related => None,
+        })
+    }
+
+    /// A submit decided on task `id`'s family in one transaction, with
+    /// `claim` after it.
+    async fn in_family(
+        &self,
+        id: TaskId,
+        lease_id: &LeaseId,
+        input: &SubmitInput,
+        by: &Name,
+        claim: Option<ClaimAsk>,
+    ) -> Result<Submitted, SubmitError> {
         let (decided, claimed) = self
             .change_then(
                 Op::Submit,
@@ -793,11 +921,7 @@ impl Shared {
         if let Some(receipt) = receipt {
             self.inner.store.put_object_later(sha, receipt);
         }
-        let next = match (after, claimed.into_iter().next()) {
-            (Some(a), Some(row)) => Some(self.claimed(queue_handle, row, a.viewer).await?),
-            _ => None,
-        };
-        Ok(((sha, created, state), next))
+        Ok(((sha, created, state), claimed))
     }
 
     /// Parks a claimed task held by `by`.
@@ -1003,7 +1127,7 @@ impl Shared {
     pub async fn task_counts(&self) -> Result<Vec<(Name, Vec<(TaskState, u64)>)>, JournalError> {
         let rows = async {
             let client = self.inner.db.client().await?;
-            let queues = queues(&client).await?;
+            let queues = self.configs().await?;
             let counts = client
                 .query(
                     "SELECT queue, state, count(*) FROM tasks GROUP BY queue, state",
@@ -1014,7 +1138,7 @@ impl Shared {
         };
         let (queues, counts) = rows.await.map_err(unavailable)?;
         Ok(queues
-            .into_keys()
+            .keys()
             .map(|q| {
                 let per = TaskState::ALL
                     .iter()
@@ -1029,7 +1153,7 @@ impl Shared {
                         (*s, n)
                     })
                     .collect();
-                (q, per)
+                (q.clone(), per)
             })
             .collect())
     }
@@ -1148,7 +1272,7 @@ fn ask(queue: &Name, grants: Arc<Grants>, viewer: &Viewer, kinds: Option<&[Name]
 /// A state of `found` (each once, in the order they were made) and
 /// `queues` at `now`.
 fn restore(
-    queues: BTreeMap<Name, QueueConfig>,
+    queues: &BTreeMap<Name, QueueConfig>,
     found: Vec<crate::queue::Task>,
     limits: SplitLimits,
     now: Timestamp,
@@ -1157,7 +1281,7 @@ fn restore(
     for t in found {
         table.push(t);
     }
-    State::restore(queues, table, Default::default(), limits, now)
+    State::restore(queues.clone(), table, Default::default(), limits, now)
 }
 
 async fn db_now(client: &impl deadpool_postgres::GenericClient) -> Result<Timestamp, Error> {
@@ -1169,12 +1293,6 @@ async fn db_now(client: &impl deadpool_postgres::GenericClient) -> Result<Timest
         .await?
         .get(0);
     crate::database::time(us)
-}
-
-async fn queues(
-    client: &impl deadpool_postgres::GenericClient,
-) -> Result<BTreeMap<Name, QueueConfig>, Error> {
-    transact::queues(client).await
 }
 
 /// Whether a change failed only because it lost a race it can win on

@@ -198,6 +198,122 @@ pub async fn save(
     Ok(())
 }
 
+/// Writes the new tasks `made` (none with handles or staged parts yet),
+/// each with its counters, in one statement: a batch enqueue's rows.
+pub async fn insert_many(
+    client: &impl GenericClient,
+    made: &[(&Task, Counters)],
+) -> Result<(), Error> {
+    if made.is_empty() {
+        return Ok(());
+    }
+    fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+        serde_json::to_string(v).expect("a task's fields serialize")
+    }
+    let (mut ids, mut namespaces, mut queues, mut kinds) = (vec![], vec![], vec![], vec![]);
+    let (mut effects, mut visibilities, mut surfaces, mut alloweds) =
+        (vec![], vec![], vec![], vec![]);
+    let (mut requesters, mut priorities, mut states, mut not_befores) =
+        (vec![], vec![], vec![], vec![]);
+    let (mut reasons, mut parks, mut attempts, mut parents) = (vec![], vec![], vec![], vec![]);
+    let (mut depths, mut keys, mut fingerprints, mut packs) = (vec![], vec![], vec![], vec![]);
+    let (mut specs, mut children, mut dropped, mut created) = (vec![], vec![], vec![], vec![]);
+    let (mut updated, mut blocked, mut open, mut ttls) = (vec![], vec![], vec![], vec![]);
+    let mut max_attempts = vec![];
+    for (t, counters) in made {
+        let s = &t.spec;
+        ids.push(t.id.0 as i64);
+        namespaces.push(s.namespace.as_str());
+        queues.push(s.queue.as_str());
+        kinds.push(s.kind.as_str());
+        effects.push(wire(s.effect_class));
+        visibilities.push(wire(s.visibility_scope));
+        surfaces.push(s.producer_surface.as_ref().map(|n| n.as_str()));
+        let allowed: Vec<&str> = s.allowed_surfaces.iter().map(|n| n.as_str()).collect();
+        alloweds.push(json(&allowed));
+        requesters.push(t.requester.as_str());
+        priorities.push(s.priority);
+        states.push(t.state.as_str());
+        not_befores.push(t.not_before.map(|n| n.as_microsecond()));
+        reasons.push(t.reason.as_deref());
+        parks.push(t.park.as_ref().map(|p| json(&**p)));
+        attempts.push(t.attempt.0 as i32);
+        parents.push(t.parent.map(|p| p.0 as i64));
+        depths.push(t.depth as i32);
+        keys.push(s.idempotency_key.as_deref());
+        fingerprints.push(t.fingerprint.as_ref().map(|f| f.as_bytes().as_slice()));
+        packs.push(t.source_pack.as_ref().map(|n| n.as_str()));
+        specs.push(json(&**s));
+        let kids: Vec<i64> = t.children.iter().map(|c| c.0 as i64).collect();
+        children.push(json(&kids));
+        let gone: Vec<String> = t.dropped.iter().map(|d| d.to_string()).collect();
+        dropped.push(json(&gone));
+        created.push(t.created_at.as_microsecond());
+        updated.push(t.updated_at.as_microsecond());
+        blocked.push(counters.blocked.unwrap_or(0));
+        open.push(counters.open_children.unwrap_or(0));
+        ttls.push(s.lease_ttl_s.map(|v| v as i32));
+        max_attempts.push(s.max_attempts.map(|v| v as i32));
+    }
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 29] = [
+        &ids,
+        &namespaces,
+        &queues,
+        &kinds,
+        &effects,
+        &visibilities,
+        &surfaces,
+        &alloweds,
+        &requesters,
+        &priorities,
+        &states,
+        &not_befores,
+        &reasons,
+        &parks,
+        &attempts,
+        &parents,
+        &depths,
+        &keys,
+        &fingerprints,
+        &packs,
+        &specs,
+        &children,
+        &dropped,
+        &created,
+        &updated,
+        &blocked,
+        &open,
+        &ttls,
+        &max_attempts,
+    ];
+    let statement = client.prepare_cached(INSERT_MANY).await?;
+    client.execute(&statement, &params).await?;
+    Ok(())
+}
+
+/// [`insert_many`]'s statement: a row per element of its arrays; the
+/// arrays within a row come as JSON text (`unnest` would flatten them).
+const INSERT_MANY: &str = "\
+INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, producer_surface, \
+  allowed_surfaces, requester, priority, state, not_before, reason, park, attempt, parent, depth, \
+  idempotency_key, fingerprint, source_pack, spec, children, dropped, created_at, updated_at, \
+  blocked, open_children, lease_ttl_s, max_attempts) \
+SELECT id, namespace, queue, kind, effect_class, visibility, producer_surface, \
+  ARRAY(SELECT json_array_elements_text(allowed::json)), requester, priority, state, \
+  micros(not_before), reason, park::json, attempt, parent, depth, idempotency_key, fingerprint, \
+  source_pack, spec::json, ARRAY(SELECT json_array_elements_text(children::json)::bigint), \
+  ARRAY(SELECT decode(json_array_elements_text(dropped::json), 'hex')), micros(created_at), \
+  micros(updated_at), blocked, open_children, lease_ttl_s, max_attempts \
+FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
+  $8::text[], $9::text[], $10::int4[], $11::text[], $12::int8[], $13::text[], $14::text[], \
+  $15::int4[], $16::int8[], $17::int4[], $18::text[], $19::bytea[], $20::text[], $21::text[], \
+  $22::text[], $23::text[], $24::int8[], $25::int8[], $26::int4[], $27::int4[], $28::int4[], \
+  $29::int4[]) \
+  AS x(id, namespace, queue, kind, effect_class, visibility, producer_surface, allowed, \
+       requester, priority, state, not_before, reason, park, attempt, parent, depth, \
+       idempotency_key, fingerprint, source_pack, spec, children, dropped, created_at, \
+       updated_at, blocked, open_children, lease_ttl_s, max_attempts)";
+
 /// Reads the tasks `ids` (those that exist, in the order they were
 /// made); with `lock`,
 /// locks their rows until the transaction `client` is in ends.
@@ -207,35 +323,63 @@ pub async fn load(
     lock: bool,
 ) -> Result<Vec<Task>, Error> {
     let ids: Vec<i64> = ids.iter().map(|i| i.0 as i64).collect();
-    let sql = format!(
-        "SELECT t.id, t.requester, t.source_pack, t.parent, t.depth, t.children, t.state, \
-           t.attempt, t.lease_id, t.lease_holder, to_micros(t.lease_expires), \
-           to_micros(t.not_before), t.dropped, t.fingerprint, \
-           t.park::text, t.reason, to_micros(t.created_at), \
-           to_micros(t.updated_at), t.spec::text, \
-           coalesce((SELECT array_agg(h.handle ORDER BY h.attempt) FROM handles h WHERE h.task_id = t.id), '{{}}'), \
-           coalesce((SELECT array_agg(r.sha256 ORDER BY r.attempt) FROM receipts r WHERE r.task_id = t.id), '{{}}'), \
-           coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM staged s \
-                     WHERE s.task_id = t.id AND s.attempt = t.attempt), '{{}}'), \
-           coalesce((SELECT array_agg(s.sha256 ORDER BY s.name) FROM staged s \
-                     WHERE s.task_id = t.id AND s.attempt = t.attempt), '{{}}'), \
-           l.attempt, l.lease_id, l.request, l.sha256 \
-         FROM tasks t LEFT JOIN LATERAL ( \
-           SELECT attempt, lease_id, request, sha256 FROM receipts r WHERE r.task_id = t.id \
-           ORDER BY attempt DESC LIMIT 1) l ON true \
-         WHERE t.id = ANY($1) ORDER BY t.seq {}",
-        if lock { "FOR UPDATE OF t" } else { "" }
-    );
-    let statement = client.prepare_cached(&sql).await?;
+    let statement = client
+        .prepare_cached(if lock { &LOAD_LOCKED } else { &LOAD })
+        .await?;
     client
         .query(&statement, &[&ids])
         .await?
         .iter()
-        .map(task)
+        .map(read)
         .collect()
 }
 
-fn task(r: &Row) -> Result<Task, Error> {
+/// [`load`]'s statement.
+static LOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| load_sql(""));
+
+/// [`load`]'s statement, locking the rows it reads.
+static LOAD_LOCKED: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| load_sql("FOR UPDATE OF t"));
+
+fn load_sql(lock: &str) -> String {
+    format!(
+        "SELECT {} FROM tasks t {RECEIPT_JOIN} WHERE t.id = ANY($1) ORDER BY t.seq {lock}",
+        columns(HANDLES)
+    )
+}
+
+/// The handles of task `t`, oldest first: the expression [`columns`]
+/// usually takes.
+pub const HANDLES: &str = "coalesce((SELECT array_agg(h.handle ORDER BY h.attempt) \
+    FROM handles h WHERE h.task_id = t.id), '{}')";
+
+/// The join that [`columns`] reads a task's latest receipt from (`l`).
+pub const RECEIPT_JOIN: &str = "LEFT JOIN LATERAL ( \
+    SELECT attempt, lease_id, request, sha256 FROM receipts r WHERE r.task_id = t.id \
+    ORDER BY attempt DESC LIMIT 1) l ON true";
+
+/// The columns a [`Task`] is read from ([`read`]), of a row `t` with the
+/// `tasks` table's columns joined with [`RECEIPT_JOIN`]; `handles` is
+/// the expression of its handles, oldest first ([`HANDLES`], or that
+/// with a handle a claim is recording in the same statement).
+pub fn columns(handles: &str) -> String {
+    format!(
+        "t.id, t.requester, t.source_pack, t.parent, t.depth, t.children, t.state, \
+         t.attempt, t.lease_id, t.lease_holder, to_micros(t.lease_expires), \
+         to_micros(t.not_before), t.dropped, t.fingerprint, \
+         t.park::text, t.reason, to_micros(t.created_at), \
+         to_micros(t.updated_at), t.spec::text, {handles}, \
+         coalesce((SELECT array_agg(r.sha256 ORDER BY r.attempt) FROM receipts r WHERE r.task_id = t.id), '{{}}'), \
+         coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM staged s \
+                   WHERE s.task_id = t.id AND s.attempt = t.attempt), '{{}}'), \
+         coalesce((SELECT array_agg(s.sha256 ORDER BY s.name) FROM staged s \
+                   WHERE s.task_id = t.id AND s.attempt = t.attempt), '{{}}'), \
+         l.attempt, l.lease_id, l.request, l.sha256"
+    )
+}
+
+/// A task from a row whose first columns are [`columns`].
+pub fn read(r: &Row) -> Result<Task, Error> {
     let id = TaskId(r.get::<_, i64>(0) as u64);
     let bad = |what: &str| Error::Corrupt(format!("task {id}: {what}"));
     let name = |s: &str| Name::parse("name", s).map_err(|_| bad("a name"));

@@ -174,18 +174,38 @@ pub async fn run<T, E>(
         })
         .collect();
     drop(st);
-    let saves = async {
-        for (t, now_counted, was) in &changed {
-            tasks::save(&tx, t, *now_counted, was.unwrap_or(false)).await?;
-            if was.is_none() && !t.spec.depends_on.is_empty() {
-                let ups: Vec<i64> = t.spec.depends_on.iter().map(|u| u.0 as i64).collect();
-                tx.execute(
-                &tx.prepare_cached("INSERT INTO task_deps (upstream, downstream) SELECT u, $2 FROM unnest($1::int8[]) AS u \
-                 ON CONFLICT DO NOTHING").await?,
-                &[&ups, &(t.id.0 as i64)],
-            )
-            .await?;
+    // New tasks with nothing beside their row (an enqueue's, a split's
+    // children) are written by one statement, with their edges.
+    let plain = |t: &Task| t.lease.is_none() && t.handles.is_empty() && t.staged.is_empty();
+    let (new, saved): (Vec<_>, Vec<_>) = changed
+        .iter()
+        .partition(|(t, _, was)| was.is_none() && plain(t));
+    let inserts = async {
+        let new: Vec<(&Task, Counters)> = new.iter().map(|(t, c, _)| (t, *c)).collect();
+        tasks::insert_many(&tx, &new).await?;
+        let (mut ups, mut downs) = (Vec::new(), Vec::new());
+        for (t, _, was) in &changed {
+            if was.is_none() {
+                for u in &t.spec.depends_on {
+                    ups.push(u.0 as i64);
+                    downs.push(t.id.0 as i64);
+                }
             }
+        }
+        if !ups.is_empty() {
+            let statement = tx
+                .prepare_cached(
+                    "INSERT INTO task_deps (upstream, downstream) \
+                     SELECT * FROM unnest($1::int8[], $2::int8[]) ON CONFLICT DO NOTHING",
+                )
+                .await?;
+            tx.execute(&statement, &[&ups, &downs]).await?;
+        }
+        Ok::<_, Error>(())
+    };
+    let saves = async {
+        for (t, now_counted, was) in saved {
+            tasks::save(&tx, t, *now_counted, was.unwrap_or(false)).await?;
         }
         Ok::<_, Error>(())
     };
@@ -246,7 +266,7 @@ pub async fn run<T, E>(
         Ok::<_, Error>(())
     };
     // Pipelined as well; the commit waits for all three.
-    futures_util::try_join!(saves, receipts, events)?;
+    futures_util::try_join!(saves, inserts, receipts, events)?;
     let claimed = match claim {
         Some(ask) => lease::claim_on(&tx, vec![ask]).await?.concat(),
         None => Vec::new(),
