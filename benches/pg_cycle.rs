@@ -128,7 +128,8 @@ async fn run_phase(url: &str, args: &Args, coalesced: bool) {
                 request: &request,
                 receipt: receipt.as_bytes(),
                 reason: None,
-                delay: None,
+                not_before: None,
+                at: jiff::Timestamp::now(),
             };
             let done = match &batchers {
                 Some((_, completer)) => completer

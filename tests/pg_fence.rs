@@ -108,7 +108,8 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         request: &request,
         receipt: b"{\"receipt\":1}",
         reason: None,
-        delay: None,
+        not_before: None,
+        at: jiff::Timestamp::now(),
     };
 
     // 1. worker-1 claims: attempt 1.
@@ -373,7 +374,8 @@ async fn two_upstreams_ending_together_release_their_dependent() {
                         request: &request,
                         receipt: b"{}",
                         reason: None,
-                        delay: None,
+                        not_before: None,
+                        at: jiff::Timestamp::now(),
                     };
                     complete::complete(&db, fence(&c, &w), done)
                         .await
@@ -451,7 +453,8 @@ async fn a_split_child_and_a_failure_with_dependents_are_left_to_the_family_tran
         request: &request,
         receipt: b"{\"ok\":false}",
         reason: Some("it broke"),
-        delay: None,
+        not_before: None,
+        at: jiff::Timestamp::now(),
     };
     let child = claim_one(&db, "w").await;
     assert_eq!(child.id, TaskId(2));
@@ -477,7 +480,7 @@ async fn a_split_child_and_a_failure_with_dependents_are_left_to_the_family_tran
     assert_eq!(row(3).await, ("claimed".into(), true, 0, 0));
     let retried = Finish {
         state: TaskState::Queued,
-        delay: Some(std::time::Duration::from_secs(60)),
+        not_before: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(60)),
         ..failed
     };
     let out = complete::complete(&db, fence(&upstream, &w), retried);
@@ -505,6 +508,48 @@ async fn a_split_child_and_a_failure_with_dependents_are_left_to_the_family_tran
     );
 }
 
+#[tokio::test]
+async fn a_success_releases_only_dependents_still_pending() {
+    let (db, client) = with_tasks(1).await;
+    client
+        .batch_execute(
+            "INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, requester, state, blocked, spec) \
+             VALUES (2, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'cancelled', 0, '{}'), \
+                    (3, 'ns1', 'q1', 'k1', 'read', 'public', 'requester', 'pending', 1, '{}'); \
+             INSERT INTO task_deps (upstream, downstream) VALUES (1, 2), (1, 3)",
+        )
+        .await
+        .unwrap();
+    let c = claim_one(&db, "w").await;
+    let done = completion(&c, "w", TaskState::Succeeded, b"r", b"{}");
+    let out = complete::complete_many(&db, &[done]).await.unwrap();
+    assert!(matches!(out[0], Ok(Completed::Accepted(_))), "{out:?}");
+    let rows: Vec<(i64, String, i32)> = client
+        .query(
+            "SELECT id, state, blocked FROM tasks WHERE id > 1 ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        rows,
+        [(2, "cancelled".into(), 0), (3, "queued".into(), 0)],
+        "a cancelled dependent stays as it was; the pending one is queued"
+    );
+    let released: i64 = client
+        .query_one(
+            "SELECT count(*) FROM events WHERE task_id = 3 AND from_state = 'pending' AND to_state = 'queued'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(released, 1, "the release has its event row");
+}
+
 fn completion(
     c: &lease::ClaimedRow,
     by: &str,
@@ -521,7 +566,8 @@ fn completion(
         request: Sha256::of(request),
         receipt: receipt.to_vec(),
         reason: None,
-        delay: None,
+        not_before: None,
+        at: jiff::Timestamp::now(),
     }
 }
 

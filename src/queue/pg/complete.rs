@@ -31,15 +31,18 @@
 //! is not the caller's, a lease the caller still holds was refused for
 //! the family transaction to decide, and anything else is a stale lease.
 
-use std::collections::HashSet;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashSet};
 
+use jiff::Timestamp;
 use tokio_postgres::error::SqlState;
 
 use super::lease::{ClaimAsk, ClaimedRow, Fence, Standing, claim_on};
+use super::transact;
 use crate::database::{Database, Error};
+use crate::queue::decide::Submit;
 use crate::queue::errors::{SubmitError, TaskCallError};
-use crate::queue::{Attempt, LeaseId, TaskId, TaskState};
+use crate::queue::machine::{SplitLimits, Transition};
+use crate::queue::{Attempt, Event, LeaseId, QueueConfig, SubmitInput, Task, TaskId, TaskState};
 use crate::store::{Name, Sha256};
 
 /// Times a batch that lost a deadlock to another is run again.
@@ -57,9 +60,10 @@ pub struct Finish<'a> {
     pub receipt: &'a [u8],
     /// The task's reason afterwards (a failure's).
     pub reason: Option<&'a str>,
-    /// A retried failure's backoff: it is claimable this long after the
-    /// statement, on the database's clock.
-    pub delay: Option<Duration>,
+    /// When a retried failure is claimable again.
+    pub not_before: Option<Timestamp>,
+    /// When it was decided.
+    pub at: Timestamp,
 }
 
 /// What a completion did.
@@ -96,8 +100,10 @@ pub struct Completion {
     pub receipt: Vec<u8>,
     /// The task's reason afterwards.
     pub reason: Option<String>,
-    /// A retried failure's backoff.
-    pub delay: Option<Duration>,
+    /// When a retried failure is claimable again.
+    pub not_before: Option<Timestamp>,
+    /// When it was decided.
+    pub at: Timestamp,
 }
 
 impl Completion {
@@ -112,7 +118,8 @@ impl Completion {
             request: *finish.request,
             receipt: finish.receipt.to_vec(),
             reason: finish.reason.map(str::to_string),
-            delay: finish.delay,
+            not_before: finish.not_before,
+            at: finish.at,
         }
     }
 
@@ -124,6 +131,75 @@ impl Completion {
             by: &self.by,
         }
     }
+}
+
+/// A submit as the embedded queue's rules decide it on one task.
+#[derive(Debug)]
+pub enum Decision {
+    /// A resend of the submission the task already records: its receipt
+    /// and the task's state.
+    Existing(Sha256, TaskState),
+    /// A new submission.
+    New {
+        /// What the fenced statement writes.
+        completion: Completion,
+        /// The event, and the task's change of state.
+        event: (Event, Vec<Transition>),
+        /// The receipt's bytes.
+        receipt: Vec<u8>,
+    },
+    /// A split child's: its parent may wake, so it is decided on its
+    /// family.
+    Related,
+}
+
+/// Decides a submit under `lease` by `by` on `seen`, the task as its
+/// caller read it, at `now` (to the microsecond), with the queues' `configs`: the embedded
+/// queue's `decide_submit` and `apply` on a state of that task alone
+/// (what the change does to other tasks, the statement does or leaves
+/// to the family transaction).
+pub fn decide(
+    seen: &Task,
+    configs: &BTreeMap<Name, QueueConfig>,
+    limits: SplitLimits,
+    lease: &LeaseId,
+    input: &SubmitInput,
+    by: &Name,
+    now: Timestamp,
+) -> Result<Decision, SubmitError> {
+    let id = seen.id;
+    if seen.parent.is_some() {
+        return Ok(Decision::Related);
+    }
+    // The database keeps times to the microsecond.
+    let now = Timestamp::from_microsecond(now.as_microsecond()).expect("a time in range");
+    let mut st = transact::state_of(configs, vec![seen.clone()], limits, now);
+    let (event, receipt) = match st.decide_submit(id, lease, input, by, now)? {
+        Submit::Existing(_) => {
+            let sha = seen.submission.as_ref().expect("submitted").receipt;
+            return Ok(Decision::Existing(sha, seen.state));
+        }
+        Submit::New { event, receipt } => (event, receipt),
+    };
+    let moved = st.apply_recorded(&event);
+    let t = &st.tasks[&id];
+    let completion = Completion {
+        id,
+        lease: lease.clone(),
+        attempt: seen.attempt,
+        by: by.clone(),
+        state: t.state,
+        request: input.request,
+        receipt: receipt.clone(),
+        reason: t.reason.clone(),
+        not_before: t.not_before,
+        at: now,
+    };
+    Ok(Decision::New {
+        completion,
+        event: (event, moved),
+        receipt,
+    })
 }
 
 /// What [`complete_many`] answers for each completion, in order.
@@ -174,16 +250,23 @@ pub async fn complete_then_claim(
     let sha_bytes: Vec<&[u8]> = shas.iter().map(|s| s.as_bytes().as_slice()).collect();
     let bodies: Vec<&[u8]> = items.iter().map(|c| c.receipt.as_slice()).collect();
     let reasons: Vec<Option<&str>> = items.iter().map(|c| c.reason.as_deref()).collect();
-    let delays: Vec<Option<i64>> = items
+    let not_befores: Vec<Option<i64>> = items
         .iter()
-        .map(|c| {
-            c.delay
-                .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-        })
+        .map(|c| c.not_before.map(|t| t.as_microsecond()))
         .collect();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
-        &ids, &leases, &attempts, &holders, &states, &requests, &sha_bytes, &bodies, &reasons,
-        &delays,
+    let ats: Vec<i64> = items.iter().map(|c| c.at.as_microsecond()).collect();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 11] = [
+        &ids,
+        &leases,
+        &attempts,
+        &holders,
+        &states,
+        &requests,
+        &sha_bytes,
+        &bodies,
+        &reasons,
+        &not_befores,
+        &ats,
     ];
     let mut client = db.client().await?;
     let statement = client.prepare_cached(COMPLETE).await?;
@@ -249,25 +332,26 @@ pub async fn complete_then_claim(
 const COMPLETE: &str = "\
 WITH x AS ( \
   SELECT * FROM unnest($1::int8[], $2::text[], $3::int4[], $4::text[], $5::text[], \
-                       $6::bytea[], $7::bytea[], $8::bytea[], $9::text[], $10::int8[]) \
-    AS x(id, lease, attempt, holder, state, request, sha, body, reason, delay_us)), \
+                       $6::bytea[], $7::bytea[], $8::bytea[], $9::text[], $10::int8[], \
+                       $11::int8[]) \
+    AS x(id, lease, attempt, holder, state, request, sha, body, reason, not_before, at)), \
 d AS ( \
-  UPDATE tasks t SET state = x.state, reason = x.reason, \
-    not_before = now() + x.delay_us * interval '1 microsecond', \
-    lease_id = NULL, lease_holder = NULL, lease_expires = NULL, updated_at = now() \
+  UPDATE tasks t SET state = x.state, reason = x.reason, not_before = micros(x.not_before), \
+    lease_id = NULL, lease_holder = NULL, lease_expires = NULL, updated_at = micros(x.at) \
   FROM x \
   WHERE t.id = x.id AND t.lease_id = x.lease AND t.attempt = x.attempt \
     AND t.lease_holder = x.holder AND t.state = 'claimed' AND t.lease_expires > now() \
     AND t.parent IS NULL \
     AND (x.state <> 'failed' OR NOT EXISTS (SELECT 1 FROM task_deps dep WHERE dep.upstream = t.id)) \
-  RETURNING t.id, t.attempt, x.lease, x.request, x.sha, x.body, x.state), \
+  RETURNING t.id, t.attempt, x.lease, x.request, x.sha, x.body, x.state, x.at), \
 r AS ( \
   INSERT INTO receipts (task_id, attempt, lease_id, request, sha256, body) \
   SELECT id, attempt, lease, request, sha, body FROM d), \
 down AS ( \
-  UPDATE tasks t SET blocked = t.blocked - n.n, updated_at = now(), \
+  UPDATE tasks t SET blocked = t.blocked - n.n, \
+    updated_at = CASE WHEN t.blocked = n.n THEN micros(n.at) ELSE t.updated_at END, \
     state = CASE WHEN t.blocked = n.n THEN 'queued' ELSE 'pending' END \
-  FROM (SELECT dep.downstream AS id, count(*)::int AS n FROM task_deps dep \
+  FROM (SELECT dep.downstream AS id, count(*)::int AS n, max(d.at) AS at FROM task_deps dep \
         JOIN d ON dep.upstream = d.id WHERE d.state = 'succeeded' GROUP BY dep.downstream) n \
   WHERE t.id = n.id AND t.state = 'pending' \
   RETURNING t.id, t.state, t.attempt), \

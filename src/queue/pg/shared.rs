@@ -11,7 +11,6 @@
 //! each expiry decided under the task's row lock, so two leaders at once
 //! end a lease once.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -21,7 +20,7 @@ use tokio::sync::Notify;
 use tokio_postgres::error::SqlState;
 
 use super::batch::{self, Claimer, Completer};
-use super::complete::{Completed, Completion};
+use super::complete::{self, Completed, Decision};
 use super::lease::{self, ClaimAsk};
 use super::stream::Tailer;
 use super::viewer::Grants;
@@ -33,7 +32,6 @@ use crate::queue::machine::{SplitLimits, State, Transition};
 use crate::queue::query::{Filter, Page, TaskSnap, Totals, shows};
 use crate::queue::shelf::ShelfView;
 use crate::queue::shelf::Sight;
-use crate::queue::table::TaskTable;
 use crate::queue::{
     Attempt, Bulk, BulkAction, ClaimAfter, Claimed, EnqueueError, Enqueued, Event, Handover,
     JournalError, LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, Stream, SubmitError,
@@ -390,7 +388,7 @@ impl Shared {
         };
         let (queues, found) = read.await.map_err(unavailable)?;
         self.held(Op::Query, since);
-        let st = restore(&queues, Vec::new(), self.inner.limits, Timestamp::now());
+        let st = transact::state_of(&queues, Vec::new(), self.inner.limits, Timestamp::now());
         Ok((st, found))
     }
 
@@ -445,7 +443,7 @@ impl Shared {
             let client = self.inner.db.client().await?;
             tasks::load(&client, &more, false).await?
         };
-        Ok(restore(&configs, found, self.inner.limits, now))
+        Ok(transact::state_of(&configs, found, self.inner.limits, now))
     }
 
     /// Every queue's config, read at most [`configs::FRESH_FOR`] ago.
@@ -490,7 +488,7 @@ impl Shared {
             .collect();
         let found = tasks::load(&client, &ids, false).await?;
         let queues = self.configs().await?;
-        Ok(restore(&queues, found, self.inner.limits, now))
+        Ok(transact::state_of(&queues, found, self.inner.limits, now))
     }
 
     /// Provisions or reconfigures a queue; true when it is new.
@@ -844,31 +842,22 @@ impl Shared {
         by: &Name,
         claim: Option<ClaimAsk>,
     ) -> Result<Option<Submitted>, SubmitError> {
-        let id = seen.id;
         let configs = self.configs().await.map_err(unavailable)?;
         let now = Timestamp::now();
-        let mut st = restore(&configs, vec![seen.clone()], self.inner.limits, now);
-        let (event, receipt) = match st.decide_submit(id, lease_id, input, by, now)? {
-            Submit::Existing(_) => {
-                let sha = seen.submission.as_ref().expect("submitted").receipt;
-                return Ok(Some(((sha, false, seen.state), Vec::new())));
-            }
-            Submit::New { event, receipt } => (event, receipt),
-        };
-        let moved = st.apply_recorded(&event);
-        let t = &st.tasks[&id];
-        let state = t.state;
-        let completion = Completion {
-            id,
-            lease: lease_id.clone(),
-            attempt: seen.attempt,
-            by: by.clone(),
-            state,
-            request: input.request,
-            receipt: receipt.clone(),
-            reason: t.reason.clone(),
-            delay: t.not_before.map(|nb| nb.duration_since(now).unsigned_abs()),
-        };
+        let limits = self.inner.limits;
+        let (completion, (event, moved), receipt) =
+            match complete::decide(seen, &configs, limits, lease_id, input, by, now)? {
+                Decision::Existing(sha, state) => {
+                    return Ok(Some(((sha, false, state), Vec::new())));
+                }
+                Decision::Related => return Ok(None),
+                Decision::New {
+                    completion,
+                    event,
+                    receipt,
+                } => (completion, event, receipt),
+            };
+        let state = completion.state;
         let since = Instant::now();
         let done = self.inner.completer.call((completion, claim)).await;
         self.held(Op::Submit, since);
@@ -1267,21 +1256,6 @@ fn ask(queue: &Name, grants: Arc<Grants>, viewer: &Viewer, kinds: Option<&[Name]
         kinds: kinds.map(|ks| ks.iter().map(|k| k.as_str().to_string()).collect()),
         leases: vec![(task::new_lease_id(), new_handle())],
     }
-}
-
-/// A state of `found` (each once, in the order they were made) and
-/// `queues` at `now`.
-fn restore(
-    queues: &BTreeMap<Name, QueueConfig>,
-    found: Vec<crate::queue::Task>,
-    limits: SplitLimits,
-    now: Timestamp,
-) -> State {
-    let mut table = TaskTable::with_capacity(found.len());
-    for t in found {
-        table.push(t);
-    }
-    State::restore(queues.clone(), table, Default::default(), limits, now)
 }
 
 async fn db_now(client: &impl deadpool_postgres::GenericClient) -> Result<Timestamp, Error> {

@@ -77,6 +77,21 @@ impl Step {
     }
 }
 
+/// A state of `found` (each once, in the order they were made) and
+/// `queues` at `now`.
+pub fn state_of(
+    queues: &BTreeMap<Name, QueueConfig>,
+    found: Vec<Task>,
+    limits: SplitLimits,
+    now: Timestamp,
+) -> State {
+    let mut table = TaskTable::with_capacity(found.len());
+    for t in found {
+        table.push(t);
+    }
+    State::restore(queues.clone(), table, Default::default(), limits, now)
+}
+
 /// Provisions or reconfigures a queue.
 pub async fn provision(db: &Database, config: &QueueConfig) -> Result<(), Error> {
     let client = db.client().await?;
@@ -132,19 +147,14 @@ pub async fn run<T, E>(
         crate::database::time(us)
     };
     let (now, family, queues) = futures_util::try_join!(clock, lock_family(&tx, ids), queues(&tx))?;
-    let mut table = TaskTable::with_capacity(family.len());
-    let ordered = family;
-    let before: HashMap<TaskId, (serde_json::Value, bool)> = ordered
+    let before: HashMap<TaskId, (serde_json::Value, bool)> = family
         .iter()
         .map(|t| {
             let json = serde_json::to_value(t).expect("a task serializes");
             (t.id, (json, !t.staged.is_empty()))
         })
         .collect();
-    for t in ordered {
-        table.push(t);
-    }
-    let st = State::restore(queues, table, Default::default(), limits, now);
+    let st = state_of(&queues, family, limits, now);
     let counted: HashMap<TaskId, Counters> =
         st.all_tasks().map(|t| (t.id, counters(&st, t))).collect();
     let mut step = Step {
