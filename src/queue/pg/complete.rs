@@ -140,17 +140,21 @@ pub enum Decision {
     /// and the task's state.
     Existing(Sha256, TaskState),
     /// A new submission.
-    New {
-        /// What the fenced statement writes.
-        completion: Completion,
-        /// The event, and the task's change of state.
-        event: (Event, Vec<Transition>),
-        /// The receipt's bytes.
-        receipt: Vec<u8>,
-    },
+    New(Box<Submission>),
     /// A split child's: its parent may wake, so it is decided on its
     /// family.
     Related,
+}
+
+/// A new submission, decided.
+#[derive(Debug)]
+pub struct Submission {
+    /// What the fenced statement writes.
+    pub completion: Completion,
+    /// The event, and the task's change of state.
+    pub event: (Event, Vec<Transition>),
+    /// The receipt's bytes.
+    pub receipt: Vec<u8>,
 }
 
 /// Decides a submit under `lease` by `by` on `seen`, the task as its
@@ -195,11 +199,11 @@ pub fn decide(
         not_before: t.not_before,
         at: now,
     };
-    Ok(Decision::New {
+    Ok(Decision::New(Box::new(Submission {
         completion,
         event: (event, moved),
         receipt,
-    })
+    })))
 }
 
 /// What [`complete_many`] answers for each completion, in order.

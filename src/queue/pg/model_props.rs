@@ -351,11 +351,7 @@ async fn fenced(
     let seen = st.tasks[id].clone();
     let decided = complete::decide(&seen, &st.queues, limits, lease, &input, &name("key"), now);
     let (completion, event) = match decided {
-        Ok(complete::Decision::New {
-            completion,
-            event: (event, _),
-            ..
-        }) => (completion, event),
+        Ok(complete::Decision::New(new)) => (new.completion, new.event.0),
         Ok(complete::Decision::Related) if seen.parent.is_some() => return Ok(false),
         decided => {
             return Err(TestCaseError::fail(format!(

@@ -851,11 +851,7 @@ impl Shared {
                     return Ok(Some(((sha, false, state), Vec::new())));
                 }
                 Decision::Related => return Ok(None),
-                Decision::New {
-                    completion,
-                    event,
-                    receipt,
-                } => (completion, event, receipt),
+                Decision::New(new) => (new.completion, new.event, new.receipt),
             };
         let state = completion.state;
         let since = Instant::now();
