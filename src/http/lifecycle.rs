@@ -80,9 +80,16 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
-    let checked = check(ctx, id, &p, access::may_submit).await?;
-    let requester_key = checked.requester.clone();
-    let task = submit::SubmitTask::of(checked);
+    let rule = |f: &crate::store::envelope::TaskFacts<'_>| {
+        access::may_submit(&p, f).map_err(ApiError::from)
+    };
+    let (checked, as_claimed) = ctx.queue.checked_for_submit(id, rule).await?;
+    let mut task = submit::SubmitTask::of(checked);
+    if as_claimed && task.brief.contract_ref.is_some() {
+        // A contract's required parts are read from the task as it is now.
+        task = submit::SubmitTask::of(check(ctx, id, &p, access::may_submit).await?);
+    }
+    let requester_key = task.task.requester.clone();
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body.claim_next.clone();
     if let Some(n) = &next {

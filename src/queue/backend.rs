@@ -518,6 +518,28 @@ impl Queue {
         }
     }
 
+    /// [`Queue::checked`] for a submit: on a shared queue whose claim of
+    /// the task this daemon answered is still live, the task as that
+    /// claim left it, with no read (true then): its lease's expiry and its
+    /// staged parts may be older than now; the submit's own decision
+    /// allows for that ([`Queue::submit_then`]).
+    pub async fn checked_for_submit<E: From<TaskCallError> + From<JournalError>>(
+        &self,
+        id: TaskId,
+        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
+    ) -> Result<(Task, bool), E> {
+        match &self.backend {
+            Backend::Journal(j) => Ok((j.checked(id, rule).await?, false)),
+            Backend::Postgres(p) => match p.as_claimed(id).await? {
+                Some((t, server)) => {
+                    rule(&t.facts(server))?;
+                    Ok((t, true))
+                }
+                None => Ok((p.look(&[id], |st| st.task_if(id, rule)).await??, false)),
+            },
+        }
+    }
+
     /// Task `id` as it is now, and whether its queue is a server queue.
     pub async fn task_now(&self, id: TaskId) -> Result<Option<(Task, bool)>, JournalError> {
         match &self.backend {

@@ -5,6 +5,7 @@
 //! ([`viewer`]).
 
 pub mod batch;
+mod claims;
 pub mod complete;
 mod configs;
 pub mod events;

@@ -24,7 +24,7 @@ use super::complete::{self, Completed, Decision};
 use super::lease::{self, ClaimAsk};
 use super::stream::Tailer;
 use super::viewer::Grants;
-use super::{configs, events, leader, shelves, tasks, transact, wake};
+use super::{claims, configs, events, leader, shelves, tasks, transact, wake};
 use crate::auth::token::new_handle;
 use crate::database::{Database, Error};
 use crate::queue::decide::{Enqueue, Submit};
@@ -97,6 +97,8 @@ struct Inner {
     completer: Completer,
     /// Claims, coalesced.
     claimer: Claimer,
+    /// The tasks this daemon's live claims took.
+    claims: claims::Claims,
 }
 
 /// What a submit answers (its receipt, whether it was new, the task's
@@ -190,6 +192,7 @@ impl Shared {
                 configs: configs::Held::default(),
                 completer,
                 claimer,
+                claims: claims::Claims::default(),
             }),
         }
     }
@@ -297,6 +300,9 @@ impl Shared {
         then: impl FnOnce(&State, T) -> U,
     ) -> Result<Result<(U, Vec<lease::ClaimedRow>), E>, JournalError> {
         let limits = self.inner.limits;
+        for id in ids {
+            self.inner.claims.forget(*id);
+        }
         let since = Instant::now();
         let decided = transact::decide(&self.inner.db, limits, ids, claim, decide, then).await;
         self.held(op, since);
@@ -700,6 +706,7 @@ impl Shared {
             sight: Sight::of(t),
         }];
         self.told(&[(event, moved.to_vec())]);
+        self.inner.claims.keep(t);
         Ok(Claimed {
             task: st.snapshot(t, viewer),
             lease,
@@ -797,10 +804,12 @@ impl Shared {
 
     /// Submits a result under a live lease; durable when it returns. The
     /// receipt is a row, and an object under this daemon's root too.
-    /// `seen` is the task as the caller read it (for its access check):
-    /// the submit is decided on it and recorded by the fenced completion
-    /// ([`super::complete`]), coalesced with others; one whose change
-    /// reaches other tasks is decided on its family in a transaction. With
+    /// `seen` is the task as the caller read it for its access check (or
+    /// as this daemon's claim left it, [`Shared::as_claimed`]): the
+    /// submit is decided on it and recorded by the fenced completion
+    /// ([`super::complete`]), coalesced with others; a refusal or a resend
+    /// is told again on the task as it is now; one whose change reaches
+    /// other tasks is decided on its family in a transaction. With
     /// `after`, the next task is claimed in the same transaction, when the
     /// submit changed anything and one is there to claim.
     pub async fn submit(
@@ -812,17 +821,32 @@ impl Shared {
         by: &Name,
         after: Option<ClaimAfter<'_>>,
     ) -> Result<((Sha256, bool, TaskState), Option<Claimed>), SubmitError> {
+        let id = seen.id;
         let claim = after.map(|a| ask(a.queue, Arc::new(Grants::of(a.viewer)), a.viewer, a.kinds));
-        let fenced = match seen.parent {
-            Some(_) => None,
-            None => {
-                self.fenced(seen, lease_id, input, by, claim.clone())
-                    .await?
+        let configs = self.configs().await.map_err(unavailable)?;
+        let limits = self.inner.limits;
+        let decide = |t: &crate::queue::Task| {
+            complete::decide(t, &configs, limits, lease_id, input, by, Timestamp::now())
+        };
+        let decided = match decide(seen) {
+            Ok(Decision::New(new)) => Ok(Decision::New(new)),
+            Ok(Decision::Related) => Ok(Decision::Related),
+            Ok(Decision::Existing(..)) | Err(_) => {
+                match self.look(&[id], |st| st.tasks.get(&id).cloned()).await? {
+                    Some(now) => decide(&now),
+                    None => Err(TaskCallError::NotFound.into()),
+                }
             }
         };
-        let (answer, claimed) = match fenced {
+        self.inner.claims.forget(id);
+        let recorded = match decided? {
+            Decision::Existing(sha, state) => Some(((sha, false, state), Vec::new())),
+            Decision::Related => None,
+            Decision::New(new) => self.fenced(*new, claim.clone()).await?,
+        };
+        let (answer, claimed) = match recorded {
             Some(done) => done,
-            None => self.in_family(seen.id, lease_id, input, by, claim).await?,
+            None => self.in_family(id, lease_id, input, by, claim).await?,
         };
         let next = match (after, claimed.into_iter().next()) {
             (Some(a), Some(row)) => Some(self.claimed(queue_handle, row, a.viewer).await?),
@@ -831,28 +855,35 @@ impl Shared {
         Ok((answer, next))
     }
 
-    /// A submit decided on `seen` and recorded by the fenced completion,
-    /// with `claim` after it in its transaction; `None` when the
-    /// statement left it to the task's family transaction.
+    /// Task `id` as this daemon's live claim of it left it, and whether
+    /// its queue is a server queue; `None` when this daemon keeps no such
+    /// claim. Its facts never change; its lease's expiry and its staged
+    /// parts may be older than the task's now.
+    pub async fn as_claimed(
+        &self,
+        id: TaskId,
+    ) -> Result<Option<(crate::queue::Task, bool)>, JournalError> {
+        let Some(t) = self.inner.claims.get(id) else {
+            return Ok(None);
+        };
+        let configs = self.configs().await.map_err(unavailable)?;
+        let server = configs.get(&t.spec.queue).is_some_and(|q| q.server);
+        Ok(Some((t, server)))
+    }
+
+    /// A new submission recorded by the fenced completion, with `claim`
+    /// after it in its transaction; `None` when the statement left it to
+    /// the task's family transaction.
     async fn fenced(
         &self,
-        seen: &crate::queue::Task,
-        lease_id: &LeaseId,
-        input: &SubmitInput,
-        by: &Name,
+        new: complete::Submission,
         claim: Option<ClaimAsk>,
     ) -> Result<Option<Submitted>, SubmitError> {
-        let configs = self.configs().await.map_err(unavailable)?;
-        let now = Timestamp::now();
-        let limits = self.inner.limits;
-        let (completion, (event, moved), receipt) =
-            match complete::decide(seen, &configs, limits, lease_id, input, by, now)? {
-                Decision::Existing(sha, state) => {
-                    return Ok(Some(((sha, false, state), Vec::new())));
-                }
-                Decision::Related => return Ok(None),
-                Decision::New(new) => (new.completion, new.event, new.receipt),
-            };
+        let complete::Submission {
+            completion,
+            event: (event, moved),
+            receipt,
+        } = new;
         let state = completion.state;
         let since = Instant::now();
         let done = self.inner.completer.call((completion, claim)).await;
