@@ -168,6 +168,47 @@ async fn a_reader_that_starts_now_sees_nothing_from_before() {
 }
 
 #[tokio::test]
+async fn pruning_deletes_the_old_events_and_keeps_the_rest() {
+    let (url, db) = migrated().await;
+    let client = pg::connect(&url).await;
+    // 25,000 events from two hours ago (more than one pruning statement
+    // takes), then 30 from now, each in a transaction of its own.
+    client
+        .batch_execute(
+            "INSERT INTO events (task_id, to_state, at) \
+             SELECT i, 'old', now() - interval '2 hours' FROM generate_series(1, 25000) i",
+        )
+        .await
+        .unwrap();
+    for i in 0..30i64 {
+        client
+            .execute(
+                "INSERT INTO events (task_id, to_state) VALUES ($1, 'new')",
+                &[&i],
+            )
+            .await
+            .unwrap();
+    }
+    let pruned = events::prune(&db, Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(pruned, 25_000);
+    let left: Vec<(String, i64)> = client
+        .query(
+            "SELECT to_state, count(*) FROM events GROUP BY to_state",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(left, [("new".to_string(), 30)]);
+    assert_eq!(
+        events::prune(&db, Duration::from_secs(3600)).await.unwrap(),
+        0
+    );
+}
+
+#[tokio::test]
 async fn an_open_transaction_holds_the_stream_back_until_it_ends() {
     let (url, db) = migrated().await;
     let start = events::now(&db).await.unwrap();

@@ -45,6 +45,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "time conversions the planner inlines",
         sql: include_str!("schema/0005_inlined_times.sql"),
     },
+    Migration {
+        version: 6,
+        name: "fewer writes per claim and completion",
+        sql: include_str!("schema/0006_fewer_writes.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold (inside their transaction

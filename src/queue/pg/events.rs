@@ -164,14 +164,27 @@ pub async fn find(db: &Database, uid: u128) -> Result<Option<Cursor>, Error> {
 /// leaders at once. Answers how many.
 pub async fn prune(db: &Database, keep: std::time::Duration) -> Result<u64, Error> {
     let client = db.client().await?;
+    let statement = client.prepare_cached(PRUNE).await?;
     let keep = keep.as_secs_f64();
-    Ok(client
-        .execute(
-            "DELETE FROM events WHERE at < now() - make_interval(secs => $1)",
-            &[&keep],
-        )
-        .await?)
+    let mut pruned = 0;
+    loop {
+        let n = client.execute(&statement, &[&keep, &PRUNE_BATCH]).await?;
+        pruned += n;
+        if n < PRUNE_BATCH as u64 {
+            return Ok(pruned);
+        }
+    }
 }
+
+/// Rows one pruning statement deletes at most.
+const PRUNE_BATCH: i64 = 10_000;
+
+/// Deletes, of the oldest rows along the primary key, those older than
+/// `$1` seconds (no index on their time: rows are written in transaction
+/// order, so the old ones come first).
+const PRUNE: &str = "\
+DELETE FROM events e USING (SELECT xid, id FROM events ORDER BY xid, id LIMIT $2) old \
+WHERE e.xid = old.xid AND e.id = old.id AND e.at < now() - make_interval(secs => $1)";
 
 fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
     let uid: &str = r.get(2);

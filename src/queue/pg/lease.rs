@@ -164,7 +164,7 @@ pub async fn claim_on(
 /// holder and handle); the handles and the event rows in the same
 /// statement, which answers each task claimed whole ([`tasks::columns`];
 /// the handles it reads are those before the statement, so the new one
-/// is appended).
+/// is appended; a new attempt has staged nothing).
 static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH c AS MATERIALIZED ( \
@@ -192,7 +192,10 @@ static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         claimable = Grants::may_claim("t", "q.server", 5),
         kinds = 5 + super::viewer::PARAMS,
         ttl = LEASE_TTL,
-        columns = tasks::columns(&format!("array_append({}, t.new_handle)", tasks::HANDLES)),
+        columns = tasks::columns(
+            &format!("array_append({}, t.new_handle)", tasks::HANDLES),
+            tasks::NONE_STAGED
+        ),
         receipt = tasks::RECEIPT_JOIN,
     )
 });

@@ -344,7 +344,7 @@ static LOAD_LOCKED: std::sync::LazyLock<String> =
 fn load_sql(lock: &str) -> String {
     format!(
         "SELECT {} FROM tasks t {RECEIPT_JOIN} WHERE t.id = ANY($1) ORDER BY t.seq {lock}",
-        columns(HANDLES)
+        columns(HANDLES, STAGED)
     )
 }
 
@@ -358,11 +358,22 @@ pub const RECEIPT_JOIN: &str = "LEFT JOIN LATERAL ( \
     SELECT attempt, lease_id, request, sha256 FROM receipts r WHERE r.task_id = t.id \
     ORDER BY attempt DESC LIMIT 1) l ON true";
 
+/// The names, then the hashes, of the parts task `t`'s attempt staged:
+/// the expressions [`columns`] usually takes.
+pub const STAGED: &str = "coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM staged s \
+      WHERE s.task_id = t.id AND s.attempt = t.attempt), '{}'), \
+    coalesce((SELECT array_agg(s.sha256 ORDER BY s.name) FROM staged s \
+      WHERE s.task_id = t.id AND s.attempt = t.attempt), '{}')";
+
+/// No staged parts, as [`STAGED`] reads them: a new attempt's.
+pub const NONE_STAGED: &str = "'{}'::text[], '{}'::bytea[]";
+
 /// The columns a [`Task`] is read from ([`read`]), of a row `t` with the
 /// `tasks` table's columns joined with [`RECEIPT_JOIN`]; `handles` is
 /// the expression of its handles, oldest first ([`HANDLES`], or that
-/// with a handle a claim is recording in the same statement).
-pub fn columns(handles: &str) -> String {
+/// with a handle a claim is recording in the same statement), and
+/// `staged` those of its staged parts ([`STAGED`], or [`NONE_STAGED`]).
+pub fn columns(handles: &str, staged: &str) -> String {
     format!(
         "t.id, t.requester, t.source_pack, t.parent, t.depth, t.children, t.state, \
          t.attempt, t.lease_id, t.lease_holder, to_micros(t.lease_expires), \
@@ -370,11 +381,7 @@ pub fn columns(handles: &str) -> String {
          t.park::text, t.reason, to_micros(t.created_at), \
          to_micros(t.updated_at), t.spec::text, {handles}, \
          coalesce((SELECT array_agg(r.sha256 ORDER BY r.attempt) FROM receipts r WHERE r.task_id = t.id), '{{}}'), \
-         coalesce((SELECT array_agg(s.name ORDER BY s.name) FROM staged s \
-                   WHERE s.task_id = t.id AND s.attempt = t.attempt), '{{}}'), \
-         coalesce((SELECT array_agg(s.sha256 ORDER BY s.name) FROM staged s \
-                   WHERE s.task_id = t.id AND s.attempt = t.attempt), '{{}}'), \
-         l.attempt, l.lease_id, l.request, l.sha256"
+         {staged}, l.attempt, l.lease_id, l.request, l.sha256"
     )
 }
 
