@@ -217,7 +217,7 @@ pub async fn insert_many(
         (vec![], vec![], vec![], vec![]);
     let (mut reasons, mut parks, mut attempts, mut parents) = (vec![], vec![], vec![], vec![]);
     let (mut depths, mut keys, mut fingerprints, mut packs) = (vec![], vec![], vec![], vec![]);
-    let (mut specs, mut children, mut dropped, mut created) = (vec![], vec![], vec![], vec![]);
+    let (mut specs, mut created) = (vec![], vec![]);
     let (mut updated, mut blocked, mut open, mut ttls) = (vec![], vec![], vec![], vec![]);
     let mut max_attempts = vec![];
     for (t, counters) in made {
@@ -229,8 +229,9 @@ pub async fn insert_many(
         effects.push(wire(s.effect_class));
         visibilities.push(wire(s.visibility_scope));
         surfaces.push(s.producer_surface.as_ref().map(|n| n.as_str()));
+        // Names hold no commas.
         let allowed: Vec<&str> = s.allowed_surfaces.iter().map(|n| n.as_str()).collect();
-        alloweds.push(json(&allowed));
+        alloweds.push(allowed.join(","));
         requesters.push(t.requester.as_str());
         priorities.push(s.priority);
         states.push(t.state.as_str());
@@ -244,10 +245,6 @@ pub async fn insert_many(
         fingerprints.push(t.fingerprint.as_ref().map(|f| f.as_bytes().as_slice()));
         packs.push(t.source_pack.as_ref().map(|n| n.as_str()));
         specs.push(json(&**s));
-        let kids: Vec<i64> = t.children.iter().map(|c| c.0 as i64).collect();
-        children.push(json(&kids));
-        let gone: Vec<String> = t.dropped.iter().map(|d| d.to_string()).collect();
-        dropped.push(json(&gone));
         created.push(t.created_at.as_microsecond());
         updated.push(t.updated_at.as_microsecond());
         blocked.push(counters.blocked.unwrap_or(0));
@@ -255,7 +252,7 @@ pub async fn insert_many(
         ttls.push(s.lease_ttl_s.map(|v| v as i32));
         max_attempts.push(s.max_attempts.map(|v| v as i32));
     }
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 29] = [
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 27] = [
         &ids,
         &namespaces,
         &queues,
@@ -277,8 +274,6 @@ pub async fn insert_many(
         &fingerprints,
         &packs,
         &specs,
-        &children,
-        &dropped,
         &created,
         &updated,
         &blocked,
@@ -291,28 +286,27 @@ pub async fn insert_many(
     Ok(())
 }
 
-/// [`insert_many`]'s statement: a row per element of its arrays; the
-/// arrays within a row come as JSON text (`unnest` would flatten them).
+/// [`insert_many`]'s statement: a row per element of its arrays; a
+/// row's allowed surfaces come joined by commas (`unnest` would flatten
+/// arrays of arrays).
 const INSERT_MANY: &str = "\
 INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, producer_surface, \
   allowed_surfaces, requester, priority, state, not_before, reason, park, attempt, parent, depth, \
-  idempotency_key, fingerprint, source_pack, spec, children, dropped, created_at, updated_at, \
-  blocked, open_children, lease_ttl_s, max_attempts) \
+  idempotency_key, fingerprint, source_pack, spec, created_at, updated_at, blocked, \
+  open_children, lease_ttl_s, max_attempts) \
 SELECT id, namespace, queue, kind, effect_class, visibility, producer_surface, \
-  ARRAY(SELECT json_array_elements_text(allowed::json)), requester, priority, state, \
+  coalesce(string_to_array(nullif(allowed, ''), ','), '{}'), requester, priority, state, \
   micros(not_before), reason, park::json, attempt, parent, depth, idempotency_key, fingerprint, \
-  source_pack, spec::json, ARRAY(SELECT json_array_elements_text(children::json)::bigint), \
-  ARRAY(SELECT decode(json_array_elements_text(dropped::json), 'hex')), micros(created_at), \
-  micros(updated_at), blocked, open_children, lease_ttl_s, max_attempts \
+  source_pack, spec::json, micros(created_at), micros(updated_at), blocked, open_children, \
+  lease_ttl_s, max_attempts \
 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
   $8::text[], $9::text[], $10::int4[], $11::text[], $12::int8[], $13::text[], $14::text[], \
   $15::int4[], $16::int8[], $17::int4[], $18::text[], $19::bytea[], $20::text[], $21::text[], \
-  $22::text[], $23::text[], $24::int8[], $25::int8[], $26::int4[], $27::int4[], $28::int4[], \
-  $29::int4[]) \
+  $22::int8[], $23::int8[], $24::int4[], $25::int4[], $26::int4[], $27::int4[]) \
   AS x(id, namespace, queue, kind, effect_class, visibility, producer_surface, allowed, \
        requester, priority, state, not_before, reason, park, attempt, parent, depth, \
-       idempotency_key, fingerprint, source_pack, spec, children, dropped, created_at, \
-       updated_at, blocked, open_children, lease_ttl_s, max_attempts)";
+       idempotency_key, fingerprint, source_pack, spec, created_at, updated_at, blocked, \
+       open_children, lease_ttl_s, max_attempts)";
 
 /// Reads the tasks `ids` (those that exist, in the order they were
 /// made); with `lock`,

@@ -186,7 +186,13 @@ pub async fn run<T, E>(
     drop(st);
     // New tasks with nothing beside their row (an enqueue's, a split's
     // children) are written by one statement, with their edges.
-    let plain = |t: &Task| t.lease.is_none() && t.handles.is_empty() && t.staged.is_empty();
+    let plain = |t: &Task| {
+        t.lease.is_none()
+            && t.handles.is_empty()
+            && t.staged.is_empty()
+            && t.dropped.is_empty()
+            && t.children.is_empty()
+    };
     let (new, saved): (Vec<_>, Vec<_>) = changed
         .iter()
         .partition(|(t, _, was)| was.is_none() && plain(t));
