@@ -381,3 +381,99 @@ async fn a_daemon_killed_under_load_on_three_loses_nothing_acknowledged_and_its_
         d.kill();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submit_here() {
+    let url = support::pg::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = DaemonProcess::spawn_shared(&dir.path().join("a"), &url);
+    let b = DaemonProcess::spawn_shared_beside(&dir.path().join("b"), &url, &a);
+    let r = a
+        .admin
+        .post_json("/v1/queues", &json!({"name": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // Nouns are each root's own: the contract lives where the submit is
+    // checked.
+    let contract = json!({"contract": "design.v1", "directive": "Plan.",
+                          "parts": [{"name": "plan.md", "required": true}]});
+    let pin = support::put_noun(&a.admin, "work.contracts", "c", contract).await;
+    let task = json!({
+        "namespace": support::NS, "queue": "q", "kind": "verb.draft", "effect_class": "read",
+        "producer_surface": "s", "brief": {"contract_ref": pin}
+    });
+    let r = a.admin.post_json("/v1/tasks", &task).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // Claimed through a, which keeps the claim for its submit...
+    let c = claim_on(&a.admin).await.expect("a task");
+    let id = claimed_id(&c);
+    // ...and the part staged through b.
+    let handle = b.admin.with_bearer(c["handle"].as_str().unwrap());
+    let r = handle
+        .post_bytes("/v1/worker/artifact?name=plan.md", b"# Plan".to_vec())
+        .await
+        .unwrap();
+    assert!(
+        r.status.is_success(),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r = a
+        .admin
+        .post_json(
+            &format!("/v1/tasks/{id}/submit"),
+            &json!({"lease_id": lease(&c), "ok": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        body(&r)["state"],
+        "succeeded",
+        "the contract saw the part staged through the other daemon: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_under_a_claim_made_elsewhere_is_decided_on_the_task_as_it_is_now() {
+    let url = support::pg::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = DaemonProcess::spawn_shared(&dir.path().join("a"), &url);
+    let b = DaemonProcess::spawn_shared_beside(&dir.path().join("b"), &url, &a);
+    let r = a
+        .admin
+        .post_json("/v1/queues", &json!({"name": "q"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = a.admin.post_json("/v1/tasks", &spec(0)).await.unwrap();
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // Claimed through a (which keeps that claim), released and claimed
+    // again through b: a's claim is stale, the new lease is b's.
+    let first = claim_on(&a.admin).await.expect("a task");
+    let id = claimed_id(&first);
+    let r = b
+        .admin
+        .post_json(
+            &format!("/v1/tasks/{id}/release"),
+            &json!({"lease_id": lease(&first)}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let second = claim_on(&b.admin).await.expect("the task again");
+    assert_eq!(claimed_id(&second), id);
+    let r = submit(&a.admin, &id, &lease(&second), true, json!([])).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(body(&r)["state"], "succeeded");
+    let stale = submit(&a.admin, &id, &lease(&first), true, json!([])).await;
+    assert_eq!(
+        stale.status,
+        409,
+        "{}",
+        String::from_utf8_lossy(&stale.body)
+    );
+    assert_eq!(state_on(&b.admin, &id).await, ("succeeded".into(), 2));
+}

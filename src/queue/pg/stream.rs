@@ -165,3 +165,6 @@ fn transition(row: EventRow) -> Option<(u128, Transition)> {
     };
     Some((row.uid, t))
 }
+
+#[cfg(test)]
+mod tests;
