@@ -6,6 +6,11 @@
 
 pub mod batch;
 mod claims;
+/// The throwaway PostgreSQL the unit tests use.
+#[cfg(test)]
+#[path = "../../../tests/support/pg.rs"]
+#[allow(dead_code, reason = "the integration tests use the rest of it")]
+mod cluster;
 pub mod complete;
 mod configs;
 pub mod events;

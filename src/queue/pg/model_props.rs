@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::{complete, shelves, tasks, transact};
+use super::{cluster, complete, shelves, tasks, transact};
 use crate::database::{Database, schema};
 use crate::queue::decide::{Enqueue, Submit};
 use crate::queue::event::Event;
@@ -25,10 +25,6 @@ use crate::queue::spec::{ChildSpec, QueueConfig, TaskSpec};
 use crate::queue::task::{LeaseId, Park, TaskId, TaskState};
 use crate::store::envelope::Viewer;
 use crate::store::{Name, Sha256};
-
-#[path = "../../../tests/support/pg.rs"]
-#[allow(dead_code, reason = "the integration tests use the rest of it")]
-mod cluster;
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -5,12 +5,9 @@ use std::time::Instant;
 
 use super::*;
 use crate::database::schema;
+use crate::queue::pg::cluster;
 use crate::queue::{Event, Observer, Op};
 use crate::store::log::SyncObserver;
-
-#[path = "../../../../tests/support/pg.rs"]
-#[allow(dead_code, reason = "the integration tests use the rest of it")]
-mod cluster;
 
 /// A stream that takes everything and keeps nothing.
 #[derive(Debug)]
