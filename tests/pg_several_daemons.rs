@@ -382,18 +382,25 @@ async fn a_daemon_killed_under_load_on_three_loses_nothing_acknowledged_and_its_
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submit_here() {
+/// Two daemons on a fresh database, with roots under `dir`, and queue
+/// `q` provisioned through the first.
+async fn two_with_a_queue(dir: &Path) -> (DaemonProcess, DaemonProcess) {
     let url = support::pg::fresh_database().await;
-    let dir = tempfile::tempdir().unwrap();
-    let a = DaemonProcess::spawn_shared(&dir.path().join("a"), &url);
-    let b = DaemonProcess::spawn_shared_beside(&dir.path().join("b"), &url, &a);
+    let a = DaemonProcess::spawn_shared(&dir.join("a"), &url);
+    let b = DaemonProcess::spawn_shared_beside(&dir.join("b"), &url, &a);
     let r = a
         .admin
         .post_json("/v1/queues", &json!({"name": "q"}))
         .await
         .unwrap();
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submit_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_with_a_queue(dir.path()).await;
     // Nouns are each root's own: the contract lives where the submit is
     // checked.
     let contract = json!({"contract": "design.v1", "directive": "Plan.",
@@ -438,16 +445,8 @@ async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submit_under_a_claim_made_elsewhere_is_decided_on_the_task_as_it_is_now() {
-    let url = support::pg::fresh_database().await;
     let dir = tempfile::tempdir().unwrap();
-    let a = DaemonProcess::spawn_shared(&dir.path().join("a"), &url);
-    let b = DaemonProcess::spawn_shared_beside(&dir.path().join("b"), &url, &a);
-    let r = a
-        .admin
-        .post_json("/v1/queues", &json!({"name": "q"}))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let (a, b) = two_with_a_queue(dir.path()).await;
     let r = a.admin.post_json("/v1/tasks", &spec(0)).await.unwrap();
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     // Claimed through a (which keeps that claim), released and claimed
