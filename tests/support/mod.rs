@@ -365,6 +365,18 @@ impl DaemonProcess {
     }
 }
 
+/// A daemon still running when its test ends (or panics) is SIGKILLed
+/// and reaped, so no test leaves one behind.
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.config_path);
+    }
+}
+
 /// A noun put envelope creating version 1 with a JSON body.
 pub fn create(body: Value) -> Value {
     json!({"expected_version": 0, "body": body})
