@@ -7,11 +7,13 @@
 //! submission is made again on a fresh read; the staged parts are read
 //! again by the caller that needs them (a contract's required parts).
 //!
-//! Bounded: at most [`MOST`] claims are kept, and a lapsed one is
-//! dropped when it is looked for or when room is needed.
+//! Bounded: at most [`MOST`] claims are kept; a lapsed one is dropped
+//! when it is looked for, and all of them when room is needed (at most
+//! once a second).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
@@ -20,22 +22,33 @@ use crate::queue::{Task, TaskId};
 /// Claims kept at most (beyond them, a submit reads its task).
 pub const MOST: usize = 65_536;
 
+/// How often a full map is swept for lapsed claims at most.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// The tasks of the claims this daemon answered, by id.
 #[derive(Debug, Default)]
 pub struct Claims {
-    held: Mutex<HashMap<TaskId, Task>>,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    tasks: HashMap<TaskId, Task>,
+    /// When a full map was last swept.
+    swept: Option<Instant>,
 }
 
 impl Claims {
-    /// Keeps `t`, just claimed (with its lease).
+    /// Keeps `t`, just claimed (with its lease), if there is room.
     pub fn keep(&self, t: &Task) {
         let mut held = self.held.lock().expect("never poisoned");
-        if held.len() >= MOST {
+        if held.tasks.len() >= MOST && held.swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
             let now = Timestamp::now();
-            held.retain(|_, t| live(t, now));
+            held.tasks.retain(|_, t| live(t, now));
+            held.swept = Some(Instant::now());
         }
-        if held.len() < MOST {
-            held.insert(t.id, t.clone());
+        if held.tasks.len() < MOST {
+            held.tasks.insert(t.id, t.clone());
         }
     }
 
@@ -43,17 +56,17 @@ impl Claims {
     /// claim's lease is live.
     pub fn get(&self, id: TaskId) -> Option<Task> {
         let mut held = self.held.lock().expect("never poisoned");
-        let t = held.get(&id)?;
+        let t = held.tasks.get(&id)?;
         if live(t, Timestamp::now()) {
             return Some(t.clone());
         }
-        held.remove(&id);
+        held.tasks.remove(&id);
         None
     }
 
     /// Forgets task `id`'s claim: its attempt ended, or its lease did.
     pub fn forget(&self, id: TaskId) {
-        self.held.lock().expect("never poisoned").remove(&id);
+        self.held.lock().expect("never poisoned").tasks.remove(&id);
     }
 }
 
@@ -61,4 +74,62 @@ impl Claims {
 /// heartbeat since may have extended it).
 fn live(t: &Task, now: Timestamp) -> bool {
     t.lease.as_ref().is_some_and(|l| l.live_at(now))
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::SignedDuration;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Task `id`, claimed, its lease lapsing at `expires_at`.
+    fn claimed(id: u64, expires_at: Timestamp) -> Task {
+        let now = Timestamp::now();
+        serde_json::from_value(json!({
+            "id": TaskId(id), "requester": "k", "state": "claimed", "attempt": 1,
+            "spec": {"namespace": "ns", "queue": "q", "kind": "k", "effect_class": "read", "brief": {}},
+            "lease": {"id": format!("l{id}"), "attempt": 1, "holder": "k",
+                      "expires_at": expires_at, "handle": format!("wh-{id}")},
+            "created_at": now, "updated_at": now,
+        }))
+        .expect("a task")
+    }
+
+    #[test]
+    fn a_claim_is_kept_while_its_lease_is_live_and_until_forgotten() {
+        let claims = Claims::default();
+        let later = Timestamp::now() + SignedDuration::from_secs(60);
+        let lapsed = Timestamp::now() - SignedDuration::from_secs(1);
+        claims.keep(&claimed(1, later));
+        claims.keep(&claimed(2, lapsed));
+        assert_eq!(claims.get(TaskId(1)).map(|t| t.id), Some(TaskId(1)));
+        assert!(claims.get(TaskId(2)).is_none(), "a lapsed lease is not kept");
+        assert!(claims.get(TaskId(3)).is_none());
+        claims.forget(TaskId(1));
+        assert!(claims.get(TaskId(1)).is_none());
+    }
+
+    #[test]
+    fn a_full_map_makes_room_from_lapsed_claims_only() {
+        let claims = Claims::default();
+        let later = Timestamp::now() + SignedDuration::from_secs(60);
+        let soon = Timestamp::now() + SignedDuration::from_millis(300);
+        let base = claimed(0, later);
+        for id in 0..MOST as u64 {
+            let mut t = base.clone();
+            t.id = TaskId(id);
+            if let Some(l) = t.lease.as_mut() {
+                l.expires_at = if id % 2 == 0 { soon } else { later };
+            }
+            claims.keep(&t);
+        }
+        claims.keep(&claimed(10_000_000, later));
+        assert!(claims.get(TaskId(10_000_000)).is_none(), "no room: not kept");
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        claims.keep(&claimed(10_000_000, later));
+        assert!(claims.get(TaskId(10_000_000)).is_some(), "the lapsed made room");
+        assert!(claims.get(TaskId(1)).is_some(), "live claims stay");
+        assert_eq!(claims.held.lock().unwrap().tasks.len(), MOST / 2 + 1);
+    }
 }
