@@ -104,7 +104,10 @@ mod tests {
         claims.keep(&claimed(1, later));
         claims.keep(&claimed(2, lapsed));
         assert_eq!(claims.get(TaskId(1)).map(|t| t.id), Some(TaskId(1)));
-        assert!(claims.get(TaskId(2)).is_none(), "a lapsed lease is not kept");
+        assert!(
+            claims.get(TaskId(2)).is_none(),
+            "a lapsed lease is not kept"
+        );
         assert!(claims.get(TaskId(3)).is_none());
         claims.forget(TaskId(1));
         assert!(claims.get(TaskId(1)).is_none());
@@ -125,10 +128,16 @@ mod tests {
             claims.keep(&t);
         }
         claims.keep(&claimed(10_000_000, later));
-        assert!(claims.get(TaskId(10_000_000)).is_none(), "no room: not kept");
+        assert!(
+            claims.get(TaskId(10_000_000)).is_none(),
+            "no room: not kept"
+        );
         std::thread::sleep(std::time::Duration::from_millis(1200));
         claims.keep(&claimed(10_000_000, later));
-        assert!(claims.get(TaskId(10_000_000)).is_some(), "the lapsed made room");
+        assert!(
+            claims.get(TaskId(10_000_000)).is_some(),
+            "the lapsed made room"
+        );
         assert!(claims.get(TaskId(1)).is_some(), "live claims stay");
         assert_eq!(claims.held.lock().unwrap().tasks.len(), MOST / 2 + 1);
     }
