@@ -47,7 +47,7 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        name: "fewer writes per claim and completion",
+        name: "fewer writes and checks per claim, completion and enqueue",
         sql: include_str!("schema/0006_fewer_writes.sql"),
     },
 ];
