@@ -20,8 +20,8 @@ use tessera::auth::token::new_handle;
 use tessera::database::{Database, schema};
 use tessera::queue::TaskState;
 use tessera::queue::pg::batch;
-use tessera::queue::pg::complete::{self, Completed, Completion, Finish};
-use tessera::queue::pg::lease::{self, ClaimAsk, Fence};
+use tessera::queue::pg::complete::{self, Completed, Completion};
+use tessera::queue::pg::lease::{self, ClaimAsk};
 use tessera::queue::pg::viewer::Grants;
 use tessera::queue::task::new_lease_id;
 use tessera::store::envelope::{EffectClass, Viewer};
@@ -115,29 +115,26 @@ async fn run_phase(url: &str, args: &Args, coalesced: bool) {
             let Some(c) = got.pop() else {
                 return false;
             };
-            let request = Sha256::of(c.id.to_string().as_bytes());
-            let receipt = format!("{{\"task\":\"{}\",\"ok\":true}}", c.id);
-            let fence = Fence {
-                id: c.id,
-                lease: &c.lease,
-                attempt: c.attempt,
-                by: &who,
-            };
-            let finish = Finish {
+            let receipt = format!("{{\"task\":\"{}\",\"ok\":true}}", c.id());
+            let done = Completion {
+                id: c.id(),
+                lease: c.lease().id.clone(),
+                attempt: c.attempt(),
+                by: who.clone(),
                 state: TaskState::Succeeded,
-                request: &request,
-                receipt: receipt.as_bytes(),
+                request: Sha256::of(c.id().to_string().as_bytes()),
+                receipt: receipt.into_bytes(),
                 reason: None,
                 not_before: None,
                 at: jiff::Timestamp::now(),
             };
             let done = match &batchers {
                 Some((_, completer)) => completer
-                    .call((Completion::of(fence, finish), None))
+                    .call((done, None))
                     .await
                     .map(|(outcome, _)| outcome)
                     .map_err(|e| e.to_string()),
-                None => complete::complete(&db, fence, finish)
+                None => complete::complete(&db, done)
                     .await
                     .map_err(|e| e.to_string()),
             };

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use support::pg;
 use tessera::database::{Database, schema};
 use tessera::queue::errors::{SubmitError, TaskCallError};
-use tessera::queue::pg::complete::{self, Completed, Finish};
+use tessera::queue::pg::complete::{self, Completed, Completion};
 use tessera::queue::pg::lease::{self, Fence};
 use tessera::queue::pg::viewer::Grants;
 use tessera::queue::{Attempt, LeaseId, TaskId, TaskState};
@@ -84,9 +84,9 @@ async fn claim_one(db: &Database, key: &str) -> lease::ClaimedRow {
 
 fn fence<'a>(c: &'a lease::ClaimedRow, by: &'a Name) -> Fence<'a> {
     Fence {
-        id: c.id,
-        lease: &c.lease,
-        attempt: c.attempt,
+        id: c.id(),
+        lease: &c.lease().id,
+        attempt: c.attempt(),
         by,
     }
 }
@@ -102,26 +102,25 @@ fn stale(state: TaskState, attempt: u32) -> impl Fn(&SubmitError) -> bool {
 async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
     let (db, client) = with_tasks(1).await;
     let (w1, w2) = (name("worker-1"), name("worker-2"));
-    let request = Sha256::of(b"the submission");
-    let done = Finish {
-        state: TaskState::Succeeded,
-        request: &request,
-        receipt: b"{\"receipt\":1}",
-        reason: None,
-        not_before: None,
-        at: jiff::Timestamp::now(),
+    let done = |f: Fence<'_>| {
+        finish(
+            f,
+            TaskState::Succeeded,
+            b"the submission",
+            b"{\"receipt\":1}",
+        )
     };
 
     // 1. worker-1 claims: attempt 1.
     let first = claim_one(&db, "worker-1").await;
-    assert_eq!((first.id, first.attempt), (TaskId(1), Attempt(1)));
+    assert_eq!((first.id(), first.attempt()), (TaskId(1), Attempt(1)));
 
     // 2. Its lease lapses, not yet reaped; its completion is stale.
     client
         .batch_execute("UPDATE tasks SET lease_expires = now() - interval '1 second'")
         .await
         .unwrap();
-    let late = complete::complete(&db, fence(&first, &w1), done)
+    let late = complete::complete(&db, done(fence(&first, &w1)))
         .await
         .unwrap();
     assert!(
@@ -142,10 +141,10 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
 
     // 4. worker-2 claims: attempt 2.
     let second = claim_one(&db, "worker-2").await;
-    assert_eq!((second.id, second.attempt), (TaskId(1), Attempt(2)));
+    assert_eq!((second.id(), second.attempt()), (TaskId(1), Attempt(2)));
 
     // 5. Zombie worker-1 completes with its old lease.
-    let zombie = complete::complete(&db, fence(&first, &w1), done)
+    let zombie = complete::complete(&db, done(fence(&first, &w1)))
         .await
         .unwrap();
     assert!(
@@ -158,14 +157,14 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         attempt: Attempt(1),
         ..fence(&second, &w2)
     };
-    let wrong = complete::complete(&db, wrong, done).await.unwrap();
+    let wrong = complete::complete(&db, done(wrong)).await.unwrap();
     assert!(
         wrong.as_ref().is_err_and(stale(TaskState::Claimed, 2)),
         "{wrong:?}"
     );
 
     // Another key naming worker-2's live lease is not its claimant.
-    let thief = complete::complete(&db, fence(&second, &w1), done)
+    let thief = complete::complete(&db, done(fence(&second, &w1)))
         .await
         .unwrap();
     assert!(
@@ -178,20 +177,23 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         .await
         .unwrap()
         .unwrap();
-    assert!(beat >= second.expires_at, "a heartbeat extends the lease");
+    assert!(
+        beat >= second.lease().expires_at,
+        "a heartbeat extends the lease"
+    );
 
     // 7. worker-2 completes: accepted.
-    let accepted = complete::complete(&db, fence(&second, &w2), done)
+    let accepted = complete::complete(&db, done(fence(&second, &w2)))
         .await
         .unwrap()
         .unwrap();
     let Completed::Accepted(sha) = accepted else {
         panic!("accepted, not {accepted:?}");
     };
-    assert_eq!(sha, Sha256::of(done.receipt));
+    assert_eq!(sha, Sha256::of(b"{\"receipt\":1}"));
 
     // 8. The same submit again: the same receipt.
-    let again = complete::complete(&db, fence(&second, &w2), done)
+    let again = complete::complete(&db, done(fence(&second, &w2)))
         .await
         .unwrap();
     assert_eq!(
@@ -200,24 +202,20 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
     );
 
     // 9. A different submit on that lease: a conflict.
-    let other = Sha256::of(b"another submission");
-    let conflict = complete::complete(
-        &db,
+    let other = finish(
         fence(&second, &w2),
-        Finish {
-            request: &other,
-            ..done
-        },
-    )
-    .await
-    .unwrap();
+        TaskState::Succeeded,
+        b"another submission",
+        b"{\"receipt\":1}",
+    );
+    let conflict = complete::complete(&db, other).await.unwrap();
     assert!(
         matches!(conflict, Err(SubmitError::Conflict)),
         "{conflict:?}"
     );
 
     // The zombie's lease after the end is stale against the final state.
-    let after = complete::complete(&db, fence(&first, &w1), done)
+    let after = complete::complete(&db, done(fence(&first, &w1)))
         .await
         .unwrap();
     assert!(
@@ -252,7 +250,7 @@ async fn the_nine_fence_steps_answer_as_the_embedded_queue_does() {
         id: TaskId(99),
         ..fence(&second, &w2)
     };
-    let missing = complete::complete(&db, missing, done).await.unwrap();
+    let missing = complete::complete(&db, done(missing)).await.unwrap();
     assert!(
         matches!(missing, Err(SubmitError::Task(TaskCallError::NotFound))),
         "{missing:?}"
@@ -277,7 +275,7 @@ async fn a_claim_takes_only_what_the_claimants_grants_allow() {
     let got = lease::claim(&db, &name("q1"), &Grants::of(&plain), &name("w"), &leases)
         .await
         .unwrap();
-    let ids: Vec<u64> = got.iter().map(|c| c.id.0).collect();
+    let ids: Vec<u64> = got.iter().map(|c| c.id().0).collect();
     assert_eq!(
         ids,
         [1, 4],
@@ -315,7 +313,10 @@ async fn concurrent_claimers_never_share_a_task() {
                     if got.is_empty() {
                         return mine;
                     }
-                    mine.extend(got.into_iter().map(|c| (c.id, c.lease, c.handle)));
+                    mine.extend(
+                        got.into_iter()
+                            .map(|c| (c.id(), c.lease().id.clone(), c.lease().handle.clone())),
+                    );
                 }
             })
         })
@@ -368,19 +369,8 @@ async fn two_upstreams_ending_together_release_their_dependent() {
             .map(|c| {
                 let (db, w) = (db.clone(), w.clone());
                 tokio::spawn(async move {
-                    let request = Sha256::of(b"done");
-                    let done = Finish {
-                        state: TaskState::Succeeded,
-                        request: &request,
-                        receipt: b"{}",
-                        reason: None,
-                        not_before: None,
-                        at: jiff::Timestamp::now(),
-                    };
-                    complete::complete(&db, fence(&c, &w), done)
-                        .await
-                        .unwrap()
-                        .unwrap()
+                    let done = finish(fence(&c, &w), TaskState::Succeeded, b"done", b"{}");
+                    complete::complete(&db, done).await.unwrap().unwrap()
                 })
             })
             .collect();
@@ -447,19 +437,14 @@ async fn a_split_child_and_a_failure_with_dependents_are_left_to_the_family_tran
             )
         }
     };
-    let request = Sha256::of(b"r");
-    let failed = Finish {
-        state: TaskState::Failed,
-        request: &request,
-        receipt: b"{\"ok\":false}",
-        reason: Some("it broke"),
-        not_before: None,
-        at: jiff::Timestamp::now(),
+    let failed = |f: Fence<'_>, state: TaskState| Completion {
+        reason: Some("it broke".into()),
+        ..finish(f, state, b"r", b"{\"ok\":false}")
     };
     let child = claim_one(&db, "w").await;
-    assert_eq!(child.id, TaskId(2));
+    assert_eq!(child.id(), TaskId(2));
     for state in [TaskState::Succeeded, TaskState::Failed] {
-        let out = complete::complete(&db, fence(&child, &w), Finish { state, ..failed });
+        let out = complete::complete(&db, failed(fence(&child, &w), state));
         assert_eq!(out.await.unwrap().unwrap(), Completed::Related, "a child");
     }
     assert_eq!(
@@ -470,20 +455,19 @@ async fn a_split_child_and_a_failure_with_dependents_are_left_to_the_family_tran
     assert_eq!(row(1).await.0, "waiting");
 
     let upstream = claim_one(&db, "w").await;
-    assert_eq!(upstream.id, TaskId(3));
-    let out = complete::complete(&db, fence(&upstream, &w), failed);
+    assert_eq!(upstream.id(), TaskId(3));
+    let out = complete::complete(&db, failed(fence(&upstream, &w), TaskState::Failed));
     assert_eq!(
         out.await.unwrap().unwrap(),
         Completed::Related,
         "a failure with a dependent"
     );
     assert_eq!(row(3).await, ("claimed".into(), true, 0, 0));
-    let retried = Finish {
-        state: TaskState::Queued,
+    let retried = Completion {
         not_before: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(60)),
-        ..failed
+        ..failed(fence(&upstream, &w), TaskState::Queued)
     };
-    let out = complete::complete(&db, fence(&upstream, &w), retried);
+    let out = complete::complete(&db, retried);
     assert!(matches!(
         out.await.unwrap().unwrap(),
         Completed::Accepted(_)
@@ -550,18 +534,14 @@ async fn a_success_releases_only_dependents_still_pending() {
     assert_eq!(released, 1, "the release has its event row");
 }
 
-fn completion(
-    c: &lease::ClaimedRow,
-    by: &str,
-    state: TaskState,
-    request: &[u8],
-    receipt: &[u8],
-) -> complete::Completion {
-    complete::Completion {
-        id: c.id,
-        lease: c.lease.clone(),
-        attempt: c.attempt,
-        by: name(by),
+/// The completion of `f`'s attempt in `state`, with `request` (hashed)
+/// and `receipt`, decided now.
+fn finish(f: Fence<'_>, state: TaskState, request: &[u8], receipt: &[u8]) -> Completion {
+    Completion {
+        id: f.id,
+        lease: f.lease.clone(),
+        attempt: f.attempt,
+        by: f.by.clone(),
         state,
         request: Sha256::of(request),
         receipt: receipt.to_vec(),
@@ -569,6 +549,16 @@ fn completion(
         not_before: None,
         at: jiff::Timestamp::now(),
     }
+}
+
+fn completion(
+    c: &lease::ClaimedRow,
+    by: &str,
+    state: TaskState,
+    request: &[u8],
+    receipt: &[u8],
+) -> Completion {
+    finish(fence(c, &name(by)), state, request, receipt)
 }
 
 #[tokio::test]
@@ -604,7 +594,7 @@ async fn one_task_twice_in_a_batch_is_accepted_once_as_the_embedded_queue_would(
     let stored: Vec<u8> = client
         .query_one(
             "SELECT sha256 FROM receipts WHERE task_id = $1",
-            &[&(b.id.0 as i64)],
+            &[&(b.id().0 as i64)],
         )
         .await
         .unwrap()
@@ -683,7 +673,7 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
                 "w",
                 TaskState::Succeeded,
                 b"r",
-                c.id.to_string().as_bytes(),
+                c.id().to_string().as_bytes(),
             );
             let next = (i % 2 == 0).then(|| lease::ClaimAsk {
                 queue: name("q1"),
@@ -705,9 +695,13 @@ async fn concurrent_submits_share_statements_and_each_is_answered() {
             "a claim only where asked"
         );
         for n in next {
-            assert!(n.id.0 > 400, "a task nobody held: {}", n.id);
-            assert_eq!(n.task.lease.as_ref().map(|l| &l.id), Some(&n.lease));
-            assert!(next_ids.insert(n.id), "task {} claimed twice", n.id);
+            assert!(n.id().0 > 400, "a task nobody held: {}", n.id());
+            assert_eq!(
+                (n.task().state, n.lease().attempt),
+                (TaskState::Claimed, n.attempt()),
+                "the task as the claim left it"
+            );
+            assert!(next_ids.insert(n.id()), "task {} claimed twice", n.id());
         }
     }
     assert_eq!(next_ids.len(), 200);
@@ -776,18 +770,18 @@ async fn concurrent_claims_share_statements_and_never_share_a_task() {
         assert!(got.len() <= 5);
         for c in got {
             assert!(
-                leases.contains(&c.lease),
+                leases.contains(&c.lease().id),
                 "each task goes to the ask whose lease it took"
             );
             let row = client
                 .query_one(
                     "SELECT lease_holder FROM tasks WHERE id = $1",
-                    &[&(c.id.0 as i64)],
+                    &[&(c.id().0 as i64)],
                 )
                 .await
                 .unwrap();
             assert_eq!(row.get::<_, &str>(0), holder.as_str(), "held by its asker");
-            assert!(ids.insert(c.id), "{} claimed twice", c.id);
+            assert!(ids.insert(c.id()), "{} claimed twice", c.id());
         }
     }
     assert_eq!(ids.len(), 300, "80 asks of 5 took all 300 tasks");
@@ -832,14 +826,14 @@ async fn a_lease_lasts_the_tasks_own_length_else_its_queues_else_300_s() {
             let row = client
                 .query_one(
                     "SELECT extract(epoch FROM lease_expires - claimed_at)::int FROM tasks WHERE id = $1",
-                    &[&(c.id.0 as i64)],
+                    &[&(c.id().0 as i64)],
                 )
                 .await
                 .unwrap();
-            lengths.push((c.id.0, row.get::<_, i32>(0)));
+            lengths.push((c.id().0, row.get::<_, i32>(0)));
             let beat = lease::heartbeat(&db, fence(&c, &w)).await.unwrap().unwrap();
             let left = beat.duration_since(jiff::Timestamp::now()).as_secs();
-            lengths.push((c.id.0 + 10, left as i32 + 1));
+            lengths.push((c.id().0 + 10, left as i32 + 1));
         }
     }
     lengths.sort();

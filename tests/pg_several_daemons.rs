@@ -382,18 +382,24 @@ async fn a_daemon_killed_under_load_on_three_loses_nothing_acknowledged_and_its_
     }
 }
 
-/// Two daemons on a fresh database, with roots under `dir`, and queue
-/// `q` provisioned through the first.
-async fn two_with_a_queue(dir: &Path) -> (DaemonProcess, DaemonProcess) {
+/// A daemon on a fresh database, with its root under `dir` and queue
+/// `q` provisioned; the database's URL.
+async fn one_with_a_queue(dir: &Path) -> (String, DaemonProcess) {
     let url = support::pg::fresh_database().await;
     let a = DaemonProcess::spawn_shared(&dir.join("a"), &url);
-    let b = DaemonProcess::spawn_shared_beside(&dir.join("b"), &url, &a);
     let r = a
         .admin
         .post_json("/v1/queues", &json!({"name": "q"}))
         .await
         .unwrap();
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_status!(r, 201);
+    (url, a)
+}
+
+/// [`one_with_a_queue`], and a second daemon on the same database.
+async fn two_with_a_queue(dir: &Path) -> (DaemonProcess, DaemonProcess) {
+    let (url, a) = one_with_a_queue(dir).await;
+    let b = DaemonProcess::spawn_shared_beside(&dir.join("b"), &url, &a);
     (a, b)
 }
 
@@ -411,7 +417,7 @@ async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submi
         "producer_surface": "s", "brief": {"contract_ref": pin}
     });
     let r = a.admin.post_json("/v1/tasks", &task).await.unwrap();
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_status!(r, 201);
     // Claimed through a, which keeps the claim for its submit...
     let c = claim_on(&a.admin).await.expect("a task");
     let id = claimed_id(&c);
@@ -421,11 +427,7 @@ async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submi
         .post_bytes("/v1/worker/artifact?name=plan.md", b"# Plan".to_vec())
         .await
         .unwrap();
-    assert!(
-        r.status.is_success(),
-        "{}",
-        String::from_utf8_lossy(&r.body)
-    );
+    assert_status!(r, 200);
     let r = a
         .admin
         .post_json(
@@ -434,7 +436,7 @@ async fn a_part_staged_through_another_daemon_counts_for_the_contract_of_a_submi
         )
         .await
         .unwrap();
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_status!(r, 201);
     assert_eq!(
         body(&r)["state"],
         "succeeded",
@@ -448,7 +450,7 @@ async fn a_submit_under_a_claim_made_elsewhere_is_decided_on_the_task_as_it_is_n
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = two_with_a_queue(dir.path()).await;
     let r = a.admin.post_json("/v1/tasks", &spec(0)).await.unwrap();
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_status!(r, 201);
     // Claimed through a (which keeps that claim), released and claimed
     // again through b: a's claim is stale, the new lease is b's.
     let first = claim_on(&a.admin).await.expect("a task");
@@ -461,18 +463,83 @@ async fn a_submit_under_a_claim_made_elsewhere_is_decided_on_the_task_as_it_is_n
         )
         .await
         .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_status!(r, 200);
     let second = claim_on(&b.admin).await.expect("the task again");
     assert_eq!(claimed_id(&second), id);
     let r = submit(&a.admin, &id, &lease(&second), true, json!([])).await;
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_status!(r, 201);
     assert_eq!(body(&r)["state"], "succeeded");
     let stale = submit(&a.admin, &id, &lease(&first), true, json!([])).await;
-    assert_eq!(
-        stale.status,
-        409,
-        "{}",
-        String::from_utf8_lossy(&stale.body)
-    );
+    assert_status!(stale, 409);
     assert_eq!(state_on(&b.admin, &id).await, ("succeeded".into(), 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_submits_through_a_daemon_share_commits_with_the_claims_they_ask_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, a) = one_with_a_queue(dir.path()).await;
+    let items: Vec<Value> = (0..128).map(spec).collect();
+    let r = a
+        .admin
+        .post_json("/v1/batch/tasks", &json!({"items": items}))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let r = a
+        .admin
+        .post_json("/v1/queues/q/claim", &json!({"max": 64}))
+        .await
+        .unwrap();
+    let claims = body(&r)["claims"].as_array().unwrap().clone();
+    assert_eq!(claims.len(), 64);
+    // Every submit at once; every other one claims the next task with it.
+    let submits = claims.into_iter().enumerate().map(|(i, c)| {
+        let admin = a.admin.clone();
+        tokio::spawn(async move {
+            let mut ask = json!({"lease_id": lease(&c), "ok": true});
+            if i % 2 == 0 {
+                ask["claim_next"] = json!({"queue": "q"});
+            }
+            let r = admin
+                .post_json(&format!("/v1/tasks/{}/submit", claimed_id(&c)), &ask)
+                .await
+                .unwrap();
+            assert_status!(r, 201);
+            body(&r)["next"]["task"]["task_id"]
+                .as_str()
+                .map(String::from)
+        })
+    });
+    let mut next = BTreeSet::new();
+    for s in submits.collect::<Vec<_>>() {
+        next.extend(s.await.unwrap());
+    }
+    assert_eq!(next.len(), 32, "each claim_next took a task of its own");
+    let db = support::pg::connect(&url).await;
+    let commits: i64 = db
+        .query_one(
+            "SELECT count(DISTINCT xid) FROM events WHERE from_state = 'claimed' AND to_state = 'succeeded'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        commits < 64,
+        "64 submits took {commits} commits: none shared one"
+    );
+    let apart: i64 = db
+        .query_one(
+            "SELECT count(*) FROM events c WHERE c.from_state = 'queued' AND c.to_state = 'claimed' \
+             AND NOT EXISTS (SELECT 1 FROM events d WHERE d.xid = c.xid AND d.to_state = 'succeeded') \
+             AND c.xid > (SELECT min(xid) FROM events WHERE to_state = 'succeeded')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        apart, 0,
+        "each next claim committed with the submits it followed"
+    );
 }

@@ -80,23 +80,15 @@ pub async fn release(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError
 pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
-    let rule = |f: &crate::store::envelope::TaskFacts<'_>| {
-        access::may_submit(&p, f).map_err(ApiError::from)
-    };
-    let (checked, as_claimed) = ctx.queue.checked_for_submit(id, rule).await?;
-    let mut task = submit::SubmitTask::of(checked);
-    if as_claimed && task.brief.contract_ref.is_some() {
-        // A contract's required parts are read from the task as it is now.
-        task = submit::SubmitTask::of(check(ctx, id, &p, access::may_submit).await?);
-    }
-    let requester_key = task.task.requester.clone();
+    let checked = check(ctx, id, &p, access::may_submit).await?;
+    let task = submit::SubmitTask::of(&checked);
     let body: SubmitBody = req.json(ctx.limits.max_body_bytes).await?;
     let next = body.claim_next.clone();
     if let Some(n) = &next {
         super::queues::may_claim_from(ctx, &p, &n.queue, n.wait_ms).await?;
     }
     let (lease, input) = body.input()?;
-    let requester = ctx.keyring.usable_principal(&requester_key).await?;
+    let requester = ctx.keyring.usable_principal(&checked.requester).await?;
     let after = next.as_ref().map(|n| ClaimAfter {
         queue: &n.queue,
         kinds: n.kinds.as_deref(),

@@ -506,7 +506,11 @@ impl Queue {
 
     /// Runs `rule` on task `id`'s facts and answers the task it allowed,
     /// without waiting for durability (the facts never change after
-    /// enqueue).
+    /// enqueue). On a shared queue, when this daemon answered the task's
+    /// live claim, it is the task as that claim left it, with no read:
+    /// its lease's expiry and its staged parts may be older than now (a
+    /// submit decided on it allows for the first, [`Queue::submit_then`];
+    /// a task whose contract reads the second at submit is not kept).
     pub async fn checked<E: From<TaskCallError> + From<JournalError>>(
         &self,
         id: TaskId,
@@ -514,28 +518,12 @@ impl Queue {
     ) -> Result<Task, E> {
         match &self.backend {
             Backend::Journal(j) => j.checked(id, rule).await,
-            Backend::Postgres(p) => p.look(&[id], |st| st.task_if(id, rule)).await?,
-        }
-    }
-
-    /// [`Queue::checked`] for a submit: on a shared queue whose claim of
-    /// the task this daemon answered is still live, the task as that
-    /// claim left it, with no read (true then): its lease's expiry and its
-    /// staged parts may be older than now; the submit's own decision
-    /// allows for that ([`Queue::submit_then`]).
-    pub async fn checked_for_submit<E: From<TaskCallError> + From<JournalError>>(
-        &self,
-        id: TaskId,
-        rule: impl FnOnce(&TaskFacts<'_>) -> Result<(), E>,
-    ) -> Result<(Task, bool), E> {
-        match &self.backend {
-            Backend::Journal(j) => Ok((j.checked(id, rule).await?, false)),
             Backend::Postgres(p) => match p.as_claimed(id).await? {
                 Some((t, server)) => {
                     rule(&t.facts(server))?;
-                    Ok((t, true))
+                    Ok(t)
                 }
-                None => Ok((p.look(&[id], |st| st.task_if(id, rule)).await??, false)),
+                None => p.look(&[id], |st| st.task_if(id, rule)).await?,
             },
         }
     }

@@ -141,20 +141,20 @@ pub struct FailedCheck {
 /// its access check (a shared queue decides the submit on it, fenced to
 /// its lease), its brief parsed once.
 #[derive(Clone, Debug)]
-pub struct SubmitTask {
+pub struct SubmitTask<'a> {
     /// The task, as the access check read it. Its namespace qualifies
     /// pins without one; its staged parts are the contract's.
-    pub task: Task,
+    pub task: &'a Task,
     /// Its brief's daemon fields.
     pub brief: Brief,
     /// Its step name (the projected `<step>.md`).
     pub step: Name,
 }
 
-impl SubmitTask {
+impl SubmitTask<'_> {
     /// What a submit reads of `task`: itself, its parsed brief and its
     /// step name.
-    pub fn of(task: Task) -> SubmitTask {
+    pub fn of(task: &Task) -> SubmitTask<'_> {
         let brief = Brief::of(&task.spec.brief);
         let step = brief.step_name(&task.spec.kind);
         SubmitTask { task, brief, step }
@@ -178,7 +178,7 @@ fn as_json(bytes: &[u8]) -> Value {
 /// the noun, so a verdict never tells the claimant what it may not read.
 async fn contract_checks(
     store: &Store,
-    task: &SubmitTask,
+    task: &SubmitTask<'_>,
     requester: Option<Principal>,
     claimant: &Principal,
     outputs: Vec<Value>,
@@ -253,7 +253,7 @@ pub async fn verdict(
     store: &Store,
     p: &Principal,
     requester: Option<Principal>,
-    task: &SubmitTask,
+    task: &SubmitTask<'_>,
     mut input: SubmitInput,
     fallback: Option<Value>,
 ) -> Result<(SubmitInput, Vec<FailedCheck>), Error> {
@@ -308,7 +308,7 @@ pub async fn complete(
     queue: &Queue,
     p: &Principal,
     requester: Option<Principal>,
-    task: &SubmitTask,
+    task: &SubmitTask<'_>,
     lease_id: &LeaseId,
     input: SubmitInput,
     fallback: Option<Value>,
@@ -320,7 +320,7 @@ pub async fn complete(
         failed_checks,
         wait,
     };
-    record(queue, p, &task.task, lease_id, &input, done, after).await
+    record(queue, p, task.task, lease_id, &input, done, after).await
 }
 
 /// What a submit's answer waits for and carries besides the receipt.
@@ -394,7 +394,7 @@ pub async fn submit_body(
         state: task.state,
         attempt: task.attempt,
     })?;
-    let submitting = SubmitTask::of(task.clone());
+    let submitting = SubmitTask::of(task);
     let step = submitting.step.to_string();
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);

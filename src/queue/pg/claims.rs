@@ -1,11 +1,11 @@
 //! The tasks this daemon's claims took, as each claim left them, kept
-//! while the claim's lease is live so that a submit under it needs no
-//! read of its task: the access check reads the task's facts, which
-//! never change, and the submit is decided on the rest, of which one
-//! lease changes nothing but its expiry and its staged parts. The
-//! fenced statement checks the expiry; a decision that is not a new
-//! submission is made again on a fresh read; the staged parts are read
-//! again by the caller that needs them (a contract's required parts).
+//! while the claim's lease is live so that the access check of a call on
+//! the task, and a submit under the claim, need no read of it: a task's
+//! facts never change, and under one lease nothing a submit's decision
+//! reads changes but the lease's expiry, which the fenced statement
+//! checks (a decision that is not a new submission is made again on a
+//! fresh read). The staged parts change too, and only a contract reads
+//! them at submit: a task whose brief pins a contract is not kept.
 //!
 //! Bounded: at most [`MOST`] claims are kept; a lapsed one is dropped
 //! when it is looked for, and all of them when room is needed (at most
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
-use crate::queue::{Task, TaskId};
+use crate::queue::{Brief, Task, TaskId};
 
 /// Claims kept at most (beyond them, a submit reads its task).
 pub const MOST: usize = 65_536;
@@ -39,8 +39,12 @@ struct Held {
 }
 
 impl Claims {
-    /// Keeps `t`, just claimed (with its lease), if there is room.
+    /// Keeps `t`, just claimed (with its lease), if there is room and its
+    /// brief pins no contract.
     pub fn keep(&self, t: &Task) {
+        if Brief::of(&t.spec.brief).contract_ref.is_some() {
+            return;
+        }
         let mut held = self.held.lock().expect("never poisoned");
         if held.tasks.len() >= MOST && held.swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
             let now = Timestamp::now();

@@ -48,24 +48,6 @@ use crate::store::{Name, Sha256};
 /// Times a batch that lost a deadlock to another is run again.
 const DEADLOCK_TRIES: usize = 5;
 
-/// What a completion writes on its task's row, decided by the embedded
-/// queue's rules.
-#[derive(Clone, Copy, Debug)]
-pub struct Finish<'a> {
-    /// The state the task ends in (or `queued` for a retried failure).
-    pub state: TaskState,
-    /// The submission's request hash (resends are recognised by it).
-    pub request: &'a Sha256,
-    /// The receipt's bytes.
-    pub receipt: &'a [u8],
-    /// The task's reason afterwards (a failure's).
-    pub reason: Option<&'a str>,
-    /// When a retried failure is claimable again.
-    pub not_before: Option<Timestamp>,
-    /// When it was decided.
-    pub at: Timestamp,
-}
-
 /// What a completion did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Completed {
@@ -107,22 +89,6 @@ pub struct Completion {
 }
 
 impl Completion {
-    /// The completion of `fence` with `finish`.
-    pub fn of(fence: Fence<'_>, finish: Finish<'_>) -> Completion {
-        Completion {
-            id: fence.id,
-            lease: fence.lease.clone(),
-            attempt: fence.attempt,
-            by: fence.by.clone(),
-            state: finish.state,
-            request: *finish.request,
-            receipt: finish.receipt.to_vec(),
-            reason: finish.reason.map(str::to_string),
-            not_before: finish.not_before,
-            at: finish.at,
-        }
-    }
-
     fn fence(&self) -> Fence<'_> {
         Fence {
             id: self.id,
@@ -211,13 +177,9 @@ pub type Outcome = Result<Completed, SubmitError>;
 
 /// Records a completion and its receipt, fenced; answers what it did or
 /// why it was refused, as the embedded queue words it.
-pub async fn complete(
-    db: &Database,
-    fence: Fence<'_>,
-    finish: Finish<'_>,
-) -> Result<Outcome, Error> {
-    let mut out = complete_many(db, &[Completion::of(fence, finish)]).await?;
-    Ok(out.pop().expect("one answer per completion"))
+pub async fn complete(db: &Database, c: Completion) -> Result<Outcome, Error> {
+    let mut out = complete_then_claim(db, vec![(c, None)]).await?;
+    Ok(out.pop().expect("one answer per completion").0)
 }
 
 /// Records several completions in one statement (one commit, one WAL

@@ -16,41 +16,56 @@ use super::tasks;
 use super::viewer::Grants;
 use crate::database::{Database, Error, sha256, time};
 use crate::queue::errors::TaskCallError;
-use crate::queue::{Attempt, LeaseId, Task, TaskId, TaskState};
+use crate::queue::{Attempt, Lease, LeaseId, Task, TaskId, TaskState};
 use crate::store::{Name, Sha256};
 
-/// A claim's lease, as the statement wrote it, and the task it took.
+/// A task a claim statement took, as the claim left it: claimed, with
+/// its new attempt (the fence) and lease, whose expiry is on the
+/// database's clock (its answer needs no other read).
 #[derive(Clone, Debug)]
 pub struct ClaimedRow {
-    /// The task.
-    pub id: TaskId,
-    /// Its new attempt (the fence).
-    pub attempt: Attempt,
-    /// Its new lease.
-    pub lease: LeaseId,
-    /// The worker handle recorded with it.
-    pub handle: String,
-    /// When the lease lapses, on the database's clock.
-    pub expires_at: Timestamp,
-    /// The task as the claim left it (its answer needs no other read).
-    pub task: Task,
+    task: Task,
 }
 
 impl ClaimedRow {
     /// The claim in a row of [`CLAIM`]: the task's [`tasks::columns`].
     fn of(r: &tokio_postgres::Row) -> Result<ClaimedRow, Error> {
         let task = tasks::read(r)?;
-        let lease = task.lease.as_deref().cloned().ok_or_else(|| {
-            Error::Corrupt(format!("task {} was claimed but has no lease", task.id))
-        })?;
-        Ok(ClaimedRow {
-            id: task.id,
-            attempt: task.attempt,
-            lease: lease.id,
-            handle: lease.handle,
-            expires_at: lease.expires_at,
-            task,
-        })
+        if task.lease.is_none() {
+            return Err(Error::Corrupt(format!(
+                "task {} was claimed but has no lease",
+                task.id
+            )));
+        }
+        Ok(ClaimedRow { task })
+    }
+
+    /// The task.
+    pub fn id(&self) -> TaskId {
+        self.task.id
+    }
+
+    /// Its new attempt.
+    pub fn attempt(&self) -> Attempt {
+        self.task.attempt
+    }
+
+    /// Its new lease, with the worker handle recorded with it.
+    pub fn lease(&self) -> &Lease {
+        self.task
+            .lease
+            .as_deref()
+            .expect("a claimed row has a lease")
+    }
+
+    /// The task as the claim left it.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// The task, owned.
+    pub fn into_task(self) -> Task {
+        self.task
     }
 }
 
@@ -152,7 +167,7 @@ pub async fn claim_on(
         params.push(&first.kinds);
         for r in client.query(&statement, &params).await? {
             let row = ClaimedRow::of(&r)?;
-            let i = owner[row.lease.0.as_str()];
+            let i = owner[row.lease().id.0.as_str()];
             out[i].push(row);
         }
     }

@@ -438,17 +438,15 @@ impl Shared {
             })
             .filter(|id| !have.contains(id))
             .collect();
-        let found = if more.is_empty() {
-            found
-        } else {
-            // Read again with them, so the state holds each in the order
-            // they were made.
-            more.extend(have);
+        let mut found = found;
+        if !more.is_empty() {
             more.sort_unstable();
             more.dedup();
             let client = self.inner.db.client().await?;
-            tasks::load(&client, &more, false).await?
-        };
+            found.extend(tasks::load(&client, &more, false).await?);
+            // The state holds them in the order they were made.
+            found.sort_by_key(|t| t.created_at);
+        }
         Ok(transact::state_of(&configs, found, self.inner.limits, now))
     }
 
@@ -680,9 +678,12 @@ impl Shared {
         row: lease::ClaimedRow,
         viewer: &Viewer,
     ) -> Result<Claimed, JournalError> {
-        let handover = Handover::new(queue_handle.clone(), row.id, &row.lease);
-        let id = row.id;
-        let st = self.around(vec![row.task]).await.map_err(unavailable)?;
+        let handover = Handover::new(queue_handle.clone(), row.id(), &row.lease().id);
+        let id = row.id();
+        let st = self
+            .around(vec![row.into_task()])
+            .await
+            .map_err(unavailable)?;
         let t = st.tasks.get(&id).ok_or_else(|| {
             unavailable(Error::Corrupt(format!(
                 "task {id} was claimed but cannot be read back"
@@ -804,8 +805,8 @@ impl Shared {
 
     /// Submits a result under a live lease; durable when it returns. The
     /// receipt is a row, and an object under this daemon's root too.
-    /// `seen` is the task as the caller read it for its access check (or
-    /// as this daemon's claim left it, [`Shared::as_claimed`]): the
+    /// `seen` is the task as the caller's access check answered it (which
+    /// may be as this daemon's claim left it, [`Shared::as_claimed`]): the
     /// submit is decided on it and recorded by the fenced completion
     /// ([`super::complete`]), coalesced with others; a refusal or a resend
     /// is told again on the task as it is now; one whose change reaches
