@@ -50,6 +50,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fewer writes and checks per claim, completion and enqueue",
         sql: include_str!("schema/0006_fewer_writes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "event ids enciphered from their place, not stored",
+        sql: include_str!("schema/0007_event_ids.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold (inside their transaction

@@ -59,11 +59,9 @@ impl FromStr for Cursor {
 /// One event as the table holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventRow {
-    /// Where it is in the stream.
+    /// Where it is in the stream (readers know it by its enciphered
+    /// [`EventIds::id`](super::event_ids::EventIds::id)).
     pub cursor: Cursor,
-    /// The id readers resume by (`Last-Event-ID`), on any daemon: random,
-    /// so it tells nothing of the events before it.
-    pub uid: u128,
     /// The task it is about, if any.
     pub task_id: Option<i64>,
     /// The state it left.
@@ -127,8 +125,7 @@ pub async fn after(
         .query(
             &client
                 .prepare_cached(&format!(
-                    "SELECT e.xid::text::bigint, e.id, replace(e.uid::text, '-', ''), \
-                           e.task_id, e.from_state, e.to_state, e.attempt, {SIGHT} \
+                    "SELECT e.xid::text::bigint, e.id, e.task_id, e.from_state, e.to_state, e.attempt, {SIGHT} \
                          FROM events e LEFT JOIN tasks t ON t.id = e.task_id \
                          WHERE (e.xid, e.id) > ($1::bigint::text::xid8, $2) \
                            AND e.xid < pg_snapshot_xmin(pg_current_snapshot()) \
@@ -143,20 +140,16 @@ pub async fn after(
     rows.iter().map(event_row).collect()
 }
 
-/// Where the event readers resume by `uid` is in the stream, if it is
-/// still in the table.
-pub async fn find(db: &Database, uid: u128) -> Result<Option<Cursor>, Error> {
+/// Whether the event at `at` is still in the table.
+pub async fn kept(db: &Database, at: Cursor) -> Result<bool, Error> {
     let client = db.client().await?;
     let row = client
-        .query_opt(
-            "SELECT xid::text::bigint, id FROM events WHERE uid = $1::text::uuid",
-            &[&format!("{uid:032x}")],
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE xid = $1::bigint::text::xid8 AND id = $2)",
+            &[&(at.xid as i64), &at.id],
         )
         .await?;
-    Ok(row.map(|r| Cursor {
-        xid: r.get::<_, i64>(0) as u64,
-        id: r.get(1),
-    }))
+    Ok(row.get(0))
 }
 
 /// Deletes the events older than `keep`: readers resume only within
@@ -187,11 +180,8 @@ DELETE FROM events e USING (SELECT xid, id FROM events ORDER BY xid, id LIMIT $2
 WHERE e.xid = old.xid AND e.id = old.id AND e.at < now() - make_interval(secs => $1)";
 
 fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
-    let uid: &str = r.get(2);
-    let uid = u128::from_str_radix(uid, 16)
-        .map_err(|_| Error::Corrupt(format!("an event's uid {uid:?} is not a uuid")))?;
-    let sight = match r.get::<_, Option<&str>>(7) {
-        Some(_) => Some(sight(r, 7)?),
+    let sight = match r.get::<_, Option<&str>>(6) {
+        Some(_) => Some(sight(r, 6)?),
         None => None,
     };
     Ok(EventRow {
@@ -199,11 +189,10 @@ fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
             xid: r.get::<_, i64>(0) as u64,
             id: r.get(1),
         },
-        uid,
-        task_id: r.get(3),
-        from_state: r.get(4),
-        to_state: r.get(5),
-        attempt: r.get(6),
+        task_id: r.get(2),
+        from_state: r.get(3),
+        to_state: r.get(4),
+        attempt: r.get(5),
         sight,
     })
 }

@@ -1,7 +1,8 @@
 //! Every daemon's events, read from the shared table into this daemon's
 //! event hub ([`Stream`]): `GET /v1/events` on any daemon sees every
 //! change in one order, and a reader's `Last-Event-ID` from one daemon
-//! resumes on another (the id is the row's random `uid`).
+//! resumes on another (the id is the row's place, enciphered:
+//! [`EventIds`]).
 //!
 //! The tailer reads after its cursor ([`events::after`]) when this daemon
 //! commits, when another daemon's tick is heard, and every
@@ -11,8 +12,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, OnceCell, watch};
 
+use super::event_ids::EventIds;
 use super::events::{self, Cursor, EventRow};
 use super::wake;
 use crate::database::{Database, Error};
@@ -33,6 +35,7 @@ const REACH_WITHIN: Duration = Duration::from_secs(3);
 #[derive(Clone, Debug)]
 pub struct Tailer {
     db: Database,
+    ids: Ids,
     wake: Arc<Notify>,
     read: watch::Receiver<Option<Cursor>>,
 }
@@ -44,8 +47,15 @@ impl Tailer {
     pub fn start(db: Database, heard: Option<Arc<Notify>>, stream: Arc<dyn Stream>) -> Tailer {
         let wake = Arc::new(Notify::new());
         let (at, read) = watch::channel(None);
-        tokio::spawn(run(db.clone(), Arc::downgrade(&wake), heard, stream, at));
-        Tailer { db, wake, read }
+        let ids = Ids::default();
+        let tail = (db.clone(), ids.clone());
+        tokio::spawn(run(tail, Arc::downgrade(&wake), heard, stream, at));
+        Tailer {
+            db,
+            ids,
+            wake,
+            read,
+        }
     }
 
     /// This daemon committed a change: read it now.
@@ -54,12 +64,13 @@ impl Tailer {
     }
 
     /// Waits until the stream has been read past the event readers know
-    /// as `uid` (one another daemon sent); answers false when no such
+    /// as `id` (one another daemon sent); answers false when no such
     /// event is in the table or the tailer does not reach it in time.
-    pub async fn reach(&self, uid: u128) -> Result<bool, Error> {
-        let Some(at) = events::find(&self.db, uid).await? else {
+    pub async fn reach(&self, id: u128) -> Result<bool, Error> {
+        let at = key(&self.ids, &self.db).await?.place(id);
+        if !events::kept(&self.db, at).await? {
             return Ok(false);
-        };
+        }
         self.wake.notify_one();
         let mut read = self.read.clone();
         let reached = read.wait_for(|c| c.is_some_and(|c| c >= at));
@@ -70,8 +81,16 @@ impl Tailer {
     }
 }
 
+/// The shared key of event ids, read once it is first needed (and again
+/// after a failed read).
+type Ids = Arc<OnceCell<EventIds>>;
+
+async fn key<'a>(ids: &'a Ids, db: &Database) -> Result<&'a EventIds, Error> {
+    ids.get_or_try_init(|| EventIds::load(db)).await
+}
+
 async fn run(
-    db: Database,
+    (db, ids): (Database, Ids),
     wake: Weak<Notify>,
     heard: Option<Arc<Notify>>,
     stream: Arc<dyn Stream>,
@@ -86,7 +105,7 @@ async fn run(
             n.as_mut().enable();
             n
         });
-        match read(&db, &mut start, &*stream).await {
+        match read(&db, &ids, &mut start, &*stream).await {
             Ok(cursor) => {
                 if failing {
                     tracing::info!("reading the shared event stream again");
@@ -120,9 +139,11 @@ async fn run(
 /// the cursor after it. The first read starts at now.
 async fn read(
     db: &Database,
+    ids: &Ids,
     start: &mut Option<events::Start>,
     stream: &dyn Stream,
 ) -> Result<Cursor, Error> {
+    let ids = key(ids, db).await?;
     let begun = match start {
         Some(s) => s,
         None => start.insert(events::now(db).await?),
@@ -134,8 +155,9 @@ async fn read(
         };
         let full = rows.len() as i64 == BATCH;
         for row in rows {
-            if let Some((uid, t)) = transition(row) {
-                stream.streamed(uid, t);
+            let id = ids.id(row.cursor);
+            if let Some(t) = transition(row) {
+                stream.streamed(id, t);
             }
         }
         begun.cursor = last;
@@ -147,7 +169,7 @@ async fn read(
 
 /// A task's event row as the hub takes it; `None` for a row about no
 /// task still in the table.
-fn transition(row: EventRow) -> Option<(u128, Transition)> {
+fn transition(row: EventRow) -> Option<Transition> {
     let id = TaskId(row.task_id? as u64);
     let to: TaskState = match row.to_state?.parse() {
         Ok(s) => s,
@@ -163,7 +185,7 @@ fn transition(row: EventRow) -> Option<(u128, Transition)> {
         attempt: Attempt(row.attempt.unwrap_or(0) as u32),
         sight: row.sight?,
     };
-    Some((row.uid, t))
+    Some(t)
 }
 
 #[cfg(test)]

@@ -26,17 +26,19 @@ impl Stream for Nowhere {
     fn streamed(&self, _: u128, _: Transition) {}
 }
 
-/// An event row written now; its uid.
-async fn write(client: &tokio_postgres::Client) -> u128 {
-    let uid: String = client
+/// An event row written now; the id readers know it by.
+async fn write(client: &tokio_postgres::Client, ids: &EventIds) -> u128 {
+    let row = client
         .query_one(
-            "INSERT INTO events (to_state) VALUES ('queued') RETURNING replace(uid::text, '-', '')",
+            "INSERT INTO events (to_state) VALUES ('queued') RETURNING xid::text::bigint, id",
             &[],
         )
         .await
-        .unwrap()
-        .get(0);
-    u128::from_str_radix(&uid, 16).unwrap()
+        .unwrap();
+    ids.id(Cursor {
+        xid: row.get::<_, i64>(0) as u64,
+        id: row.get(1),
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,6 +50,7 @@ async fn a_resume_waits_for_the_tail_to_reach_an_event_it_has_not_read() {
     let mut read = tail.read.clone();
     read.wait_for(Option::is_some).await.unwrap();
     let writer = cluster::connect(&url).await;
+    let ids = EventIds::load(&db).await.unwrap();
 
     // A transaction that began before the event holds the stream back.
     let holder = cluster::connect(&url).await;
@@ -55,7 +58,7 @@ async fn a_resume_waits_for_the_tail_to_reach_an_event_it_has_not_read() {
         .batch_execute("BEGIN; SELECT pg_current_xact_id()")
         .await
         .unwrap();
-    let uid = write(&writer).await;
+    let uid = write(&writer, &ids).await;
     let waiting = tokio::spawn({
         let tail = tail.clone();
         async move { tail.reach(uid).await.unwrap() }
@@ -74,7 +77,7 @@ async fn a_resume_waits_for_the_tail_to_reach_an_event_it_has_not_read() {
         .batch_execute("BEGIN; SELECT pg_current_xact_id()")
         .await
         .unwrap();
-    let late = write(&writer).await;
+    let late = write(&writer, &ids).await;
     let began = Instant::now();
     assert!(!tail.reach(late).await.unwrap());
     assert!(began.elapsed() >= REACH_WITHIN);
