@@ -1,7 +1,7 @@
 //! Tasks written to the queue database and read back are the tasks the
 //! embedded queue holds, field for field (times to the microsecond):
-//! fresh, claimed with staged parts, parked, split, ended with receipts,
-//! and changed and written again.
+//! fresh, claimed with staged parts, parked, split, ended with receipts
+//! (all made by one statement), and changed and written again.
 
 mod support;
 
@@ -118,7 +118,7 @@ async fn tasks_read_back_as_they_were_written() {
         ("out.json".to_string(), Sha256::of(b"out")),
     ]
     .into();
-    claimed.dropped = vec![Sha256::of(b"an earlier part")];
+    claimed.dropped = vec![Sha256::of(b"an earlier part"), Sha256::of(b"one before")];
 
     let mut parked = task(1_000_000_000_000_003, spec(json!({})));
     parked.state = TaskState::Parked;
@@ -156,11 +156,8 @@ async fn tasks_read_back_as_they_were_written() {
     }));
 
     let all = [&fresh, &claimed, &parked, &parent, &child, &child2, &ended];
-    for t in all {
-        tasks::save(&client, t, Default::default(), false)
-            .await
-            .unwrap();
-    }
+    let made: Vec<_> = all.iter().map(|t| (*t, Default::default())).collect();
+    tasks::insert_many(&client, &made).await.unwrap();
     for (attempt, lease, request, body) in [
         (
             1,
@@ -220,4 +217,13 @@ async fn tasks_read_back_as_they_were_written() {
         .unwrap();
     assert_eq!(back.len(), 1, "a task that does not exist is left out");
     same(&next, &back[0]);
+
+    // What changes is written only over a row that is there.
+    let mut stray = next.clone();
+    stray.id = TaskId(42);
+    assert!(
+        tasks::save(&client, &stray, Default::default(), false)
+            .await
+            .is_err()
+    );
 }

@@ -80,55 +80,38 @@ pub async fn lock(client: &impl GenericClient, ids: &[TaskId]) -> Result<(), Err
     Ok(())
 }
 
-/// Writes `t` (new, or changed since it was loaded) with its handles and
-/// staged parts (`had_staged`: it had some when it was loaded), and the
-/// counters on its row.
+/// Writes what can change of `t` (a task already in the table, changed
+/// since it was loaded) with its handles and staged parts (`had_staged`:
+/// it had some when it was loaded), and the counters on its row. What a
+/// task is made with is written once, by [`insert_many`].
 pub async fn save(
     client: &impl GenericClient,
     t: &Task,
     counters: Counters,
     had_staged: bool,
 ) -> Result<(), Error> {
-    let s = &t.spec;
-    let spec = serde_json::to_string(&**s).expect("a spec serializes");
     let park = t
         .park
         .as_ref()
         .map(|p| serde_json::to_string(&**p).expect("a park serializes"));
     let lease = t.lease.as_deref();
-    let allowed: Vec<&str> = s.allowed_surfaces.iter().map(|n| n.as_str()).collect();
     let children: Vec<i64> = t.children.iter().map(|c| c.0 as i64).collect();
     let dropped: Vec<&[u8]> = t.dropped.iter().map(|d| d.as_bytes().as_slice()).collect();
-    let id = t.id.0 as i64;
-    client
+    let spec = serde_json::to_string(&*t.spec).expect("a spec serializes");
+    let updated = client
         .execute(
-            &client.prepare_cached("INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, \
-               producer_surface, allowed_surfaces, requester, priority, state, not_before, \
-               reason, park, attempt, lease_id, lease_holder, lease_expires, parent, depth, \
-               idempotency_key, fingerprint, source_pack, spec, children, dropped, \
-               created_at, updated_at, blocked, open_children, lease_ttl_s, max_attempts) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, micros($12), $13, $14::text::json, \
-               $15, $16, $17, micros($18), $19, $20, $21, $22, $23, $24::text::json, $25, $26, \
-               micros($27), micros($28), coalesce($29, 0), coalesce($30, 0), $31, $32) \
-             ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, \
-               not_before = EXCLUDED.not_before, reason = EXCLUDED.reason, park = EXCLUDED.park, \
-               attempt = EXCLUDED.attempt, lease_id = EXCLUDED.lease_id, \
-               lease_holder = EXCLUDED.lease_holder, lease_expires = EXCLUDED.lease_expires, \
-               spec = EXCLUDED.spec, children = EXCLUDED.children, dropped = EXCLUDED.dropped, \
-               updated_at = EXCLUDED.updated_at, \
-               blocked = coalesce($29, tasks.blocked), \
-               open_children = coalesce($30, tasks.open_children)").await?,
+            &client
+                .prepare_cached(
+                    "UPDATE tasks SET state = $2, not_before = micros($3), reason = $4, \
+                       park = $5::text::json, attempt = $6, lease_id = $7, lease_holder = $8, \
+                       lease_expires = micros($9), spec = $10::text::json, children = $11, \
+                       dropped = $12, updated_at = micros($13), \
+                       blocked = coalesce($14, blocked), open_children = coalesce($15, open_children) \
+                     WHERE id = $1",
+                )
+                .await?,
             &[
-                &id,
-                &s.namespace.as_str(),
-                &s.queue.as_str(),
-                &s.kind.as_str(),
-                &wire(s.effect_class),
-                &wire(s.visibility_scope),
-                &s.producer_surface.as_ref().map(|n| n.as_str()),
-                &allowed,
-                &t.requester.as_str(),
-                &s.priority,
+                &(t.id.0 as i64),
                 &t.state.as_str(),
                 &t.not_before.map(|n| n.as_microsecond()),
                 &t.reason,
@@ -137,23 +120,28 @@ pub async fn save(
                 &lease.map(|l| l.id.0.as_str()),
                 &lease.map(|l| l.holder.as_str()),
                 &lease.map(|l| l.expires_at.as_microsecond()),
-                &t.parent.map(|p| p.0 as i64),
-                &(t.depth as i32),
-                &s.idempotency_key.as_deref(),
-                &t.fingerprint.as_ref().map(|f| f.as_bytes().as_slice()),
-                &t.source_pack.as_ref().map(|n| n.as_str()),
                 &spec,
                 &children,
                 &dropped,
-                &t.created_at.as_microsecond(),
                 &t.updated_at.as_microsecond(),
                 &counters.blocked,
                 &counters.open_children,
-                &s.lease_ttl_s.map(|v| v as i32),
-                &s.max_attempts.map(|v| v as i32),
             ],
         )
         .await?;
+    if updated != 1 {
+        return Err(Error::Corrupt(format!(
+            "task {} changed but has no row to write it to",
+            t.id
+        )));
+    }
+    beside(client, t, had_staged).await
+}
+
+/// Writes the handles and staged parts of `t` (`had_staged`: it had
+/// staged parts before), the rows beside its own.
+async fn beside(client: &impl GenericClient, t: &Task, had_staged: bool) -> Result<(), Error> {
+    let id = t.id.0 as i64;
     if !t.handles.is_empty() {
         client
             .execute(
@@ -198,8 +186,9 @@ pub async fn save(
     Ok(())
 }
 
-/// Writes the new tasks `made` (none with handles or staged parts yet),
-/// each with its counters, in one statement: a batch enqueue's rows.
+/// Writes the new tasks `made`, each with its counters, in one statement
+/// (a batch enqueue's rows), then whatever handles and staged parts they
+/// already have.
 pub async fn insert_many(
     client: &impl GenericClient,
     made: &[(&Task, Counters)],
@@ -219,7 +208,9 @@ pub async fn insert_many(
     let (mut depths, mut keys, mut fingerprints, mut packs) = (vec![], vec![], vec![], vec![]);
     let (mut specs, mut created) = (vec![], vec![]);
     let (mut updated, mut blocked, mut open, mut ttls) = (vec![], vec![], vec![], vec![]);
-    let mut max_attempts = vec![];
+    let (mut max_attempts, mut lease_ids, mut holders, mut expiries) =
+        (vec![], vec![], vec![], vec![]);
+    let (mut children, mut dropped) = (vec![], vec![]);
     for (t, counters) in made {
         let s = &t.spec;
         ids.push(t.id.0 as i64);
@@ -251,8 +242,14 @@ pub async fn insert_many(
         open.push(counters.open_children.unwrap_or(0));
         ttls.push(s.lease_ttl_s.map(|v| v as i32));
         max_attempts.push(s.max_attempts.map(|v| v as i32));
+        let lease = t.lease.as_deref();
+        lease_ids.push(lease.map(|l| l.id.0.as_str()));
+        holders.push(lease.map(|l| l.holder.as_str()));
+        expiries.push(lease.map(|l| l.expires_at.as_microsecond()));
+        children.push(joined(t.children.iter().map(|c| c.0.to_string())));
+        dropped.push(joined(t.dropped.iter().map(|d| d.hex())));
     }
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 27] = [
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 32] = [
         &ids,
         &namespaces,
         &queues,
@@ -280,33 +277,56 @@ pub async fn insert_many(
         &open,
         &ttls,
         &max_attempts,
+        &lease_ids,
+        &holders,
+        &expiries,
+        &children,
+        &dropped,
     ];
     let statement = client.prepare_cached(INSERT_MANY).await?;
     client.execute(&statement, &params).await?;
+    for (t, _) in made {
+        if !t.handles.is_empty() || !t.staged.is_empty() {
+            beside(client, t, false).await?;
+        }
+    }
     Ok(())
 }
 
+/// A row's array as one text value, its elements joined by commas
+/// (`unnest` would flatten arrays of arrays); none of them holds a comma.
+fn joined(items: impl Iterator<Item = String>) -> String {
+    items.collect::<Vec<_>>().join(",")
+}
+
 /// [`insert_many`]'s statement: a row per element of its arrays; a
-/// row's allowed surfaces come joined by commas (`unnest` would flatten
-/// arrays of arrays).
+/// row's allowed surfaces, children and dropped parts (in hex) come
+/// joined by commas ([`joined`]).
 const INSERT_MANY: &str = "\
 INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, producer_surface, \
   allowed_surfaces, requester, priority, state, not_before, reason, park, attempt, parent, depth, \
   idempotency_key, fingerprint, source_pack, spec, created_at, updated_at, blocked, \
-  open_children, lease_ttl_s, max_attempts) \
+  open_children, lease_ttl_s, max_attempts, lease_id, lease_holder, lease_expires, children, \
+  dropped) \
 SELECT id, namespace, queue, kind, effect_class, visibility, producer_surface, \
   coalesce(string_to_array(nullif(allowed, ''), ','), '{}'), requester, priority, state, \
   micros(not_before), reason, park::json, attempt, parent, depth, idempotency_key, fingerprint, \
   source_pack, spec::json, micros(created_at), micros(updated_at), blocked, open_children, \
-  lease_ttl_s, max_attempts \
+  lease_ttl_s, max_attempts, lease_id, lease_holder, micros(lease_expires), \
+  coalesce(string_to_array(nullif(children, ''), ',')::int8[], '{}'), \
+  CASE WHEN dropped = '' THEN '{}' \
+       ELSE ARRAY(SELECT decode(d, 'hex') FROM unnest(string_to_array(dropped, ',')) \
+                   WITH ORDINALITY AS u(d, n) ORDER BY n) END \
 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
   $8::text[], $9::text[], $10::int4[], $11::text[], $12::int8[], $13::text[], $14::text[], \
   $15::int4[], $16::int8[], $17::int4[], $18::text[], $19::bytea[], $20::text[], $21::text[], \
-  $22::int8[], $23::int8[], $24::int4[], $25::int4[], $26::int4[], $27::int4[]) \
+  $22::int8[], $23::int8[], $24::int4[], $25::int4[], $26::int4[], $27::int4[], $28::text[], \
+  $29::text[], $30::int8[], $31::text[], $32::text[]) \
   AS x(id, namespace, queue, kind, effect_class, visibility, producer_surface, allowed, \
        requester, priority, state, not_before, reason, park, attempt, parent, depth, \
        idempotency_key, fingerprint, source_pack, spec, created_at, updated_at, blocked, \
-       open_children, lease_ttl_s, max_attempts)";
+       open_children, lease_ttl_s, max_attempts, lease_id, lease_holder, lease_expires, \
+       children, dropped)";
 
 /// Reads the tasks `ids` (those that exist, in the order they were
 /// made); with `lock`,

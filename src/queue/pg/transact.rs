@@ -184,18 +184,9 @@ pub async fn run<T, E>(
         })
         .collect();
     drop(st);
-    // New tasks with nothing beside their row (an enqueue's, a split's
-    // children) are written by one statement, with their edges.
-    let plain = |t: &Task| {
-        t.lease.is_none()
-            && t.handles.is_empty()
-            && t.staged.is_empty()
-            && t.dropped.is_empty()
-            && t.children.is_empty()
-    };
-    let (new, saved): (Vec<_>, Vec<_>) = changed
-        .iter()
-        .partition(|(t, _, was)| was.is_none() && plain(t));
+    // New tasks are written by one statement, with their edges; the others
+    // have what changed of them written.
+    let (new, saved): (Vec<_>, Vec<_>) = changed.iter().partition(|(_, _, was)| was.is_none());
     let inserts = async {
         let new: Vec<(&Task, Counters)> = new.iter().map(|(t, c, _)| (t, *c)).collect();
         tasks::insert_many(&tx, &new).await?;
