@@ -221,8 +221,7 @@ pub async fn insert_many(
         visibilities.push(wire(s.visibility_scope));
         surfaces.push(s.producer_surface.as_ref().map(|n| n.as_str()));
         // Names hold no commas.
-        let allowed: Vec<&str> = s.allowed_surfaces.iter().map(|n| n.as_str()).collect();
-        alloweds.push(allowed.join(","));
+        alloweds.push(joined(s.allowed_surfaces.iter().map(|n| n.as_str())));
         requesters.push(t.requester.as_str());
         priorities.push(s.priority);
         states.push(t.state.as_str());
@@ -249,6 +248,18 @@ pub async fn insert_many(
         children.push(joined(t.children.iter().map(|c| c.0.to_string())));
         dropped.push(joined(t.dropped.iter().map(|d| d.hex())));
     }
+    let (surfaces, alloweds, not_befores) =
+        (sparse(surfaces), sparse(alloweds), sparse(not_befores));
+    let (reasons, parks, parents, keys) = (
+        sparse(reasons),
+        sparse(parks),
+        sparse(parents),
+        sparse(keys),
+    );
+    let (fingerprints, packs, ttls) = (sparse(fingerprints), sparse(packs), sparse(ttls));
+    let (max_attempts, lease_ids, holders) =
+        (sparse(max_attempts), sparse(lease_ids), sparse(holders));
+    let (expiries, children, dropped) = (sparse(expiries), sparse(children), sparse(dropped));
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 32] = [
         &ids,
         &namespaces,
@@ -294,14 +305,33 @@ pub async fn insert_many(
 }
 
 /// A row's array as one text value, its elements joined by commas
-/// (`unnest` would flatten arrays of arrays); none of them holds a comma.
-fn joined(items: impl Iterator<Item = String>) -> String {
-    items.collect::<Vec<_>>().join(",")
+/// (`unnest` would flatten arrays of arrays; none of them holds a comma),
+/// or none when it is empty.
+fn joined<S: AsRef<str>>(items: impl Iterator<Item = S>) -> Option<String> {
+    let mut text = String::new();
+    for item in items {
+        if !text.is_empty() {
+            text.push(',');
+        }
+        text.push_str(item.as_ref());
+    }
+    (!text.is_empty()).then_some(text)
 }
 
-/// [`insert_many`]'s statement: a row per element of its arrays; a
-/// row's allowed surfaces, children and dropped parts (in hex) come
-/// joined by commas ([`joined`]).
+/// A column with no value in any row, sent as an empty array: `unnest`
+/// pads a shorter array with nulls, so the database gets the same rows
+/// without decoding a null per row (most of a batch's columns).
+fn sparse<T>(column: Vec<Option<T>>) -> Vec<Option<T>> {
+    if column.iter().all(Option::is_none) {
+        Vec::new()
+    } else {
+        column
+    }
+}
+
+/// [`insert_many`]'s statement: a row per element of its longest arrays
+/// (the others padded with nulls, [`sparse`]); a row's allowed surfaces,
+/// children and dropped parts (in hex) come joined by commas ([`joined`]).
 const INSERT_MANY: &str = "\
 INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, producer_surface, \
   allowed_surfaces, requester, priority, state, not_before, reason, park, attempt, parent, depth, \
@@ -309,12 +339,12 @@ INSERT INTO tasks (id, namespace, queue, kind, effect_class, visibility, produce
   open_children, lease_ttl_s, max_attempts, lease_id, lease_holder, lease_expires, children, \
   dropped) \
 SELECT id, namespace, queue, kind, effect_class, visibility, producer_surface, \
-  coalesce(string_to_array(nullif(allowed, ''), ','), '{}'), requester, priority, state, \
+  coalesce(string_to_array(allowed, ','), '{}'), requester, priority, state, \
   micros(not_before), reason, park::json, attempt, parent, depth, idempotency_key, fingerprint, \
   source_pack, spec::json, micros(created_at), micros(updated_at), blocked, open_children, \
   lease_ttl_s, max_attempts, lease_id, lease_holder, micros(lease_expires), \
-  coalesce(string_to_array(nullif(children, ''), ',')::int8[], '{}'), \
-  CASE WHEN dropped = '' THEN '{}' \
+  coalesce(string_to_array(children, ',')::int8[], '{}'), \
+  CASE WHEN dropped IS NULL THEN '{}' \
        ELSE ARRAY(SELECT decode(d, 'hex') FROM unnest(string_to_array(dropped, ',')) \
                    WITH ORDINALITY AS u(d, n) ORDER BY n) END \
 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
