@@ -118,30 +118,37 @@ mod tests {
     }
 
     #[test]
-    fn a_full_map_makes_room_from_lapsed_claims_only() {
+    fn a_full_map_makes_room_from_lapsed_claims_only_at_most_once_a_second() {
         let claims = Claims::default();
         let later = Timestamp::now() + SignedDuration::from_secs(60);
-        let soon = Timestamp::now() + SignedDuration::from_millis(300);
         let base = claimed(0, later);
         for id in 0..MOST as u64 {
             let mut t = base.clone();
             t.id = TaskId(id);
-            if let Some(l) = t.lease.as_mut() {
-                l.expires_at = if id % 2 == 0 { soon } else { later };
-            }
             claims.keep(&t);
         }
-        claims.keep(&claimed(10_000_000, later));
+        let extra = claimed(10_000_000, later);
+        claims.keep(&extra);
+        assert!(claims.get(extra.id).is_none(), "no room: not kept");
+
+        // Half the leases lapse; the map was swept just now.
+        let lapsed = Timestamp::now() - SignedDuration::from_secs(1);
+        for (id, t) in claims.held.lock().unwrap().tasks.iter_mut() {
+            if id.0 % 2 == 0
+                && let Some(l) = t.lease.as_mut()
+            {
+                l.expires_at = lapsed;
+            }
+        }
+        claims.keep(&extra);
         assert!(
-            claims.get(TaskId(10_000_000)).is_none(),
-            "no room: not kept"
+            claims.get(extra.id).is_none(),
+            "not swept again within a second"
         );
-        std::thread::sleep(std::time::Duration::from_millis(1200));
-        claims.keep(&claimed(10_000_000, later));
-        assert!(
-            claims.get(TaskId(10_000_000)).is_some(),
-            "the lapsed made room"
-        );
+
+        claims.held.lock().unwrap().swept = Instant::now().checked_sub(SWEEP_EVERY);
+        claims.keep(&extra);
+        assert!(claims.get(extra.id).is_some(), "the lapsed made room");
         assert!(claims.get(TaskId(1)).is_some(), "live claims stay");
         assert_eq!(claims.held.lock().unwrap().tasks.len(), MOST / 2 + 1);
     }
