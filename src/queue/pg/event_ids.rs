@@ -47,7 +47,9 @@ impl EventIds {
     fn from_key(key: &[u8]) -> Result<EventIds, Error> {
         Aes128::new_from_slice(key).map(EventIds).map_err(|_| {
             Error::Corrupt(format!(
-                "the secrets row {SECRET} holds {} bytes, not 16",
+                "the secrets row {SECRET} holds {} bytes, not 16 (was it changed by hand?); \
+                 delete the row and a new key is made: the event ids readers kept then \
+                 resume as ones too old do",
                 key.len()
             ))
         })
@@ -92,5 +94,33 @@ mod tests {
         let other = EventIds::from_key(&[8; 16]).unwrap();
         assert_ne!(other.id(at(741, 9_000)), a, "another key, another id");
         assert!(EventIds::from_key(&[1; 5]).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_damaged_key_is_named_and_one_deleted_is_made_again() {
+        let url = crate::queue::pg::cluster::fresh_database().await;
+        let db = Database::connect(&url).await.unwrap();
+        crate::database::schema::migrate(&db).await.unwrap();
+        let client = db.client().await.unwrap();
+        client
+            .execute(
+                "INSERT INTO secrets (name, value) VALUES ($1, $2)",
+                &[&SECRET, &&b"short"[..]],
+            )
+            .await
+            .unwrap();
+        let why = EventIds::load(&db).await.unwrap_err().to_string();
+        assert!(
+            why.contains("5 bytes, not 16") && why.contains("delete the row"),
+            "{why}"
+        );
+        client
+            .execute("DELETE FROM secrets WHERE name = $1", &[&SECRET])
+            .await
+            .unwrap();
+        let made = EventIds::load(&db).await.unwrap();
+        let again = EventIds::load(&db).await.unwrap();
+        let at = Cursor { xid: 5, id: 6 };
+        assert_eq!(made.id(at), again.id(at), "one key, kept");
     }
 }
