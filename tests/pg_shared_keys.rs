@@ -292,13 +292,21 @@ async fn fsck_checks_the_keys_and_the_secret_in_the_shared_database() {
         "{}",
         String::from_utf8_lossy(&clean.stdout)
     );
-    // Rows changed by hand: the key the task names deleted, the secret cut.
+    // Rows changed by hand: the key the task names deleted, the secrets
+    // (the token's and the event ids' key) cut.
     let db = support::pg::connect(&url).await;
     db.execute("DELETE FROM keys WHERE key_id = $1", &[&id])
         .await
         .unwrap();
     db.execute(
-        "UPDATE secrets SET value = substring(value FROM 1 FOR 20)",
+        "UPDATE secrets SET value = substring(value FROM 1 FOR 20) WHERE name = 'worker_token'",
+        &[],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO secrets (name, value) VALUES ('event_ids', '\\x0102030405') \
+         ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
         &[],
     )
     .await
@@ -311,4 +319,8 @@ async fn fsck_checks_the_keys_and_the_secret_in_the_shared_database() {
         "{report}"
     );
     assert!(report.contains("secrets row worker_token"), "{report}");
+    assert!(
+        report.contains("secrets row event_ids holds 5 bytes, not 16"),
+        "{report}"
+    );
 }

@@ -127,10 +127,11 @@ fn shared_tasks(
     seen: &mut Seen,
     problems: &mut Vec<String>,
 ) -> anyhow::Result<()> {
-    let ((), keys) = shared_walk(store, url, |walk, rows| {
+    let ((), keys, event_key) = shared_walk(store, url, |walk, rows| {
         seen.tasks(store, report, walk, rows, problems)
     })?;
     seen.keys = Some(keys);
+    problems.extend(event_key);
     Ok(())
 }
 
@@ -161,12 +162,13 @@ pub(super) fn auth_problems(
 
 /// Runs `f` on every task of the queue in the database at `url` (read
 /// only), with the hash of every receipt it holds; answers with what `f`
-/// answered the keys' rows and the token secret.
+/// answered, the keys' rows and the token secret, and what is wrong with
+/// the event-id key, if anything.
 pub(super) fn shared_walk<T>(
     store: &Store,
     url: &str,
     f: impl FnOnce(Walk<'_>, &hashbrown::HashSet<Sha256>) -> T,
-) -> anyhow::Result<(T, Audit)> {
+) -> anyhow::Result<(T, Audit, Option<String>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -181,9 +183,10 @@ pub(super) fn shared_walk<T>(
         }
         let rows = pg::Shared::receipt_shas(&db).await?;
         let keys = crate::auth::shared::audit(&db).await?;
+        let event_key = pg::event_ids::EventIds::audit(&db).await?;
         let queue =
             crate::queue::Queue::shared(db, store, QueueLimits::default().split_limits()).await;
-        Ok((queue.audit(|walk| f(walk, &rows)).await?, keys))
+        Ok((queue.audit(|walk| f(walk, &rows)).await?, keys, event_key))
     })
 }
 

@@ -42,7 +42,7 @@ pub fn run(
     }
     if let Some(url) = queue_url {
         println!("the queue is in the database at {url}: nothing under journal/ to salvage");
-        let (expected, keys) =
+        let (expected, keys, _) =
             super::fsck::shared_walk(&store, url, |walk, _| crate::daemon::auth_evidence(walk))?;
         let found = Found {
             expected,

@@ -43,11 +43,21 @@ impl EventIds {
         EventIds::from_key(&key)
     }
 
+    /// What is wrong with the key the database holds, for `tessera
+    /// fsck`: none when it is sound or not made yet.
+    pub async fn audit(db: &Database) -> Result<Option<String>, Error> {
+        let client = db.client().await?;
+        let row = client
+            .query_opt("SELECT value FROM secrets WHERE name = $1", &[&SECRET])
+            .await?;
+        Ok(row.and_then(|r| EventIds::from_key(r.get(0)).err().map(|e| e.to_string())))
+    }
+
     /// The ids made with `key` (16 bytes).
     fn from_key(key: &[u8]) -> Result<EventIds, Error> {
         Aes128::new_from_slice(key).map(EventIds).map_err(|_| {
             Error::Corrupt(format!(
-                "the secrets row {SECRET} holds {} bytes, not 16 (was it changed by hand?); \
+                "the secrets row {SECRET} holds {} bytes, not 16; \
                  delete the row and a new key is made: the event ids readers kept then \
                  resume as ones too old do",
                 key.len()

@@ -13,7 +13,7 @@ mod claims;
 mod cluster;
 pub mod complete;
 mod configs;
-mod event_ids;
+pub mod event_ids;
 pub mod events;
 pub mod leader;
 pub mod lease;
