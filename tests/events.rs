@@ -113,13 +113,7 @@ async fn a_reader_that_falls_behind_is_cut_off_with_where_to_resume() {
     let items: Vec<Value> = (0..500)
         .map(|i| spec("verb.compute", json!({"i": i})))
         .collect();
-    let r = team
-        .requester
-        .post_json("/v1/batch/tasks", &json!({"items": items}))
-        .await
-        .unwrap();
-    assert_status!(r, 200);
-    let newest = body(&r)["items"][499]["result"]["task_id"]
+    let newest = enqueue_batch(&team.requester, &items).await["items"][499]["result"]["task_id"]
         .as_str()
         .unwrap()
         .to_string();

@@ -812,12 +812,7 @@ async fn a_lagged_reader_resumes_from_a_place_that_names_no_event() {
         let items: Vec<Value> = (0..200)
             .map(|i| spec("verb.compute", json!({"round": round, "i": i})))
             .collect();
-        let r = t
-            .requester
-            .post_json("/v1/batch/tasks", &json!({"items": items}))
-            .await
-            .unwrap();
-        assert_status!(r, 200);
+        enqueue_batch(&t.requester, &items).await;
         while let Some(ev) = watch.next(1).await {
             assert_eq!(ev.event, "lagged", "nothing hidden is sent: {ev:?}");
             lagged = Some(ev);

@@ -479,12 +479,7 @@ async fn concurrent_submits_through_a_daemon_share_commits_with_the_claims_they_
     let dir = tempfile::tempdir().unwrap();
     let (url, a) = one_with_a_queue(dir.path()).await;
     let items: Vec<Value> = (0..128).map(spec).collect();
-    let r = a
-        .admin
-        .post_json("/v1/batch/tasks", &json!({"items": items}))
-        .await
-        .unwrap();
-    assert_status!(r, 200);
+    support::enqueue_batch(&a.admin, &items).await;
     let r = a
         .admin
         .post_json("/v1/queues/q/claim", &json!({"max": 64}))

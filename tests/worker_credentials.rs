@@ -197,12 +197,7 @@ async fn handles_are_26_base32_characters_and_a_thousand_claims_never_repeat_one
         let items: Vec<Value> = (0..1000)
             .map(|_| spec("verb.solve_draft", json!({})))
             .collect();
-        let r = t
-            .requester
-            .post_json("/v1/batch/tasks", &json!({"items": items}))
-            .await
-            .unwrap();
-        assert_status!(r, 200);
+        enqueue_batch(&t.requester, &items).await;
         let mut claimers = tokio::task::JoinSet::new();
         for _ in 0..8 {
             let w = t.worker.clone();

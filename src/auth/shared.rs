@@ -17,7 +17,7 @@
 use deadpool_postgres::GenericClient;
 
 use super::keyring::KeyRecord;
-use crate::database::{Database, Error};
+use crate::database::{self, Database, Error};
 use crate::store::{self, Store};
 
 /// The advisory lock key that orders changes to `keys` (inside a
@@ -176,27 +176,7 @@ fn parse(text: &str) -> Result<KeyRecord, Error> {
 /// The worker-token secret's line (`token::parse_secret` reads it): the
 /// one the database holds, or `fresh` written now when it holds none.
 pub async fn token_secret(db: &Database, fresh: &[u8]) -> Result<Vec<u8>, Error> {
-    let client = db.client().await?;
-    client
-        .execute(
-            "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-            &[&TOKEN_SECRET, &fresh],
-        )
-        .await?;
-    secret(&client)
-        .await?
-        .ok_or_else(|| Error::Corrupt("the worker-token secret vanished as it was made".into()))
-}
-
-/// The worker-token secret's line, when the database holds one.
-async fn secret(client: &impl GenericClient) -> Result<Option<Vec<u8>>, Error> {
-    Ok(client
-        .query_opt(
-            "SELECT value FROM secrets WHERE name = $1",
-            &[&TOKEN_SECRET],
-        )
-        .await?
-        .map(|r| r.get(0)))
+    database::secret_or(db, TOKEN_SECRET, fresh).await
 }
 
 /// Everything `tessera fsck` checks of the keys in the database.
@@ -222,7 +202,7 @@ pub async fn audit(db: &Database) -> Result<Audit, Error> {
         .collect();
     Ok(Audit {
         rows,
-        secret: secret(&client).await?,
+        secret: database::secret(&client, TOKEN_SECRET).await?,
     })
 }
 

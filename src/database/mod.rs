@@ -2,7 +2,8 @@
 //! connecting, the settings Tessera's promises need, and the schema's
 //! migrations ([`schema`]). What lives in it is written by the layers
 //! that own it: the queue's tasks (`queue::pg`), the keys and the token
-//! secret (`auth::shared`).
+//! secret (`auth::shared`); the `secrets` rows (the token secret, the
+//! event-id key) are read and made by [`secret`] and [`secret_or`].
 //!
 //! The database must commit synchronously (`synchronous_commit` on):
 //! Tessera acknowledges a change only once it is durable, and an
@@ -211,6 +212,33 @@ impl Database {
         }
         Ok(())
     }
+}
+
+/// The `secrets` row `name`: the one the database holds, or `fresh`
+/// written now when it holds none (daemons making one at once all keep
+/// the first that lands).
+pub async fn secret_or(db: &Database, name: &str, fresh: &[u8]) -> Result<Vec<u8>, Error> {
+    let client = db.client().await?;
+    client
+        .execute(
+            "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&name, &fresh],
+        )
+        .await?;
+    secret(&client, name)
+        .await?
+        .ok_or_else(|| Error::Corrupt(format!("the secrets row {name} vanished as it was made")))
+}
+
+/// The `secrets` row `name`, when the database holds one.
+pub async fn secret(
+    client: &impl deadpool_postgres::GenericClient,
+    name: &str,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(client
+        .query_opt("SELECT value FROM secrets WHERE name = $1", &[&name])
+        .await?
+        .map(|r| r.get(0)))
 }
 
 /// A time the database sent as microseconds since the epoch

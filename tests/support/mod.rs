@@ -522,6 +522,16 @@ pub async fn enqueue(c: &Client, spec: &Value) -> String {
     body(&r)["task_id"].as_str().unwrap().to_string()
 }
 
+/// Enqueues `items` in one batch and returns the batch's answer.
+pub async fn enqueue_batch(c: &Client, items: &[Value]) -> Value {
+    let r = c
+        .post_json("/v1/batch/tasks", &json!({ "items": items }))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    body(&r)
+}
+
 /// Claims the next task on `queue` (no waiting); `None` on 204.
 pub async fn claim(c: &Client, queue: &str) -> Option<Value> {
     let r = c

@@ -8,7 +8,7 @@ use aes::Aes128;
 use aes::cipher::{Array, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 
 use super::events::Cursor;
-use crate::database::{Database, Error};
+use crate::database::{self, Database, Error};
 
 /// The secret row holding the key.
 const SECRET: &str = "event_ids";
@@ -29,28 +29,14 @@ impl EventIds {
     pub async fn load(db: &Database) -> Result<EventIds, Error> {
         let mut fresh = [0u8; 16];
         getrandom::fill(&mut fresh).expect("the OS random number generator is available");
-        let client = db.client().await?;
-        client
-            .execute(
-                "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-                &[&SECRET, &&fresh[..]],
-            )
-            .await?;
-        let key: Vec<u8> = client
-            .query_one("SELECT value FROM secrets WHERE name = $1", &[&SECRET])
-            .await?
-            .get(0);
-        EventIds::from_key(&key)
+        EventIds::from_key(&database::secret_or(db, SECRET, &fresh).await?)
     }
 
     /// What is wrong with the key the database holds, for `tessera
     /// fsck`: none when it is sound or not made yet.
     pub async fn audit(db: &Database) -> Result<Option<String>, Error> {
-        let client = db.client().await?;
-        let row = client
-            .query_opt("SELECT value FROM secrets WHERE name = $1", &[&SECRET])
-            .await?;
-        Ok(row.and_then(|r| EventIds::from_key(r.get(0)).err().map(|e| e.to_string())))
+        let key = database::secret(&db.client().await?, SECRET).await?;
+        Ok(key.and_then(|k| EventIds::from_key(&k).err().map(|e| e.to_string())))
     }
 
     /// The ids made with `key` (16 bytes).
