@@ -25,6 +25,36 @@ pub struct Config {
     pub limits: Limits,
     /// Queue bounds.
     pub queue: QueueLimits,
+    /// Where noun objects go when several daemons share their nouns.
+    pub objects: Objects,
+}
+
+/// `[objects]`: noun objects in an S3-compatible bucket (and noun refs in
+/// the queue's database), for daemons that share their nouns.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Objects {
+    /// The bucket, `s3://BUCKET`; `serve --objects-url` and
+    /// `TESSERA_OBJECTS_URL` set it too. Needs `[queue] url`.
+    pub url: Option<String>,
+    /// S3 settings by name (`endpoint`, `region`, `access_key_id`,
+    /// `secret_access_key`, `allow_http`, …), over the `AWS_*`
+    /// environment variables.
+    #[serde(flatten)]
+    pub settings: std::collections::BTreeMap<String, toml::Value>,
+}
+
+impl Objects {
+    /// The S3 settings as text (`allow_http = true` as `"true"`).
+    pub fn settings(&self) -> std::collections::BTreeMap<String, String> {
+        self.settings
+            .iter()
+            .map(|(k, v)| match v {
+                toml::Value::String(s) => (k.clone(), s.clone()),
+                other => (k.clone(), other.to_string()),
+            })
+            .collect()
+    }
 }
 
 /// Bounds on splits, and the journal's segment size.
@@ -123,6 +153,7 @@ impl Default for Config {
             listen: DEFAULT_LISTEN.parse().expect("valid default address"),
             limits: Limits::default(),
             queue: QueueLimits::default(),
+            objects: Objects::default(),
         }
     }
 }

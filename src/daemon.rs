@@ -12,10 +12,12 @@ use crate::auth::token::Minter;
 use crate::auth::{Keyring, check};
 use crate::config::Config;
 use crate::database::Database;
+use crate::database::nouns::NounTable;
 use crate::http::budget::BodyBudget;
 use crate::http::conns::{self, Connections};
 use crate::http::{self, Ctx};
 use crate::queue::{self, Queue, pg};
+use crate::store::bucket::Bucket;
 use crate::store::{self, Access, Store};
 use crate::worker::order::TaskLocks;
 
@@ -34,6 +36,9 @@ pub enum Error {
     /// The shared database.
     #[error(transparent)]
     Database(#[from] crate::database::Error),
+    /// `--objects-url` or `[objects]` cannot be used.
+    #[error("{0}")]
+    Objects(String),
     /// The keys or the token secret in the shared database.
     #[error(transparent)]
     Keys(#[from] crate::auth::Error),
@@ -75,6 +80,11 @@ pub fn auth_evidence(tasks: queue::Walk<'_>) -> check::Expected {
 async fn open_queue(config: &Config) -> Result<(Store, Queue, Option<Database>), Error> {
     let (root, segment_bytes) = (config.root.clone(), config.queue.segment_bytes());
     let limits = config.queue.clone();
+    if config.objects.url.is_some() && config.queue.url.is_none() {
+        return Err(Error::Objects(
+            "--objects-url needs --queue-url: the nouns' refs live in the queue's database; pass both (or [queue] url and [objects] url)".into(),
+        ));
+    }
     let blocking = move || -> Result<(Store, Option<Queue>), Error> {
         let store = Store::open_with(&root, Access::Exclusive, segment_bytes)?;
         if limits.url.is_some() {
@@ -123,8 +133,30 @@ async fn open_queue(config: &Config) -> Result<(Store, Queue, Option<Database>),
             "wrote the receipt objects this root lacked from the queue database"
         );
     }
+    share_nouns(config, &store, &db).await?;
     let queue = Queue::shared(db.clone(), &store, config.queue.split_limits()).await;
     Ok((store, queue, Some(db)))
+}
+
+/// With `[objects] url`, keeps noun objects in its bucket and noun refs in
+/// `db`; with or without it, reads a receipt another daemon wrote from
+/// its row.
+async fn share_nouns(config: &Config, store: &Store, db: &Database) -> Result<(), Error> {
+    let handle = tokio::runtime::Handle::current();
+    store.read_rows(Arc::new(pg::receipt_rows::ReceiptRows::new(
+        db.clone(),
+        handle.clone(),
+    )));
+    let Some(url) = &config.objects.url else {
+        return Ok(());
+    };
+    let bucket = Bucket::open(url, &config.objects.settings(), handle.clone())
+        .map_err(|e| Error::Objects(e.to_string()))?;
+    bucket.check().await?;
+    store.objects().use_bucket(bucket);
+    store.use_ref_table(Arc::new(NounTable::new(db.clone(), handle)));
+    tracing::info!(bucket = %url, database = %db.at(), "nouns shared: objects in the bucket, refs in the database");
+    Ok(())
 }
 
 /// A daemon whose root is open and locked, ready to serve.

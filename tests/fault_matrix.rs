@@ -41,7 +41,7 @@ struct Acked {
 
 /// A daemon started on a root: running, or refused with what it logged.
 enum Start {
-    Running { child: Child, admin: Client },
+    Running { child: Child, admin: Box<Client> },
     Refused(String),
 }
 
@@ -66,7 +66,10 @@ fn start(root: &Path) -> Start {
         Some(base) => {
             let key = std::fs::read_to_string(root.join("auth/admin.key")).unwrap();
             let admin = Client::new(base).with_bearer(key.trim());
-            Start::Running { child, admin }
+            Start::Running {
+                child,
+                admin: Box::new(admin),
+            }
         }
         None => {
             let _ = child.wait();
@@ -82,7 +85,7 @@ fn kill(mut child: Child) {
 
 fn running(root: &Path) -> (Child, Client) {
     match start(root) {
-        Start::Running { child, admin } => (child, admin),
+        Start::Running { child, admin } => (child, *admin),
         Start::Refused(log) => panic!("the daemon did not start: {log}"),
     }
 }

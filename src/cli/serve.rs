@@ -39,6 +39,13 @@ pub struct ServeArgs {
     /// same one serve one queue [config: [queue] url].
     #[arg(long, env = "TESSERA_QUEUE_URL")]
     pub queue_url: Option<String>,
+    /// Keep noun objects in this S3-compatible bucket (s3://BUCKET; the
+    /// endpoint, region and keys from the AWS_* variables or the config
+    /// file's [objects]) and noun refs in the queue's database, so that
+    /// daemons given the same two share their nouns; needs --queue-url
+    /// [config: [objects] url].
+    #[arg(long, env = "TESSERA_OBJECTS_URL")]
+    pub objects_url: Option<String>,
 }
 
 /// Runs the daemon in the foreground.
@@ -55,6 +62,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(url) = args.queue_url {
         config.queue.url = Some(url);
+    }
+    if let Some(url) = args.objects_url {
+        config.objects.url = Some(url);
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let served = runtime.block_on(async move {

@@ -9,6 +9,7 @@
 //! Tessera acknowledges a change only once it is durable, and an
 //! asynchronous commit is visible to other sessions before it is flushed.
 
+pub mod nouns;
 pub mod schema;
 
 use std::str::FromStr;

@@ -55,6 +55,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event ids enciphered from their place, not stored",
         sql: include_str!("schema/0007_event_ids.sql"),
     },
+    Migration {
+        version: 8,
+        name: "nouns' version lists, for daemons that share their nouns",
+        sql: include_str!("schema/0008_nouns.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold (inside their transaction

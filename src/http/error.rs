@@ -155,6 +155,9 @@ error_codes! {
     JournalFailed = "journal_failed", SERVICE_UNAVAILABLE;
     /// The queue's database cannot be reached (`--queue-url`): retry.
     QueueUnavailable = "queue_unavailable", SERVICE_UNAVAILABLE;
+    /// The shared store (`--objects-url` bucket, the nouns' database)
+    /// does not answer: retry.
+    StoreUnavailable = "store_unavailable", SERVICE_UNAVAILABLE;
     /// The disk is full: nothing was written; retry after freeing space.
     InsufficientStorage = "insufficient_storage", INSUFFICIENT_STORAGE;
 }
@@ -312,6 +315,11 @@ impl From<store::Error> for ApiError {
             )
             .because(msg),
             E::OutOfSpace { .. } => ApiError::new(C::InsufficientStorage, msg),
+            E::Unavailable { .. } => ApiError::new(
+                C::StoreUnavailable,
+                "the shared store (the objects' bucket, the nouns' database) does not answer; retry",
+            )
+            .because(msg),
             E::StorageFailed(incident) => ApiError::failed(C::StorageFailed, msg, &incident),
             E::Io { error, .. } => ApiError::new(
                 C::StorageIo,

@@ -10,6 +10,7 @@
 use cap_std::fs::Dir;
 
 use super::noun::NounRef;
+use super::refs::RefTable;
 use super::{Error, Name, NounPath, Store, io_err};
 
 /// Which part of the tree a listing walks.
@@ -43,6 +44,9 @@ impl Store {
         namespace_ok: &dyn Fn(&Name) -> bool,
         mut keep: impl FnMut(NounRef) -> Option<T>,
     ) -> Result<Page<T>, Error> {
+        if let Some(table) = self.ref_table() {
+            return table_page(table, within, after, limit, namespace_ok, keep);
+        }
         let mut items = Vec::new();
         let nouns = self.nouns_dir();
         for ns in names(nouns, "nouns", "", within.namespace.as_ref())? {
@@ -81,6 +85,46 @@ impl Store {
             }
         }
         Ok(Page { items, next: None })
+    }
+}
+
+/// [`Store::list_nouns`] over a ref table: its rows read a batch at a time
+/// until `limit` are kept or none are left.
+fn table_page<T>(
+    table: &dyn RefTable,
+    within: &Within,
+    after: Option<&NounPath>,
+    limit: usize,
+    namespace_ok: &dyn Fn(&Name) -> bool,
+    mut keep: impl FnMut(NounRef) -> Option<T>,
+) -> Result<Page<T>, Error> {
+    let (mut items, mut after) = (Vec::new(), after.cloned());
+    let batch = limit.clamp(1, 500);
+    loop {
+        let rows = table.list(within, after.as_ref(), batch)?;
+        let last_batch = rows.len() < batch;
+        for noun in rows {
+            let path = NounPath {
+                namespace: noun.namespace.clone(),
+                store: noun.store.clone(),
+                key: noun.key.clone(),
+            };
+            if namespace_ok(&noun.namespace)
+                && let Some(item) = keep(noun)
+            {
+                items.push(item);
+                if items.len() == limit {
+                    return Ok(Page {
+                        items,
+                        next: Some(path),
+                    });
+                }
+            }
+            after = Some(path);
+        }
+        if last_batch {
+            return Ok(Page { items, next: None });
+        }
     }
 }
 

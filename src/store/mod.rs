@@ -24,6 +24,7 @@
 //! planted symlink cannot reach outside the root.
 
 pub mod atomic;
+pub mod bucket;
 pub mod canonical;
 pub mod envelope;
 pub mod fsck;
@@ -37,6 +38,7 @@ pub mod noun_log;
 pub mod object;
 pub mod pack;
 mod pin;
+pub mod refs;
 pub mod root;
 mod sha256;
 
@@ -149,6 +151,16 @@ pub enum Error {
         "writes are refused since a durable write failed: {0}; its data may be lost, so check the disk and restart the daemon"
     )]
     StorageFailed(Incident),
+    /// The shared store (objects in the bucket of `--objects-url`, refs
+    /// in the database of `--queue-url`) did not answer: nothing is
+    /// known to be written, and a retry may succeed.
+    #[error("{what}: {cause}; retry, and check that the bucket and the database are reachable")]
+    Unavailable {
+        /// What was being done, and where.
+        what: String,
+        /// Why it failed.
+        cause: String,
+    },
     /// Blocking work failed without an answer (it panicked: a bug).
     #[error("a blocking task failed: {0}")]
     TaskFailed(String),
@@ -195,8 +207,22 @@ struct Inner {
     locks: noun::KeyLocks,
     /// Started after replay at an exclusive open; absent read-only.
     noun_log: std::sync::OnceLock<noun_log::NounLog>,
+    /// Where noun refs live instead of the root's ref files (set once,
+    /// before serving, with `--objects-url`).
+    refs: std::sync::OnceLock<Arc<dyn refs::RefTable>>,
+    /// Where objects whose durable copy is a database row are read when
+    /// neither the root nor the bucket has them.
+    rows: std::sync::OnceLock<Arc<dyn ObjectRows>>,
     /// Told of every noun version written or re-flagged (the event stream).
     watcher: std::sync::OnceLock<Arc<dyn NounWatcher>>,
+}
+
+/// Objects whose durable copy is a row of the shared database (a
+/// receipt): read there when neither the root nor the bucket has them,
+/// so any daemon serves what another one wrote.
+pub trait ObjectRows: Send + Sync + std::fmt::Debug {
+    /// The bytes of the object `sha`, if a row holds it.
+    fn fetch(&self, sha: &Sha256) -> Result<Option<Vec<u8>>, Error>;
 }
 
 /// Told of every noun change once it is on disk, whoever made it (a put,
@@ -243,6 +269,8 @@ impl Store {
                 packs,
                 locks: noun::KeyLocks::new(),
                 noun_log: std::sync::OnceLock::new(),
+                refs: std::sync::OnceLock::new(),
+                rows: std::sync::OnceLock::new(),
                 watcher: std::sync::OnceLock::new(),
                 root,
             }),
@@ -349,6 +377,22 @@ impl Store {
         let _ = self.inner.watcher.set(watcher);
     }
 
+    /// Keeps noun refs in `table` from now on instead of the root's ref
+    /// files (set once, before serving).
+    pub fn use_ref_table(&self, table: Arc<dyn refs::RefTable>) {
+        let _ = self.inner.refs.set(table);
+    }
+
+    /// The ref table, when refs are not the root's files.
+    pub fn ref_table(&self) -> Option<&dyn refs::RefTable> {
+        self.inner.refs.get().map(|t| &**t)
+    }
+
+    /// Reads objects the root and the bucket lack from `rows` (set once).
+    pub fn read_rows(&self, rows: Arc<dyn ObjectRows>) {
+        let _ = self.inner.rows.set(rows);
+    }
+
     fn noun_written(&self, path: &NounPath, entry: &VersionEntry) {
         if let Some(w) = self.inner.watcher.get() {
             w.written(path, entry);
@@ -413,7 +457,21 @@ impl Store {
         if let Some(bytes) = self.inner.packs.get(sha)? {
             return Ok(bytes);
         }
-        self.inner.objects.get(sha)
+        match (self.inner.objects.get(sha), self.inner.rows.get()) {
+            (Err(Error::ObjectMissing { .. }), Some(rows)) => {
+                let bytes = rows
+                    .fetch(sha)?
+                    .ok_or(Error::ObjectMissing { sha256: *sha })?;
+                if Sha256::of(&bytes) != *sha {
+                    return Err(Error::CorruptObject {
+                        path: format!("the database row of {}", object::object_path(sha)),
+                    });
+                }
+                self.put_object_later(*sha, bytes.clone());
+                Ok(bytes)
+            }
+            (got, _) => got,
+        }
     }
 
     fn nouns_dir(&self) -> &Dir {

@@ -32,6 +32,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::health::Writer;
+use super::refs::RefChange;
 use super::{Error, Name, NounPath, Sha256, Store, Visibility, io_err, noun_log};
 
 /// One version of a noun, as listed in its ref file.
@@ -101,6 +102,16 @@ impl NounRef {
             .binary_search_by_key(&version, |e| e.version)
             .ok()?;
         self.versions.get(i)
+    }
+
+    /// A ref with no versions yet, for the first put of `path`.
+    fn empty(path: &NounPath) -> NounRef {
+        NounRef {
+            namespace: path.namespace.clone(),
+            store: path.store.clone(),
+            key: path.key.clone(),
+            versions: Vec::new(),
+        }
     }
 
     /// The noun as one reader sees it: only the versions `sees` accepts,
@@ -212,8 +223,12 @@ impl KeyLocks {
 }
 
 impl Store {
-    /// Reads a noun's ref file; `None` when the noun does not exist.
+    /// Reads a noun's ref (its file, or its rows in the ref table);
+    /// `None` when the noun does not exist.
     pub fn read_ref(&self, path: &NounPath) -> Result<Option<NounRef>, Error> {
+        if let Some(table) = self.ref_table() {
+            return table.read(path);
+        }
         let Some(bytes) = self.ref_bytes_on_disk(path)? else {
             return Ok(None);
         };
@@ -280,74 +295,44 @@ impl Store {
         sees: impl Fn(&VersionEntry) -> bool,
         decide: impl FnOnce(Option<&VersionEntry>) -> Result<VersionMeta, E>,
     ) -> Result<PutOutcome, E> {
-        let _guard = self.key_locks().writer(path);
-        let current = self.read_ref(path)?;
-        let latest = current
-            .as_ref()
-            .and_then(|n| n.versions.iter().rev().find(|e| sees(e)));
-        let hidden_after = current
-            .as_ref()
-            .is_some_and(|n| latest.is_none_or(|e| e.version != n.latest().version));
-        let meta = decide(latest)?;
-        let sha = Sha256::of(body);
-        if let Some(latest) = latest
-            && req.skip_unchanged
-            && latest.sha256 == sha
-            && same_meta(latest, req, &meta)
-        {
-            return Ok(PutOutcome::Unchanged {
-                entry: latest.clone(),
-            });
-        }
-        let current_version = latest.map_or(0, |e| e.version);
-        let expected = req.expected_version.unwrap_or(current_version);
-        if expected != current_version {
-            if req.dry_run {
-                return Ok(PutOutcome::Conflict {
-                    expected,
-                    current: current_version,
-                });
+        let Some(table) = self.ref_table() else {
+            let _guard = self.key_locks().writer(path);
+            let current = self.read_ref(path)?;
+            let (outcome, entry) = plan_put(current.as_ref(), body, req, sees, decide)?;
+            if let Some(entry) = entry {
+                let mut next = current.unwrap_or_else(|| NounRef::empty(path));
+                next.versions.push(entry.clone());
+                self.change_ref(path, &next, Some(body))?;
+                self.noun_written(path, &entry);
             }
-            return Err(Error::VersionConflict {
-                expected,
-                current: current_version,
-            }
-            .into());
-        }
-        let entry = VersionEntry {
-            version: current_version + 1,
-            sha256: sha,
-            size: body.len() as u64,
-            media_type: req.media_type.clone(),
-            noun_type: req.noun_type.clone(),
-            created_at: Timestamp::now(),
-            created_by: meta.created_by,
-            producer_surface: meta.producer_surface,
-            visibility: meta.visibility,
-            allowed_surfaces: meta.allowed_surfaces,
-            owner: meta.owner,
-            quarantined: latest.is_some_and(|e| e.quarantined),
-            source_pack: req.source_pack.clone(),
+            return Ok(outcome);
         };
-        if hidden_after && !req.dry_run {
-            return Err(Error::NounNotFound.into());
-        }
+        // The object first: a ref never names an object that is not there
+        // (one whose ref is refused is the garbage collector's).
         if !req.dry_run {
-            let mut next = current.unwrap_or_else(|| NounRef {
-                namespace: path.namespace.clone(),
-                store: path.store.clone(),
-                key: path.key.clone(),
-                versions: Vec::new(),
-            });
-            next.versions.push(entry.clone());
-            self.change_ref(path, &next, Some(body))?;
-            self.noun_written(path, &entry);
+            self.put_object(body, super::Durability::Synced)?;
         }
-        Ok(if current_version == 0 {
-            PutOutcome::Create { entry }
-        } else {
-            PutOutcome::NewVersion { entry }
-        })
+        let (mut decide, mut answer) = (Some(decide), None);
+        table.change(path, &mut |current| {
+            let decide = decide.take().expect("a ref change is decided once");
+            match plan_put(current, body, req, &sees, decide) {
+                Ok((outcome, entry)) => {
+                    answer = Some(Ok(outcome));
+                    Ok(entry.map(|e| RefChange::Append(Box::new(e))))
+                }
+                Err(refused) => {
+                    answer = Some(Err(refused));
+                    Ok(None)
+                }
+            }
+        })?;
+        let outcome = answer.expect("the change was decided")?;
+        if let PutOutcome::Create { entry } | PutOutcome::NewVersion { entry } = &outcome
+            && !req.dry_run
+        {
+            self.noun_written(path, entry);
+        }
+        Ok(outcome)
     }
 
     /// Sets or clears the quarantine flag on every version of a noun.
@@ -358,15 +343,32 @@ impl Store {
         quarantined: bool,
         decide: impl FnOnce(Option<&VersionEntry>) -> Result<(), E>,
     ) -> Result<NounRef, E> {
-        let _guard = self.key_locks().writer(path);
-        let current = self.read_ref(path)?;
-        decide(current.as_ref().map(NounRef::latest))?;
-        let mut next = current.ok_or(Error::NounNotFound)?;
-        if next.latest().quarantined != quarantined {
-            for entry in &mut next.versions {
-                entry.quarantined = quarantined;
+        let Some(table) = self.ref_table() else {
+            let _guard = self.key_locks().writer(path);
+            let current = self.read_ref(path)?;
+            let (next, changes) = plan_quarantine(current.as_ref(), quarantined, decide)?;
+            if changes {
+                self.change_ref(path, &next, None)?;
+                self.noun_written(path, next.latest());
             }
-            self.change_ref(path, &next, None)?;
+            return Ok(next);
+        };
+        let (mut decide, mut answer) = (Some(decide), None);
+        table.change(path, &mut |current| {
+            let decide = decide.take().expect("a ref change is decided once");
+            match plan_quarantine(current, quarantined, decide) {
+                Ok((next, changes)) => {
+                    answer = Some(Ok((next, changes)));
+                    Ok(changes.then_some(RefChange::Quarantine(quarantined)))
+                }
+                Err(refused) => {
+                    answer = Some(Err(refused));
+                    Ok(None)
+                }
+            }
+        })?;
+        let (next, changes) = answer.expect("the change was decided")?;
+        if changes {
             self.noun_written(path, next.latest());
         }
         Ok(next)
@@ -488,6 +490,85 @@ pub fn is_shadow(file: &str) -> bool {
     file.strip_prefix('.')
         .and_then(|f| f.strip_suffix(".swap"))
         .is_some_and(|key| Name::parse("key", key).is_ok())
+}
+
+/// What a put decides on a noun's ref as it is now (`current`), as a
+/// writer that sees only the versions `sees` accepts: its outcome, and
+/// the entry to append when something is to be written (see
+/// [`Store::put_noun`]).
+fn plan_put<E: From<Error>>(
+    current: Option<&NounRef>,
+    body: &[u8],
+    req: &PutRequest,
+    sees: impl Fn(&VersionEntry) -> bool,
+    decide: impl FnOnce(Option<&VersionEntry>) -> Result<VersionMeta, E>,
+) -> Result<(PutOutcome, Option<VersionEntry>), E> {
+    let latest = current.and_then(|n| n.versions.iter().rev().find(|e| sees(e)));
+    let hidden_after =
+        current.is_some_and(|n| latest.is_none_or(|e| e.version != n.latest().version));
+    let meta = decide(latest)?;
+    let sha = Sha256::of(body);
+    if let Some(latest) = latest
+        && req.skip_unchanged
+        && latest.sha256 == sha
+        && same_meta(latest, req, &meta)
+    {
+        let entry = latest.clone();
+        return Ok((PutOutcome::Unchanged { entry }, None));
+    }
+    let current_version = latest.map_or(0, |e| e.version);
+    let expected = req.expected_version.unwrap_or(current_version);
+    if expected != current_version {
+        if req.dry_run {
+            let current = current_version;
+            return Ok((PutOutcome::Conflict { expected, current }, None));
+        }
+        return Err(Error::VersionConflict {
+            expected,
+            current: current_version,
+        }
+        .into());
+    }
+    let entry = VersionEntry {
+        version: current_version + 1,
+        sha256: sha,
+        size: body.len() as u64,
+        media_type: req.media_type.clone(),
+        noun_type: req.noun_type.clone(),
+        created_at: Timestamp::now(),
+        created_by: meta.created_by,
+        producer_surface: meta.producer_surface,
+        visibility: meta.visibility,
+        allowed_surfaces: meta.allowed_surfaces,
+        owner: meta.owner,
+        quarantined: latest.is_some_and(|e| e.quarantined),
+        source_pack: req.source_pack.clone(),
+    };
+    if hidden_after && !req.dry_run {
+        return Err(Error::NounNotFound.into());
+    }
+    let written = (!req.dry_run).then(|| entry.clone());
+    Ok(if current_version == 0 {
+        (PutOutcome::Create { entry }, written)
+    } else {
+        (PutOutcome::NewVersion { entry }, written)
+    })
+}
+
+/// What a quarantine decides on a noun's ref as it is now: the ref with
+/// every version flagged `quarantined`, and whether that changes it.
+fn plan_quarantine<E: From<Error>>(
+    current: Option<&NounRef>,
+    quarantined: bool,
+    decide: impl FnOnce(Option<&VersionEntry>) -> Result<(), E>,
+) -> Result<(NounRef, bool), E> {
+    decide(current.map(NounRef::latest))?;
+    let mut next = current.cloned().ok_or(Error::NounNotFound)?;
+    let changes = next.latest().quarantined != quarantined;
+    for entry in &mut next.versions {
+        entry.quarantined = quarantined;
+    }
+    Ok((next, changes))
 }
 
 /// Whether a put of the latest version's bytes would record the same

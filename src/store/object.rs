@@ -8,13 +8,18 @@ use std::sync::OnceLock;
 use cap_std::fs::Dir;
 
 use super::atomic::{AtomicWriter, Durability, sync_dir};
+use super::bucket::Bucket;
 use super::{Error, Sha256, io_err};
 
-/// The object area, with its 256 fan-out directories opened lazily and kept.
+/// The object area, with its 256 fan-out directories opened lazily and
+/// kept; or, once [`Objects::use_bucket`] names one, the bucket that holds
+/// the objects of several daemons (objects already under the root stay
+/// readable).
 #[derive(Debug)]
 pub struct Objects {
     dir: Dir,
     fanout: Box<[OnceLock<Dir>]>,
+    bucket: OnceLock<Bucket>,
 }
 
 /// The path of an object relative to the root, for messages and fsck.
@@ -29,7 +34,19 @@ impl Objects {
         Objects {
             dir,
             fanout: (0..256).map(|_| OnceLock::new()).collect(),
+            bucket: OnceLock::new(),
         }
+    }
+
+    /// Puts objects in `bucket` from now on, and reads there what the
+    /// root lacks (set once, before serving).
+    pub fn use_bucket(&self, bucket: Bucket) {
+        let _ = self.bucket.set(bucket);
+    }
+
+    /// The bucket objects go to, when there is one.
+    pub fn bucket(&self) -> Option<&Bucket> {
+        self.bucket.get()
     }
 
     /// The fan-out directory of `sha`, created through `writer` when given.
@@ -65,6 +82,10 @@ impl Objects {
         durability: Durability,
     ) -> Result<Sha256, Error> {
         let sha = Sha256::of(bytes);
+        if let Some(bucket) = self.bucket() {
+            bucket.put(&sha, bytes)?;
+            return Ok(sha);
+        }
         let dir = self.fanout_dir(&sha, Some(writer))?.expect("created above");
         let name = &sha.hex()[2..];
         if self.present(dir, &sha, writer, bytes, durability)? {
@@ -127,16 +148,30 @@ impl Objects {
         }
     }
 
-    /// Whether a file stands at `sha`'s place (its bytes unchecked).
+    /// Whether a file stands at `sha`'s place (its bytes unchecked), or
+    /// the bucket holds an object of that name (`false` when it does not
+    /// answer).
     pub fn has(&self, sha: &Sha256) -> bool {
         self.fanout_dir(sha, None)
             .ok()
             .flatten()
             .is_some_and(|dir| dir.exists(&sha.hex()[2..]))
+            || self.bucket().is_some_and(|b| b.has(sha).unwrap_or(false))
     }
 
-    /// Reads an object and verifies its hash.
+    /// Reads an object and verifies its hash: from the root, else from
+    /// the bucket.
     pub fn get(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
+        match (self.get_here(sha), self.bucket()) {
+            (Err(Error::ObjectMissing { .. }), Some(bucket)) => bucket
+                .get(sha)?
+                .ok_or(Error::ObjectMissing { sha256: *sha }),
+            (got, _) => got,
+        }
+    }
+
+    /// Reads an object under the root and verifies its hash.
+    fn get_here(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
         let missing = || Error::ObjectMissing { sha256: *sha };
         let dir = self.fanout_dir(sha, None)?.ok_or_else(missing)?;
         let mut file = match dir.open(&sha.hex()[2..]) {

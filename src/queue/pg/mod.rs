@@ -19,6 +19,7 @@ pub mod leader;
 pub mod lease;
 #[cfg(test)]
 mod model_props;
+pub mod receipt_rows;
 mod shared;
 pub mod shelves;
 mod stream;
