@@ -1240,12 +1240,10 @@ async fn promotion_needs_every_stage_receipt_and_distinct_actors_then_adds_a_pub
         "the same bytes, a new version"
     );
     assert_eq!(record["stages"].as_array().unwrap().len(), 2);
-    let file =
-        t.d.root()
-            .join("objects/sha256")
-            .join(&record_sha[..2])
-            .join(&record_sha[2..]);
-    assert!(file.exists(), "the promotion record is an object");
+    assert!(
+        support::object_stored(t.d.root(), &record_sha),
+        "the promotion record is an object"
+    );
     let after = body(
         &t.d.admin
             .get(&format!("/v1/nouns/{NS}/work.artifacts/result/versions"))

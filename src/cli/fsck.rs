@@ -27,8 +27,16 @@ const LISTED: usize = 20;
 
 /// Checks the root, and the queue in the database at `queue_url` when
 /// given (else the root's journal); exit 1 when any problem is found.
-pub fn run(root: &Path, queue_url: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    root: &Path,
+    queue_url: Option<&str>,
+    objects_url: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let store = Store::open(root, Access::ReadOnly)?;
+    let _shared = match objects_url {
+        Some(objects) => Some(share_nouns(&store, queue_url, objects)?),
+        None => None,
+    };
     let survey = survey(&store, queue_url)?;
     let mut problems = survey.problems;
     let mut notes = Vec::new();
@@ -70,6 +78,38 @@ pub fn run(root: &Path, queue_url: Option<&str>) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Reads the nouns of `store` where daemons that share them keep them:
+/// refs in the database at `queue_url`, objects in the bucket at
+/// `objects_url` (its endpoint and keys from the `AWS_*` variables). The
+/// runtime their requests run on is returned, to be kept while they run.
+fn share_nouns(
+    store: &Store,
+    queue_url: Option<&str>,
+    objects_url: &str,
+) -> anyhow::Result<tokio::runtime::Runtime> {
+    let Some(url) = queue_url else {
+        anyhow::bail!(
+            "--objects-url needs --queue-url: the nouns' refs are in the queue's database"
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let handle = runtime.handle().clone();
+    let bucket =
+        crate::store::bucket::Bucket::open(objects_url, &Default::default(), handle.clone())?;
+    let db = runtime.block_on(async {
+        bucket.check().await?;
+        anyhow::Ok(crate::database::Database::connect(url).await?)
+    })?;
+    store.objects().use_bucket(bucket);
+    store.use_ref_table(std::sync::Arc::new(crate::database::nouns::NounTable::new(
+        db, handle,
+    )));
+    Ok(runtime)
 }
 
 /// What a whole check found.
@@ -169,7 +209,10 @@ pub(super) fn shared_walk<T>(
     url: &str,
     f: impl FnOnce(Walk<'_>, &hashbrown::HashSet<Sha256>) -> T,
 ) -> anyhow::Result<(T, Audit, Option<String>)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Several threads: a store reading shared nouns waits on its own
+    // runtime from inside this one's.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()?;
     runtime.block_on(async {

@@ -56,6 +56,12 @@ pub enum Command {
         /// checked instead of the root's journal.
         #[arg(long, env = "TESSERA_QUEUE_URL")]
         queue_url: Option<String>,
+        /// The bucket of the nouns' objects, when the daemons share their
+        /// nouns (`serve --objects-url s3://BUCKET`; endpoint and keys from
+        /// the AWS_* variables): every noun version in the queue's
+        /// database is checked against its object there.
+        #[arg(long, env = "TESSERA_OBJECTS_URL")]
+        objects_url: Option<String>,
     },
     /// Show every blocker that stops the daemon from starting; with
     /// `--salvage` keep every journal record before the damage, with
@@ -118,7 +124,11 @@ pub fn run(cli: Cli) -> ExitCode {
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Fsck { root, queue_url } => fsck::run(&root, queue_url.as_deref()),
+        Command::Fsck {
+            root,
+            queue_url,
+            objects_url,
+        } => fsck::run(&root, queue_url.as_deref(), objects_url.as_deref()),
         Command::Recover {
             root,
             salvage,

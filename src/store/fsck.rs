@@ -81,6 +81,7 @@ pub fn check(store: &Store) -> Result<Report, Error> {
     report.objects += store.packs().len() as u64;
     report.problems.extend(store.packs().check());
     check_refs(store, &mut report)?;
+    check_table(store, &mut report)?;
     let (records, damage) = noun_log(store, &mut report)?;
     report.noun_log_records = records;
     report.problems.extend(damage);
@@ -195,6 +196,36 @@ fn check_refs(store: &Store, report: &mut Report) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Checks the refs of the ref table, when the nouns are shared (their
+/// refs in the database, their objects in the bucket), as the ref files
+/// are checked: every version's object present, hashing to its name, of
+/// its recorded size.
+fn check_table(store: &Store, report: &mut Report) -> Result<(), Error> {
+    let Some(table) = store.ref_table() else {
+        return Ok(());
+    };
+    let mut after = None;
+    loop {
+        let page = table.list(&super::listing::Within::default(), after.as_ref(), 500)?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = Some(super::NounPath {
+            namespace: last.namespace.clone(),
+            store: last.store.clone(),
+            key: last.key.clone(),
+        });
+        for noun in &page {
+            report.refs += 1;
+            let path = format!(
+                "noun {}/{}/{} (database)",
+                noun.namespace, noun.store, noun.key
+            );
+            check_ref(store, &path, noun, report);
+        }
+    }
 }
 
 /// A ref file's hidden shadow is not a noun: it holds the previous ref,

@@ -6,6 +6,7 @@
 pub mod netns;
 pub mod pg;
 pub mod relay;
+pub mod s3;
 pub mod sse;
 
 use std::io::{BufRead, BufReader};
@@ -44,11 +45,31 @@ macro_rules! assert_status {
 }
 
 /// Whether the suite runs against the embedded backend (the root's
-/// journal), not PostgreSQL (`TESSERA_TEST_BACKEND=postgres`): what only
-/// the journal has (its files, `recover`, a full disk refusing task
-/// changes) is checked there.
+/// journal), not PostgreSQL (`TESSERA_TEST_BACKEND=postgres`, or
+/// `shared`: the queue and the noun refs in PostgreSQL, the objects in
+/// S3): what only the journal has (its files, `recover`, a full disk
+/// refusing task changes) is checked there.
 pub fn embedded() -> bool {
-    std::env::var("TESSERA_TEST_BACKEND").as_deref() != Ok("postgres")
+    !matches!(
+        std::env::var("TESSERA_TEST_BACKEND").as_deref(),
+        Ok("postgres" | "shared")
+    )
+}
+
+/// Whether the suite's nouns are shared (`TESSERA_TEST_BACKEND=shared`):
+/// their objects in S3 and their refs in PostgreSQL, not files under
+/// the root; what only the root's noun files have (ref files, the noun
+/// log, objects on disk) is checked elsewhere.
+pub fn nouns_on_root() -> bool {
+    std::env::var("TESSERA_TEST_BACKEND").as_deref() != Ok("shared")
+}
+
+/// Whether the object `sha` (hex) is stored for the daemon on `root`:
+/// as a file under it, or in its bucket when the nouns are shared.
+pub fn object_stored(root: &Path, sha: &str) -> bool {
+    let key = format!("objects/sha256/{}/{}", &sha[..2], &sha[2..]);
+    root.join(&key).exists()
+        || s3::backend_bucket(root).is_some_and(|b| s3::get_raw(&b, &key).is_some())
 }
 
 /// A daemon running in this process.
@@ -141,6 +162,10 @@ async fn launch(
         ..Config::default()
     };
     config.queue.url = pg::backend_url(root);
+    if let Some(bucket) = s3::backend_bucket(root) {
+        config.objects.url = Some(format!("s3://{bucket}"));
+        config.objects.settings = s3::settings();
+    }
     adjust(&mut config);
     let listener =
         TcpListener::from_std(socket.try_clone().expect("clone the socket")).expect("listener");
@@ -203,6 +228,19 @@ impl DaemonProcess {
         Self::launch(root, "", Some(queue_url))
     }
 
+    /// Spawns with its queue and noun refs in the database at
+    /// `queue_url` and its noun objects in the test S3 server's `bucket`
+    /// (`serve --objects-url`), with `first`'s admin key, or writing its
+    /// own when it is the first.
+    pub fn spawn_sharing(
+        root: &Path,
+        queue_url: &str,
+        bucket: &str,
+        first: Option<&DaemonProcess>,
+    ) -> DaemonProcess {
+        Self::spawn_sharing_with(root, "", queue_url, bucket, first)
+    }
+
     /// Spawns another daemon on the database at `queue_url`, whose admin
     /// client uses `first`'s admin key: the keys are the database's, so
     /// this one writes none.
@@ -212,6 +250,20 @@ impl DaemonProcess {
         first: &DaemonProcess,
     ) -> DaemonProcess {
         Self::launch_as(root, "", Some(queue_url), Some(first.admin_key()))
+    }
+
+    /// [`DaemonProcess::spawn_sharing`] with `config` (TOML) as its
+    /// `--config` file.
+    pub fn spawn_sharing_with(
+        root: &Path,
+        config: &str,
+        queue_url: &str,
+        bucket: &str,
+        first: Option<&DaemonProcess>,
+    ) -> DaemonProcess {
+        let key = first.map(|f| f.admin_key());
+        let shared = (Some(queue_url), Some(bucket));
+        Self::launch_with(root, config, shared, key, &[], "127.0.0.1:0")
     }
 
     /// The secret its admin client sends.
@@ -260,6 +312,27 @@ impl DaemonProcess {
         wrap: &[&str],
         listen: &str,
     ) -> DaemonProcess {
+        let bucket = queue_url.and_then(|_| s3::backend_bucket(root));
+        Self::launch_with(
+            root,
+            config,
+            (queue_url, bucket.as_deref()),
+            key,
+            wrap,
+            listen,
+        )
+    }
+
+    /// Spawns with its queue in the database at `queue_url` and its noun
+    /// objects in `bucket` of the test S3 server, when given.
+    fn launch_with(
+        root: &Path,
+        config: &str,
+        (queue_url, bucket): (Option<&str>, Option<&str>),
+        key: Option<&str>,
+        wrap: &[&str],
+        listen: &str,
+    ) -> DaemonProcess {
         let stderr_path = root.with_extension(format!("stderr.{}", std::process::id()));
         let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let config_path = root.with_extension(format!("config.{}.toml", std::process::id()));
@@ -275,6 +348,9 @@ impl DaemonProcess {
         };
         if let Some(url) = queue_url {
             serve.env("TESSERA_QUEUE_URL", url);
+        }
+        if let Some(bucket) = bucket {
+            serve.envs(s3::env(bucket));
         }
         let mut child = serve
             .args(["serve", "--listen", listen, "--config"])
@@ -629,6 +705,9 @@ pub fn offline(args: &[&str], root: &Path) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
     if let Some(url) = pg::backend_url(root) {
         command.env("TESSERA_QUEUE_URL", url);
+    }
+    if let Some(bucket) = s3::backend_bucket(root) {
+        command.envs(s3::env(&bucket));
     }
     let mut child = command
         .args(args)

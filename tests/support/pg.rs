@@ -230,7 +230,10 @@ fn shell_quote(s: &str) -> String {
     reason = "the integration tests' daemons use it; the bench that shares this file does not"
 )]
 pub fn backend_url(root: &Path) -> Option<String> {
-    if std::env::var("TESSERA_TEST_BACKEND").as_deref() != Ok("postgres") {
+    if !matches!(
+        std::env::var("TESSERA_TEST_BACKEND").as_deref(),
+        Ok("postgres" | "shared")
+    ) {
         return None;
     }
     use std::hash::{Hash, Hasher};

@@ -62,6 +62,43 @@ pub fn fresh_bucket() -> String {
     name
 }
 
+/// With `TESSERA_TEST_BACKEND=shared`, the bucket the daemons on `root`
+/// keep their noun objects in (one per root, made on first use, so a
+/// restarted daemon finds its objects); `None` on the other backends.
+pub fn backend_bucket(root: &Path) -> Option<String> {
+    if super::nouns_on_root() {
+        return None;
+    }
+    use std::hash::{Hash, Hasher};
+    static MADE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    root.hash(&mut h);
+    let name = format!("r{:016x}", h.finish());
+    let mut made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !made.contains(&name) {
+        ok("creating a test bucket", "PUT", &format!("/{name}"), b"");
+        made.push(name.clone());
+    }
+    Some(name)
+}
+
+/// The test server's S3 settings, as a config file's `[objects]` holds
+/// them (the bucket's URL aside).
+pub fn settings() -> std::collections::BTreeMap<String, toml::Value> {
+    [
+        ("endpoint", endpoint().to_string()),
+        ("access_key_id", "testing".into()),
+        ("secret_access_key", "testing".into()),
+        ("region", "us-east-1".into()),
+        ("allow_http", "true".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), toml::Value::String(v)))
+    .collect()
+}
+
 /// The environment a daemon needs to keep its objects in `bucket`.
 pub fn env(bucket: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -152,7 +189,8 @@ fn request(method: &str, url: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8
     stream.write_all(body)?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
-    let bad = |why: &str| std::io::Error::other(format!("{why}: {}", String::from_utf8_lossy(&raw)));
+    let bad =
+        |why: &str| std::io::Error::other(format!("{why}: {}", String::from_utf8_lossy(&raw)));
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -245,10 +283,6 @@ fn start_server() -> String {
         log = shell_quote(&log.display().to_string()),
         me = std::process::id(),
     );
-    #[expect(
-        clippy::zombie_processes,
-        reason = "the watcher outlives this process on purpose: it stops the server after it"
-    )]
     let watcher = Command::new("sh")
         .args(["-c", &watcher])
         .stdin(Stdio::null())
@@ -262,7 +296,8 @@ fn start_server() -> String {
 }
 
 /// Waits until the server at `url` answers HTTP (any status), panicking
-/// with its log when its `watcher` ends first or 30 s pass.
+/// with its log when its `watcher` ends first or 30 s pass. The watcher
+/// is not waited for after that: it outlives this process on purpose.
 fn wait_ready(url: &str, mut watcher: Child, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

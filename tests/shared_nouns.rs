@@ -1,0 +1,286 @@
+//! Daemons that share their nouns (`serve --queue-url … --objects-url
+//! s3://BUCKET`): objects in an S3 server's bucket, version lists in
+//! PostgreSQL. Any daemon serves any noun and any task's output; a key's
+//! compare-and-swap has one winner across daemons; a SIGKILL loses no
+//! acknowledged put; an object damaged in the bucket is refused, never
+//! served; `tessera fsck --objects-url` checks every version's object.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{DaemonProcess, body, s3};
+use tessera::client::{Client, Reply};
+
+/// Daemons on roots `a`, `b`, … under `dir`, sharing a fresh database and
+/// a fresh bucket: the first one's admin key works on all of them.
+async fn daemons(dir: &Path, n: usize) -> (Vec<DaemonProcess>, String, String) {
+    let url = support::pg::fresh_database().await;
+    let bucket = tokio::task::spawn_blocking(s3::fresh_bucket).await.unwrap();
+    let first = DaemonProcess::spawn_sharing(&dir.join("d0"), &url, &bucket, None);
+    let mut all = vec![];
+    for i in 1..n {
+        let root = dir.join(format!("d{i}"));
+        all.push(DaemonProcess::spawn_sharing(
+            &root,
+            &url,
+            &bucket,
+            Some(&first),
+        ));
+    }
+    all.insert(0, first);
+    (all, url, bucket)
+}
+
+async fn put(c: &Client, key: &str, expected: u64, value: Value) -> Reply {
+    c.put_json(
+        &format!("/v1/nouns/ns/st/{key}"),
+        &json!({"expected_version": expected, "body": value}),
+    )
+    .await
+    .unwrap()
+}
+
+async fn versions(c: &Client, key: &str) -> Vec<Value> {
+    let r = c
+        .get(&format!("/v1/nouns/ns/st/{key}/versions"))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    body(&r)["versions"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_noun_written_through_one_daemon_is_read_listed_and_changed_through_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, bucket) = daemons(dir.path(), 2).await;
+    let (a, b) = (&d[0].admin, &d[1].admin);
+    let r = put(a, "k", 0, json!({"n": 1})).await;
+    assert_status!(r, 201);
+    let sha = body(&r)["sha256"].as_str().unwrap().to_string();
+    let key = format!("objects/sha256/{}/{}", &sha[..2], &sha[2..]);
+    let keys = tokio::task::spawn_blocking(move || s3::object_keys(&bucket))
+        .await
+        .unwrap();
+    assert!(keys.contains(&key), "the object is in the bucket: {keys:?}");
+    let read = b.get("/v1/nouns/ns/st/k").await.unwrap();
+    assert_status!(read, 200);
+    assert_eq!(body(&read), json!({"n": 1}));
+    let listed = body(&b.get("/v1/nouns?namespace=ns").await.unwrap());
+    assert_eq!(listed["nouns"][0]["key"], "k", "{listed}");
+    assert_status!(put(b, "k", 1, json!({"n": 2})).await, 201);
+    assert_status!(
+        put(a, "k", 1, json!({"n": 3})).await,
+        409,
+        "version_conflict"
+    );
+    let r = b
+        .post_json("/v1/nouns/ns/st/k/quarantine", &json!({}))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let seen = versions(a, "k").await;
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen.iter().all(|v| v["quarantined"] == json!(true)),
+        "a quarantine through b flags every version read through a: {seen:?}"
+    );
+    for daemon in d {
+        daemon.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_writers_with_one_expected_version_on_three_daemons_make_one_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, _) = daemons(dir.path(), 3).await;
+    let clients: Vec<Client> = d.iter().map(|p| p.admin.clone()).collect();
+    for round in 0..5 {
+        let key = format!("race{round}");
+        assert_status!(put(&clients[0], &key, 0, json!({"v": 0})).await, 201);
+        let mut racers = tokio::task::JoinSet::new();
+        for w in 0..16 {
+            let c = clients[w % 3].clone();
+            let key = key.clone();
+            racers.spawn(async move { put(&c, &key, 1, json!({"writer": w})).await });
+        }
+        let mut won = 0;
+        while let Some(r) = racers.join_next().await {
+            let r = r.unwrap();
+            match r.status.as_u16() {
+                201 => won += 1,
+                409 => assert_eq!(r.error_code().as_deref(), Some("version_conflict")),
+                s => panic!("a racer got {s}: {}", String::from_utf8_lossy(&r.body)),
+            }
+        }
+        assert_eq!(won, 1, "round {round}: one writer wins");
+        for c in &clients {
+            assert_eq!(versions(c, &key).await.len(), 2, "round {round}");
+        }
+    }
+    for daemon in d {
+        daemon.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_clients_putting_lose_nothing_acknowledged_to_a_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, _, _) = daemons(dir.path(), 2).await;
+    let survivor = d.pop().unwrap();
+    let victim = d.pop().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..16 {
+        let (c, stop) = (victim.admin.clone(), stop.clone());
+        writers.spawn(async move {
+            let mut acked = Vec::new();
+            for i in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let key = format!("w{w}-{i}");
+                match c
+                    .put_json(
+                        &format!("/v1/nouns/ns/st/{key}"),
+                        &json!({"expected_version": 0, "body": {"w": w, "i": i}}),
+                    )
+                    .await
+                {
+                    Ok(r) if r.status.as_u16() == 201 => {
+                        acked.push((key, body(&r)["sha256"].clone()));
+                    }
+                    // Cut off by the kill: not acknowledged.
+                    _ => break,
+                }
+            }
+            acked
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    victim.kill();
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = Vec::new();
+    while let Some(a) = writers.join_next().await {
+        acked.extend(a.unwrap());
+    }
+    assert!(acked.len() > 16, "the writers got going: {}", acked.len());
+    for (key, sha) in &acked {
+        let r = survivor
+            .admin
+            .get(&format!("/v1/nouns/ns/st/{key}"))
+            .await
+            .unwrap();
+        assert_status!(r, 200);
+        let list = versions(&survivor.admin, key).await;
+        assert_eq!(list.len(), 1, "{key}");
+        assert_eq!(&list[0]["sha256"], sha, "{key}");
+    }
+    survivor.kill();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_damaged_in_the_bucket_is_refused_and_fsck_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url, bucket) = daemons(dir.path(), 2).await;
+    let r = put(&d[0].admin, "k", 0, json!({"secret": "original"})).await;
+    assert_status!(r, 201);
+    let sha = body(&r)["sha256"].as_str().unwrap().to_string();
+    let key = format!("objects/sha256/{}/{}", &sha[..2], &sha[2..]);
+    let (b2, k2) = (bucket.clone(), key.clone());
+    tokio::task::spawn_blocking(move || s3::put_raw(&b2, &k2, b"{\"secret\": \"forged!!\"}"))
+        .await
+        .unwrap();
+    for daemon in &d {
+        let r = daemon.admin.get("/v1/nouns/ns/st/k").await.unwrap();
+        assert_status!(r, 500, "corrupt_object");
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains("forged"),
+            "damaged bytes are never served"
+        );
+        let pinned = daemon
+            .admin
+            .get(&format!("/v1/nouns/ns/st/k?version=1&sha256={sha}"))
+            .await
+            .unwrap();
+        assert_status!(pinned, 500, "corrupt_object");
+    }
+    let root = dir.path().join("d1");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["fsck", "--root"])
+        .arg(&root)
+        .envs(s3::env(&bucket))
+        .env("TESSERA_QUEUE_URL", &url)
+        .output()
+        .unwrap();
+    let text = support::text(&out);
+    assert!(!out.status.success(), "fsck finds the damage: {text}");
+    assert!(
+        text.contains("noun ns/st/k (database)") && text.contains("corrupt"),
+        "fsck names the noun and the damage: {text}"
+    );
+    for daemon in d {
+        daemon.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_past_the_part_size_goes_up_in_parts_and_reads_back_whole_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = support::pg::fresh_database().await;
+    let bucket = tokio::task::spawn_blocking(s3::fresh_bucket).await.unwrap();
+    let config = "[limits]\nmax_body_bytes = 33554432\n";
+    let a = DaemonProcess::spawn_sharing_with(&dir.path().join("a"), config, &url, &bucket, None);
+    let b = DaemonProcess::spawn_sharing(&dir.path().join("b"), &url, &bucket, Some(&a));
+    let big: String = (0..12 * 1024 * 1024)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let r = put(&a.admin, "big", 0, json!({"text": big})).await;
+    assert_status!(r, 201);
+    let read = b.admin.get("/v1/nouns/ns/st/big").await.unwrap();
+    assert_status!(read, 200);
+    assert_eq!(body(&read)["text"].as_str().map(str::len), Some(big.len()));
+    assert_eq!(body(&read)["text"].as_str(), Some(big.as_str()));
+    a.kill();
+    b.kill();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_worked_through_one_daemon_has_its_output_served_by_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, _) = daemons(dir.path(), 2).await;
+    let (a, b) = (&d[0].admin, &d[1].admin);
+    let spec = json!({
+        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+        "producer_surface": "s", "brief": {"do": "it"}
+    });
+    assert_status!(
+        a.post_json("/v1/queues", &json!({"name": "q"})).await.unwrap(),
+        201
+    );
+    let r = a.post_json("/v1/tasks", &spec).await.unwrap();
+    assert_status!(r, 201);
+    let id = body(&r)["task_id"].as_str().unwrap().to_string();
+    let claimed = support::claim(a, "q").await.expect("claimed");
+    let handle = a.with_bearer(claimed["handle"].as_str().unwrap());
+    let r = handle
+        .send(
+            http::Method::POST,
+            "/v1/worker/submit",
+            Some(bytes::Bytes::from_static(b"{\"answer\": 42}")),
+            &[("content-type", "application/json")],
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let out = b.get(&format!("/v1/tasks/{id}/output")).await.unwrap();
+    assert_status!(out, 200);
+    assert_eq!(body(&out)["out"], json!({"answer": 42}), "{}", body(&out));
+    for daemon in d {
+        daemon.kill();
+    }
+}
