@@ -11,141 +11,41 @@
 mod support;
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
+use support::flow::*;
 use support::*;
-use tessera::client::Client;
-
-const KINDS: [&str; 3] = ["verb.design", "verb.implement", "verb.review"];
-
-async fn provision(d: &TestDaemon) {
-    let q = json!({"name": "work.external", "lease_ttl_s": 30, "max_attempts": 1});
-    assert_status!(d.admin.post_json("/v1/queues", &q).await.unwrap(), 201);
-}
-
-/// Issues a key for the team's namespace and surface with these kinds and
-/// scopes; returns its secret.
-async fn issue(d: &TestDaemon, label: &str, kinds: &[&str], scopes: &[&str]) -> String {
-    let mut all = vec![
-        format!("namespace:{NS}"),
-        format!("surface:{SURFACE}"),
-        "nouns:read".to_string(),
-    ];
-    all.extend(scopes.iter().map(|s| s.to_string()));
-    let spec = json!({"label": label, "grants": {
-        "queues": ["work.external"], "kinds": kinds,
-        "effect_classes": ["write-internal"], "scopes": all}});
-    let r = d.admin.post_json("/v1/keys", &spec).await.unwrap();
-    assert_status!(r, 201);
-    body(&r)["secret"].as_str().unwrap().to_string()
-}
-
-/// A worker key allowed exactly one kind.
-async fn worker(d: &TestDaemon, kind: &str) -> Client {
-    let secret = issue(d, kind, &[kind], &["verbs:claim", "verbs:submit"]).await;
-    d.client(&secret)
-}
-
-/// Claims the next task for `key` and returns (task id, an agent holding
-/// only the handle).
-async fn claim_as_agent(d: &TestDaemon, key: &Client) -> (String, Client) {
-    let c = claim(key, "work.external").await.expect("a task to claim");
-    (
-        claimed_id(&c),
-        d.client(c["handle"].as_str().expect("a handle")),
-    )
-}
-
-async fn prompt(agent: &Client) -> Value {
-    let r = agent.get("/v1/worker/prompt").await.unwrap();
-    assert_status!(r, 200);
-    body(&r)
-}
-
-/// Stages a part and returns its sha256.
-async fn stage(agent: &Client, name: &str, bytes: &[u8]) -> String {
-    let r = agent
-        .post_bytes(&format!("/v1/worker/artifact?name={name}"), bytes.to_vec())
-        .await
-        .unwrap();
-    assert_status!(r, 200);
-    body(&r)["sha256"].as_str().unwrap().to_string()
-}
-
-async fn finish(agent: &Client, query: &str, out: &str) {
-    let r = agent
-        .post_bytes(
-            &format!("/v1/worker/submit{query}"),
-            out.as_bytes().to_vec(),
-        )
-        .await
-        .unwrap();
-    assert_status!(r, 201);
-}
-
-/// The entry of `prompt.consumes` named `name`.
-fn consumed<'a>(prompt: &'a Value, name: &str) -> &'a Value {
-    prompt["consumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("no consumes entry {name}: {prompt:#}"))
-}
-
-/// Runs `tessera import PACK ARGS` with a key holding `secret`; checks it
-/// exits with `code` and returns its stdout.
-async fn import(d: &TestDaemon, pack: &Path, args: &[&str], code: i32, secret: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("importer.key");
-    std::fs::write(&key_file, format!("{secret}\n")).unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .arg("import")
-        .arg(pack)
-        .args(args)
-        .args(["--server", d.admin.base(), "--key-file"])
-        .arg(&key_file)
-        .env_remove("TESSERA_KEY")
-        .env_remove("TESSERA_SERVER")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "import exited otherwise:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test]
 async fn blueprint_flow_runs_end_to_end_with_separate_worker_keys() {
     let d = TestDaemon::start().await;
-    provision(&d).await;
-    let importer = issue(&d, "importer", &KINDS, &["cas:write", "verbs:enqueue"]).await;
+    provision(&d.admin).await;
+    let importer = issue(
+        &d.admin,
+        "importer",
+        &KINDS,
+        &["cas:write", "verbs:enqueue"],
+    )
+    .await;
     let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/blueprint-flow");
     // The plan shows the flow as its steps, with what each reads.
-    let planned = import(&d, &pack, &["--plan"], 2, &importer).await;
+    let planned = import(&d.admin, &pack, &["--plan"], 2, &importer).await;
     for want in [
         "flow change (pack.yaml:19)",
         "  implement  change.implement  plan <- design $.parts[\"plan.md\"]",
     ] {
         assert!(planned.contains(want), "{want:?} not in:\n{planned}");
     }
-    import(&d, &pack, &[], 0, &importer).await;
+    import(&d.admin, &pack, &[], 0, &importer).await;
     let (designer, implementer, reviewer) = (
-        worker(&d, "verb.design").await,
-        worker(&d, "verb.implement").await,
-        worker(&d, "verb.review").await,
+        worker(&d.admin, "verb.design").await,
+        worker(&d.admin, "verb.implement").await,
+        worker(&d.admin, "verb.review").await,
     );
     // Only the first step is claimable: the others wait for their upstreams.
     assert!(claim(&implementer, "work.external").await.is_none());
 
-    let (design_id, agent) = claim_as_agent(&d, &designer).await;
+    let (design_id, agent) = claim_as_agent(&designer).await;
     let p = prompt(&agent).await;
     assert_eq!(p["step"], "design");
     assert_eq!(p["consumes"], json!([]));
@@ -154,7 +54,7 @@ async fn blueprint_flow_runs_end_to_end_with_separate_worker_keys() {
     let plan_sha = stage(&agent, "plan.md", plan).await;
     finish(&agent, "", "design done").await;
 
-    let (implement_id, agent) = claim_as_agent(&d, &implementer).await;
+    let (implement_id, agent) = claim_as_agent(&implementer).await;
     let p = prompt(&agent).await;
     assert_eq!(p["step"], "implement");
     let entry = consumed(&p, "plan");
@@ -178,7 +78,7 @@ async fn blueprint_flow_runs_end_to_end_with_separate_worker_keys() {
     let patch_sha = stage(&agent, "patch.diff", patch).await;
     finish(&agent, "", "Added the flag as planned.").await;
 
-    let (review_id, agent) = claim_as_agent(&d, &reviewer).await;
+    let (review_id, agent) = claim_as_agent(&reviewer).await;
     let p = prompt(&agent).await;
     let names: Vec<&str> = p["consumes"]
         .as_array()
@@ -242,10 +142,10 @@ fn step(kind: &str, visibility: &str, brief: Value, depends_on: &[&str]) -> Valu
 #[tokio::test]
 async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
     let d = TestDaemon::start().await;
-    provision(&d).await;
-    let requester = d.client(&issue(&d, "requester", &KINDS, &["verbs:enqueue"]).await);
-    let designer = worker(&d, "verb.design").await;
-    let implementer = worker(&d, "verb.implement").await;
+    provision(&d.admin).await;
+    let requester = d.client(&issue(&d.admin, "requester", &KINDS, &["verbs:enqueue"]).await);
+    let designer = worker(&d.admin, "verb.design").await;
+    let implementer = worker(&d.admin, "verb.implement").await;
     let consumes = json!({"plan": {"step": "design", "path": "$.parts[\"plan.md\"]"}});
 
     // A design that fails for good (after staging its part): its dependent
@@ -265,10 +165,10 @@ async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
         ),
     )
     .await;
-    let (_, agent) = claim_as_agent(&d, &designer).await;
+    let (_, agent) = claim_as_agent(&designer).await;
     stage(&agent, "plan.md", b"# Plan").await;
     finish(&agent, "?ok=false&final=true", "cannot plan this").await;
-    let (id, agent) = claim_as_agent(&d, &implementer).await;
+    let (id, agent) = claim_as_agent(&implementer).await;
     assert_eq!(id, implement);
     let entry = consumed(&prompt(&agent).await, "plan").clone();
     assert_eq!(entry["status"], "missing", "{entry:#}");
@@ -303,7 +203,7 @@ async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
     let admin_agent = d.client(body(&c)["handle"].as_str().unwrap());
     stage(&admin_agent, "plan.md", b"# Secret plan").await;
     finish(&admin_agent, "", "done").await;
-    let (id, agent) = claim_as_agent(&d, &implementer).await;
+    let (id, agent) = claim_as_agent(&implementer).await;
     assert_eq!(id, after);
     let p = prompt(&agent).await;
     let entry = consumed(&p, "plan");
@@ -324,10 +224,10 @@ async fn a_failed_or_hidden_upstream_is_shown_as_missing() {
 #[tokio::test]
 async fn an_upstream_part_over_the_inline_limit_is_a_pointer_the_handle_can_read() {
     let d = TestDaemon::start().await;
-    provision(&d).await;
-    let requester = d.client(&issue(&d, "requester", &KINDS, &["verbs:enqueue"]).await);
-    let designer = worker(&d, "verb.design").await;
-    let implementer = worker(&d, "verb.implement").await;
+    provision(&d.admin).await;
+    let requester = d.client(&issue(&d.admin, "requester", &KINDS, &["verbs:enqueue"]).await);
+    let designer = worker(&d.admin, "verb.design").await;
+    let implementer = worker(&d.admin, "verb.implement").await;
     let design = enqueue(
         &requester,
         &step("verb.design", "surface_only", json!({}), &[]),
@@ -344,12 +244,12 @@ async fn an_upstream_part_over_the_inline_limit_is_a_pointer_the_handle_can_read
         ),
     )
     .await;
-    let (_, agent) = claim_as_agent(&d, &designer).await;
+    let (_, agent) = claim_as_agent(&designer).await;
     let big = vec![b'x'; 16 * 1024 + 1];
     let sha = stage(&agent, "plan.md", &big).await;
     finish(&agent, "", "done").await;
 
-    let (_, agent) = claim_as_agent(&d, &implementer).await;
+    let (_, agent) = claim_as_agent(&implementer).await;
     let entry = consumed(&prompt(&agent).await, "plan").clone();
     assert_eq!(entry["status"], "ready", "{entry:#}");
     assert_eq!(entry["size"], big.len());

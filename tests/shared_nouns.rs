@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{DaemonProcess, body, s3};
+use support::{DaemonProcess, body, flow, s3};
 use tessera::client::{Client, Reply};
 
 /// Daemons on roots `a`, `b`, … under `dir`, sharing a fresh database and
@@ -259,7 +259,9 @@ async fn a_task_worked_through_one_daemon_has_its_output_served_by_another() {
         "producer_surface": "s", "brief": {"do": "it"}
     });
     assert_status!(
-        a.post_json("/v1/queues", &json!({"name": "q"})).await.unwrap(),
+        a.post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap(),
         201
     );
     let r = a.post_json("/v1/tasks", &spec).await.unwrap();
@@ -280,6 +282,79 @@ async fn a_task_worked_through_one_daemon_has_its_output_served_by_another() {
     let out = b.get(&format!("/v1/tasks/{id}/output")).await.unwrap();
     assert_status!(out, 200);
     assert_eq!(body(&out)["out"], json!({"answer": 42}), "{}", body(&out));
+    for daemon in d {
+        daemon.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_blueprint_flow_runs_with_each_step_on_a_different_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, _) = daemons(dir.path(), 3).await;
+    let on = |i: usize, secret: &str| d[i].admin.with_bearer(secret);
+    flow::provision(&d[0].admin).await;
+    let importer = flow::issue(
+        &d[0].admin,
+        "importer",
+        &flow::KINDS,
+        &["cas:write", "verbs:enqueue"],
+    )
+    .await;
+    let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/blueprint-flow");
+    flow::import(&d[0].admin, &pack, &[], 0, &importer).await;
+    let mut workers = Vec::new();
+    for kind in flow::KINDS {
+        let secret =
+            flow::issue(&d[0].admin, kind, &[kind], &["verbs:claim", "verbs:submit"]).await;
+        workers.push(secret);
+    }
+    // design through daemon 0
+    let (_, agent) = flow::claim_as_agent(&on(0, &workers[0])).await;
+    let plan = b"# Plan\n1. add the flag\n2. test it\n";
+    let plan_sha = flow::stage(&agent, "plan.md", plan).await;
+    flow::finish(&agent, "", "design done").await;
+    // implement through daemon 1: the design's ctx-dir is projected there
+    let (implement_id, agent) = flow::claim_as_agent(&on(1, &workers[1])).await;
+    let p = flow::prompt(&agent).await;
+    let entry = flow::consumed(&p, "plan");
+    assert_eq!(entry["status"], "ready", "{entry:#}");
+    assert_eq!(entry["sha256"], plan_sha);
+    let file = entry["file_path"].as_str().unwrap();
+    assert!(
+        file.starts_with(dir.path().join("d1").to_str().unwrap()),
+        "the pointer is under daemon 1's root: {file}"
+    );
+    assert_eq!(std::fs::read(file).unwrap(), plan, "{file}");
+    let patch = b"--- a/import.rs\n+++ b/import.rs\n+    dry_run: bool,\n";
+    flow::stage(&agent, "patch.diff", patch).await;
+    flow::finish(&agent, "", "Added the flag as planned.").await;
+    // review through daemon 2
+    let reviewer = on(2, &workers[2]);
+    let (review_id, agent) = flow::claim_as_agent(&reviewer).await;
+    let p = flow::prompt(&agent).await;
+    let notes = flow::consumed(&p, "notes");
+    assert_eq!(notes["body"], "Added the flag as planned.");
+    let notes_file = notes["file_path"].as_str().unwrap();
+    assert!(notes_file.starts_with(dir.path().join("d2").to_str().unwrap()));
+    assert!(
+        std::fs::read_to_string(notes_file)
+            .unwrap()
+            .contains("Added the flag as planned."),
+        "{notes_file}"
+    );
+    flow::finish(&agent, "", "approve").await;
+    assert_eq!(
+        support::task(&reviewer, &review_id).await["state"],
+        "succeeded"
+    );
+    let r = on(0, &workers[2])
+        .get(&format!(
+            "/v1/tasks/{implement_id}/output?path=%24.parts%5B%22patch.diff%22%5D"
+        ))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    assert_eq!(r.body.as_ref(), patch);
     for daemon in d {
         daemon.kill();
     }

@@ -25,7 +25,7 @@ use super::task::TaskId;
 pub const DEFAULT_PLACEMENT: &str = "tasks/{task_id}/ctx";
 
 /// The placeholder a template must hold as one whole segment.
-const TASK_ID: &str = "{task_id}";
+pub const TASK_ID: &str = "{task_id}";
 
 /// The file the daemon puts in every ctx-dir and work dir it creates,
 /// naming the task (and which of its directories this is).

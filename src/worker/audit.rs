@@ -185,6 +185,57 @@ fn settle_one(store: &Store, t: &Unsettled) -> Option<String> {
     }
 }
 
+/// The workspace as a cache, for daemons that share their nouns: when
+/// the ctx-dir `receipt` says its projection wrote is missing under this
+/// daemon's root (another daemon worked the task), it is projected here
+/// from the receipt's objects, so a worker served by this daemon finds
+/// its upstream's files. A ctx-dir that is there is left as it is (a later
+/// task may have written it); on a root of its own, a missing one is
+/// `tessera fsck`'s to report, not this.
+pub fn ensure_ctx(store: &Store, namespace: &Name, receipt: &Receipt) {
+    let Some(path) = written_path(receipt) else {
+        return;
+    };
+    if store.ref_table().is_none() {
+        return;
+    }
+    let prefix = format!("workspace/{namespace}/");
+    let (Some(rel), Some(step)) = (path.strip_prefix(&prefix), &receipt.step) else {
+        return;
+    };
+    if store
+        .root()
+        .workspace
+        .exists(path.trim_start_matches("workspace/"))
+    {
+        return;
+    }
+    let t = Unsettled {
+        id: receipt.task_id,
+        namespace: namespace.clone(),
+        // The placement it was resolved from: the task's id segment back
+        // to its placeholder.
+        template: rel
+            .split('/')
+            .map(|seg| match seg == receipt.task_id.to_string() {
+                true => placement::TASK_ID,
+                false => seg,
+            })
+            .collect::<Vec<_>>()
+            .join("/"),
+        step: step.clone(),
+        receipts: Vec::new(),
+    };
+    match reproject(store, &t, receipt) {
+        Ok(()) => {
+            tracing::info!(path, task = %receipt.task_id, "projected a ctx-dir another daemon wrote, from its receipt")
+        }
+        Err(e) => {
+            tracing::warn!(path, task = %receipt.task_id, error = %e, "cannot project a ctx-dir another daemon wrote")
+        }
+    }
+}
+
 fn reproject(store: &Store, t: &Unsettled, r: &Receipt) -> Result<(), String> {
     let out = r.out.ok_or("the receipt names no body")?;
     let body = store.get_object(&out.sha256).map_err(|e| e.to_string())?;

@@ -123,6 +123,7 @@ fn entry(store: &Store, name: &Name, c: &Consume, up: Option<&Task>) -> Result<V
         }
     };
     let bytes = store.get_object(&found.sha256)?;
+    super::audit::ensure_ctx(store, &up.spec.namespace, &found.receipt);
     out["status"] = json!("ready");
     out["file_path"] = json!(found.receipt.projection.as_ref().and_then(|p| {
         (p.status == ProjectionStatus::Written)

@@ -162,6 +162,9 @@ fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> Value {
         .as_ref()
         .and_then(|rc| rc.step.clone())
         .unwrap_or_else(|| r.spec.step_name().to_string());
+    if let Some(rc) = &receipt {
+        super::audit::ensure_ctx(store, &r.spec.namespace, rc);
+    }
     let projection = receipt.as_ref().and_then(|rc| rc.projection.as_ref());
     let file_path = projection
         .filter(|p| p.status == ProjectionStatus::Written)

@@ -3,6 +3,7 @@
 //! restarted (`DaemonProcess`), plus helpers that read like the domain.
 #![allow(dead_code)]
 
+pub mod flow;
 pub mod netns;
 pub mod pg;
 pub mod relay;
