@@ -26,11 +26,18 @@ pub struct Daemon {
 
 /// Starts a daemon on a fresh temporary root.
 pub fn start() -> Daemon {
+    start_with(|_| {})
+}
+
+/// Starts a daemon on a fresh temporary root with its config adjusted
+/// by `adjust` (a queue database, a bucket for its objects).
+pub fn start_with(adjust: impl FnOnce(&mut tessera::config::Config)) -> Daemon {
     let root = tempfile::tempdir().expect("temp root");
-    let config = tessera::config::Config {
+    let mut config = tessera::config::Config {
         root: root.path().to_path_buf(),
         ..Default::default()
     };
+    adjust(&mut config);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().expect("daemon runtime");
