@@ -341,9 +341,13 @@ impl crate::store::log::SyncObserver for Events {
 }
 
 impl queue::Stream for Events {
-    fn streamed(&self, id: u128, moved: Transition) {
+    fn streamed(&self, id: u128, change: queue::Streamed) {
+        let what = match change {
+            queue::Streamed::Task(moved) => task(moved),
+            queue::Streamed::Noun { path, entry } => What::Noun { path, entry },
+        };
         let mut inner = self.inner();
-        self.publish(&mut inner, task(moved), EventId(id));
+        self.publish(&mut inner, what, EventId(id));
     }
 }
 

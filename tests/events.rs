@@ -247,7 +247,10 @@ async fn a_stream_ends_the_moment_its_key_is_revoked_or_expires() {
     let (_, secret) = issue(Some(soon.to_string())).await;
     let mut expiring = Stream::open(&base, &secret, None).await;
     let started = std::time::Instant::now();
-    assert!(expiring.next(10).await.is_none());
+    // A change made before it opened may still reach it (a shared
+    // queue's and shared nouns' events come through the database's
+    // stream, after the call that made them has answered); then it ends.
+    while expiring.next(10).await.is_some() {}
     let took = started.elapsed();
     assert!(
         took < Duration::from_secs(5),

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::sse::Stream;
 use support::{DaemonProcess, body, flow, s3};
 use tessera::client::{Client, Reply};
 
@@ -355,6 +356,53 @@ async fn the_blueprint_flow_runs_with_each_step_on_a_different_daemon() {
         .unwrap();
     assert_status!(r, 200);
     assert_eq!(r.body.as_ref(), patch);
+    for daemon in d {
+        daemon.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_daemon_streams_every_noun_change_once_in_one_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, _) = daemons(dir.path(), 2).await;
+    let key = d[0].admin_key().to_string();
+    let mut on_a = Stream::open(&d[0].base, &key, None).await;
+    let mut on_b = Stream::open(&d[1].base, &key, None).await;
+    assert_status!(put(&d[0].admin, "k", 0, json!({"n": 1})).await, 201);
+    assert_status!(put(&d[1].admin, "k", 1, json!({"n": 2})).await, 201);
+    let r = d[0]
+        .admin
+        .post_json("/v1/nouns/ns/st/k/quarantine", &json!({}))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let last = |e: &support::sse::Sse| e.event == "noun" && e.data["quarantined"] == json!(true);
+    let (a, b) = (on_a.until(last).await, on_b.until(last).await);
+    let nouns = |seen: Vec<support::sse::Sse>| -> Vec<(Option<String>, Value, Value)> {
+        seen.into_iter()
+            .filter(|e| e.event == "noun")
+            .map(|e| {
+                (
+                    e.id,
+                    e.data["version"].clone(),
+                    e.data["quarantined"].clone(),
+                )
+            })
+            .collect()
+    };
+    let (a, b) = (nouns(a), nouns(b));
+    assert_eq!(
+        a.iter()
+            .map(|(_, v, q)| (v.clone(), q.clone()))
+            .collect::<Vec<_>>(),
+        [
+            (json!(1), json!(false)),
+            (json!(2), json!(false)),
+            (json!(2), json!(true))
+        ],
+        "each change once, in order: {a:?}"
+    );
+    assert_eq!(a, b, "the same events with the same ids on both daemons");
     for daemon in d {
         daemon.kill();
     }

@@ -7,8 +7,10 @@
 //! when the noun is new), reads its versions, lets the store decide on
 //! them (the access rule, `expected_version`, `skip_unchanged`: the same
 //! code as on a root), and writes the new version and the head in the
-//! same transaction. Two daemons changing one key are ordered by the row
-//! lock; the second decides on what the first committed.
+//! same transaction, with its event row: every daemon's event stream
+//! carries every noun change (`queue::pg::stream`), in the order of the
+//! task changes around it. Two daemons changing one key are ordered by
+//! the row lock; the second decides on what the first committed.
 
 use std::fmt;
 
@@ -34,6 +36,7 @@ const MOVE_HEAD: &str =
 const QUARANTINE: &str = "UPDATE noun_versions \
      SET entry = jsonb_set(entry, '{quarantined}', to_jsonb($4::bool)) \
      WHERE namespace = $1 AND store = $2 AND key = $3";
+const EVENT: &str = "INSERT INTO events (facts) VALUES ($1::text::jsonb)";
 const PAGE: &str = "WITH page AS ( \
        SELECT namespace, store, key FROM nouns \
        WHERE latest > 0 AND (namespace, store, key) > ($1, $2, $3) \
@@ -155,6 +158,20 @@ impl RefTable for NounTable {
             let Some(change) = decide(current.as_ref()).map_err(Failed::Store)? else {
                 return Ok(());
             };
+            let latest = match &change {
+                RefChange::Append(entry) => (**entry).clone(),
+                RefChange::Quarantine(q) => {
+                    let mut entry = current
+                        .as_ref()
+                        .map(|c| c.latest().clone())
+                        .ok_or(Failed::Store(store::Error::NounNotFound))?;
+                    entry.quarantined = *q;
+                    entry
+                }
+            };
+            let facts = serde_json::json!({"noun": path, "entry": latest}).to_string();
+            let event = tx.prepare_cached(EVENT).await?;
+            tx.execute(&event, &[&facts]).await?;
             match &change {
                 RefChange::Append(entry) => {
                     let version = i64::try_from(entry.version).expect("versions fit in i64");

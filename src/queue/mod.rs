@@ -93,7 +93,7 @@ pub use held::Op;
 pub use lease::Handover;
 use machine::State;
 pub use machine::{SplitLimits, Transition};
-pub use observe::{Observer, Stream};
+pub use observe::{Observer, Stream, Streamed};
 pub use offline::Walk;
 pub use receipt::{Receipt, SubmitInput};
 pub use recover::{Finding, OnFinding, Recovery};

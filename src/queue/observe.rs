@@ -9,6 +9,7 @@ use super::event::Event;
 use super::held::Op;
 use super::machine::Transition;
 use crate::store::log::SyncObserver;
+use crate::store::{NounPath, VersionEntry};
 
 /// Told of what the queue does, with owned data only (never the state):
 /// `committed` comes under the queue's lock, so it must be quick; `held`
@@ -33,5 +34,20 @@ pub trait Stream: Observer {
     /// A durable change on a shared queue, in the database's order (the
     /// same on every daemon), with the id readers resume by on any of
     /// them.
-    fn streamed(&self, id: u128, moved: Transition);
+    fn streamed(&self, id: u128, change: Streamed);
+}
+
+/// One change as the shared event stream carries it.
+#[derive(Clone, Debug)]
+pub enum Streamed {
+    /// A task moved.
+    Task(Transition),
+    /// A shared noun's latest version was written or re-flagged (nouns
+    /// in the database, `--objects-url`).
+    Noun {
+        /// The noun.
+        path: NounPath,
+        /// Its latest version, as the change left it.
+        entry: Box<VersionEntry>,
+    },
 }

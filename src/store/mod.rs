@@ -226,7 +226,9 @@ pub trait ObjectRows: Send + Sync + std::fmt::Debug {
 }
 
 /// Told of every noun change once it is on disk, whoever made it (a put,
-/// a batch, an import, a promotion, a quarantine).
+/// a batch, an import, a promotion, a quarantine). Not told of changes
+/// kept in a ref table: each writes its event row beside it, and every
+/// daemon's event stream reads it from there.
 pub trait NounWatcher: Send + Sync + std::fmt::Debug {
     /// `entry` is now the latest version of `path`.
     fn written(&self, path: &NounPath, entry: &VersionEntry);

@@ -326,13 +326,8 @@ impl Store {
                 }
             }
         })?;
-        let outcome = answer.expect("the change was decided")?;
-        if let PutOutcome::Create { entry } | PutOutcome::NewVersion { entry } = &outcome
-            && !req.dry_run
-        {
-            self.noun_written(path, entry);
-        }
-        Ok(outcome)
+        // The table wrote the change's event: the stream tells of it.
+        answer.expect("the change was decided")
     }
 
     /// Sets or clears the quarantine flag on every version of a noun.
@@ -367,10 +362,7 @@ impl Store {
                 }
             }
         })?;
-        let (next, changes) = answer.expect("the change was decided")?;
-        if changes {
-            self.noun_written(path, next.latest());
-        }
+        let (next, _) = answer.expect("the change was decided")?;
         Ok(next)
     }
 

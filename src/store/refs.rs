@@ -32,8 +32,9 @@ pub trait RefTable: Send + Sync + fmt::Debug {
 
     /// Locks `path`'s ref against every other change (on any daemon),
     /// calls `decide` once with it, and makes the change `decide` returns
-    /// before the lock is let go; durable when this returns `Ok`. Nothing
-    /// is changed when `decide` returns `None` or an error.
+    /// before the lock is let go, with the event that tells every
+    /// daemon's stream of it; durable when this returns `Ok`. Nothing is
+    /// changed when `decide` returns `None` or an error.
     fn change(&self, path: &NounPath, decide: &mut Decide<'_>) -> Result<(), Error>;
 
     /// Up to `limit` refs after `after` within `within`, in (namespace,

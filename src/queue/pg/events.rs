@@ -73,6 +73,9 @@ pub struct EventRow {
     /// What readers may see of the task (its queue, kind, namespace and
     /// envelope, which never change), when the task is still there.
     pub sight: Option<Sight>,
+    /// A noun event's facts (`{"noun": {namespace, store, key}, "entry":
+    /// …}`, JSON), on a row about no task.
+    pub facts: Option<String>,
 }
 
 /// Where a reader that starts now begins: before every transaction that
@@ -125,7 +128,7 @@ pub async fn after(
         .query(
             &client
                 .prepare_cached(&format!(
-                    "SELECT e.xid::text::bigint, e.id, e.task_id, e.from_state, e.to_state, e.attempt, {SIGHT} \
+                    "SELECT e.xid::text::bigint, e.id, e.task_id, e.from_state, e.to_state, e.attempt, e.facts::text, {SIGHT} \
                          FROM events e LEFT JOIN tasks t ON t.id = e.task_id \
                          WHERE (e.xid, e.id) > ($1::bigint::text::xid8, $2) \
                            AND e.xid < pg_snapshot_xmin(pg_current_snapshot()) \
@@ -180,8 +183,8 @@ DELETE FROM events e USING (SELECT xid, id FROM events ORDER BY xid, id LIMIT $2
 WHERE e.xid = old.xid AND e.id = old.id AND e.at < now() - make_interval(secs => $1)";
 
 fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
-    let sight = match r.get::<_, Option<&str>>(6) {
-        Some(_) => Some(sight(r, 6)?),
+    let sight = match r.get::<_, Option<&str>>(7) {
+        Some(_) => Some(sight(r, 7)?),
         None => None,
     };
     Ok(EventRow {
@@ -193,6 +196,7 @@ fn event_row(r: &tokio_postgres::Row) -> Result<EventRow, Error> {
         from_state: r.get(3),
         to_state: r.get(4),
         attempt: r.get(5),
+        facts: r.get(6),
         sight,
     })
 }

@@ -19,7 +19,8 @@ use super::events::{self, Cursor, EventRow};
 use super::wake;
 use crate::database::{Database, Error};
 use crate::queue::machine::Transition;
-use crate::queue::{Attempt, Stream, TaskId, TaskState};
+use crate::queue::{Attempt, Stream, Streamed, TaskId, TaskState};
+use crate::store::{NounPath, VersionEntry};
 
 /// How often the tailer reads without a wake-up.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
@@ -156,8 +157,8 @@ async fn read(
         let full = rows.len() as i64 == BATCH;
         for row in rows {
             let id = ids.id(row.cursor);
-            if let Some(t) = transition(row) {
-                stream.streamed(id, t);
+            if let Some(change) = change(row) {
+                stream.streamed(id, change);
             }
         }
         begun.cursor = last;
@@ -167,9 +168,23 @@ async fn read(
     }
 }
 
-/// A task's event row as the hub takes it; `None` for a row about no
-/// task still in the table.
-fn transition(row: EventRow) -> Option<Transition> {
+/// An event row as the hub takes it: a task's move, or a shared noun's
+/// change; `None` for a row about no task still in the table.
+fn change(row: EventRow) -> Option<Streamed> {
+    if row.task_id.is_none()
+        && let Some(facts) = &row.facts
+    {
+        return match serde_json::from_str::<NounFacts>(facts) {
+            Ok(f) => Some(Streamed::Noun {
+                path: f.noun,
+                entry: Box::new(f.entry),
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "a noun event row cannot be read; not streamed");
+                None
+            }
+        };
+    }
     let id = TaskId(row.task_id? as u64);
     let to: TaskState = match row.to_state?.parse() {
         Ok(s) => s,
@@ -185,7 +200,14 @@ fn transition(row: EventRow) -> Option<Transition> {
         attempt: Attempt(row.attempt.unwrap_or(0) as u32),
         sight: row.sight?,
     };
-    Some(t)
+    Some(Streamed::Task(t))
+}
+
+/// A noun event row's facts, as `database::nouns` writes them.
+#[derive(serde::Deserialize)]
+struct NounFacts {
+    noun: NounPath,
+    entry: VersionEntry,
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ impl Observer for Nowhere {
 }
 
 impl Stream for Nowhere {
-    fn streamed(&self, _: u128, _: Transition) {}
+    fn streamed(&self, _: u128, _: Streamed) {}
 }
 
 /// An event row written now; the id readers know it by.
