@@ -407,3 +407,46 @@ async fn every_daemon_streams_every_noun_change_once_in_one_order() {
         daemon.kill();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_body_is_read_only_by_the_daemon_whose_host_has_it_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, _) = daemons(dir.path(), 2).await;
+    let (a, b) = (&d[0].admin, &d[1].admin);
+    assert_status!(
+        a.post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap(),
+        201
+    );
+    let spec = json!({
+        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+        "producer_surface": "s", "brief": {}, "allow_file_submit": true
+    });
+    assert_status!(a.post_json("/v1/tasks", &spec).await.unwrap(), 201);
+    let claimed = support::claim(a, "q").await.expect("claimed");
+    let handle = claimed["handle"].as_str().unwrap();
+    let prompt = flow::prompt(&a.with_bearer(handle)).await;
+    let work_dir = prompt["context"]["work_dir"].as_str().unwrap();
+    std::fs::write(Path::new(work_dir).join("result.md"), "done on a").unwrap();
+    let submit = |c: &Client| {
+        let c = c.with_bearer(handle);
+        async move {
+            c.post_bytes("/v1/worker/submit", b"@file:result.md".to_vec())
+                .await
+                .unwrap()
+        }
+    };
+    let elsewhere = submit(b).await;
+    assert_status!(elsewhere, 404, "file_not_found");
+    assert!(
+        String::from_utf8_lossy(&elsewhere.body)
+            .contains("reads the disk of the daemon that answers"),
+        "{}",
+        String::from_utf8_lossy(&elsewhere.body)
+    );
+    assert_status!(submit(a).await, 201);
+    for daemon in d {
+        daemon.kill();
+    }
+}

@@ -27,6 +27,18 @@ use crate::store::Store;
 
 const PREFIX: &[u8] = b"@file:";
 
+/// `why`, and, when the daemons share their nouns (so a worker may be
+/// served by any of them), that `@file:` reads only the answering
+/// daemon's disk.
+fn on_this_host(store: &Store, why: String) -> String {
+    if store.ref_table().is_none() {
+        return why;
+    }
+    format!(
+        "{why} on this daemon's host: @file: reads the disk of the daemon that answers, so submit through the daemon whose host has the task's work dir (the one that served its prompt to this worker), or send the content inline"
+    )
+}
+
 /// The body to use: `body` itself, or the file it names.
 pub fn resolve(store: &Store, task: &Task, body: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
     let Some(rest) = body.strip_prefix(PREFIX) else {
@@ -61,8 +73,11 @@ pub fn resolve(store: &Store, task: &Task, body: Vec<u8>, limit: usize) -> Resul
     let dir = area::open_work_dir(store, ns, task.id)
         .map_err(Error::FileRef)?
         .ok_or_else(|| {
-            Error::FileRefMissing(format!(
-                "the work dir {shown} does not exist yet; it is created when the prompt is fetched"
+            Error::FileRefMissing(on_this_host(
+                store,
+                format!(
+                    "the work dir {shown} does not exist yet; it is created when the prompt is fetched"
+                ),
             ))
         })?;
     let flags = OFlags::NONBLOCK | OFlags::NOCTTY;
@@ -75,7 +90,7 @@ pub fn resolve(store: &Store, task: &Task, body: Vec<u8>, limit: usize) -> Resul
         )
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
-                Error::FileRefMissing(format!("@file:{text} does not exist"))
+                Error::FileRefMissing(on_this_host(store, format!("@file:{text} does not exist")))
             }
             // Opening a socket fails this way.
             _ if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
