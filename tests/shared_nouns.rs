@@ -450,3 +450,48 @@ async fn a_file_body_is_read_only_by_the_daemon_whose_host_has_it_and_says_so() 
         daemon.kill();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_export_through_any_daemon_is_the_same_tree_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, _, _) = daemons(dir.path(), 2).await;
+    flow::provision(&d[0].admin).await;
+    let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/blueprint-flow");
+    let key = d[0].admin_key().to_string();
+    flow::import(&d[0].admin, &pack, &[], 0, &key).await;
+    let (_, agent) = flow::claim_as_agent(&d[1].admin).await;
+    flow::stage(&agent, "plan.md", b"# Plan\n").await;
+    flow::finish(&agent, "", "design done").await;
+    let mut trees = Vec::new();
+    for (i, daemon) in d.iter().enumerate() {
+        let out_dir = dir.path().join(format!("export{i}"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("export")
+            .arg(&out_dir)
+            .args(["--server", &daemon.base, "--queue", "work.external"])
+            .env("TESSERA_KEY", &key)
+            .env_remove("TESSERA_SERVER")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", support::text(&out));
+        let files: Vec<(String, Vec<u8>)> = support::files_under(&out_dir)
+            .into_iter()
+            .map(|f| {
+                let bytes = std::fs::read(out_dir.join(&f)).unwrap();
+                (f, bytes)
+            })
+            .collect();
+        trees.push(files);
+    }
+    assert!(
+        trees[0]
+            .iter()
+            .any(|(f, b)| f.contains("tasks/") && String::from_utf8_lossy(b).contains("succeeded")),
+        "the export holds the worked task's files: {:?}",
+        trees[0].iter().map(|(f, _)| f).collect::<Vec<_>>()
+    );
+    assert_eq!(trees[0], trees[1], "the same tree through either daemon");
+    for daemon in d {
+        daemon.kill();
+    }
+}
