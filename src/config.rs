@@ -37,6 +37,9 @@ pub struct Objects {
     /// The bucket, `s3://BUCKET`; `serve --objects-url` and
     /// `TESSERA_OBJECTS_URL` set it too. Needs `[queue] url`.
     pub url: Option<String>,
+    /// Seconds an object no write has counted on (and nothing names) is
+    /// kept before the garbage collector deletes it [default: 86400].
+    pub garbage_grace_s: Option<u64>,
     /// S3 settings by name (`endpoint`, `region`, `access_key_id`,
     /// `secret_access_key`, `allow_http`, …), over the `AWS_*`
     /// environment variables.
@@ -45,6 +48,12 @@ pub struct Objects {
 }
 
 impl Objects {
+    /// How long an object nothing names is kept.
+    pub fn garbage_grace(&self) -> std::time::Duration {
+        self.garbage_grace_s
+            .map_or(crate::store::bucket::GRACE, std::time::Duration::from_secs)
+    }
+
     /// The S3 settings as text (`allow_http = true` as `"true"`).
     pub fn settings(&self) -> std::collections::BTreeMap<String, String> {
         self.settings

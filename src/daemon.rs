@@ -13,6 +13,7 @@ use crate::auth::{Keyring, check};
 use crate::config::Config;
 use crate::database::Database;
 use crate::database::nouns::NounTable;
+use crate::database::objects::ObjectLedger;
 use crate::http::budget::BodyBudget;
 use crate::http::conns::{self, Connections};
 use crate::http::{self, Ctx};
@@ -150,8 +151,10 @@ async fn share_nouns(config: &Config, store: &Store, db: &Database) -> Result<()
     let Some(url) = &config.objects.url else {
         return Ok(());
     };
+    let ledger = Arc::new(ObjectLedger::new(db.clone(), handle.clone()));
     let bucket = Bucket::open(url, &config.objects.settings(), handle.clone())
-        .map_err(|e| Error::Objects(e.to_string()))?;
+        .map_err(|e| Error::Objects(e.to_string()))?
+        .counted(ledger, config.objects.garbage_grace());
     bucket.check().await?;
     store.objects().use_bucket(bucket);
     store.use_ref_table(Arc::new(NounTable::new(db.clone(), handle)));
@@ -163,6 +166,8 @@ async fn share_nouns(config: &Config, store: &Store, db: &Database) -> Result<()
 #[derive(Debug)]
 pub struct Daemon {
     ctx: Arc<Ctx>,
+    /// The shared database, when the queue is in one.
+    shared: Option<Database>,
 }
 
 impl Daemon {
@@ -202,6 +207,7 @@ impl Daemon {
         queue.observe(vec![metrics.clone()], events.clone());
         store.watch_nouns(events.clone());
         Ok(Daemon {
+            shared,
             ctx: Arc::new(Ctx {
                 store,
                 keyring,
@@ -251,8 +257,26 @@ impl Daemon {
                 store.recheck_space();
             }
         });
+        // The bucket's garbage collector, when nouns are shared: whichever
+        // daemon holds its lease row collects.
+        let (stop_collector, collector_stopped) = tokio::sync::oneshot::channel::<()>();
+        let collector = self.shared.clone().map(|db| {
+            let holder = format!("{}-{}", std::process::id(), addr);
+            tokio::spawn(crate::garbage::run(
+                db,
+                self.ctx.store.clone(),
+                holder,
+                async {
+                    let _ = collector_stopped.await;
+                },
+            ))
+        });
         http::serve(listener, self.ctx.clone(), shutdown).await;
         space.abort();
+        let _ = stop_collector.send(());
+        if let Some(c) = collector {
+            let _ = c.await;
+        }
         let _ = stop_sweeper.send(());
         let _ = sweeper.await;
         self.ctx.queue.close();

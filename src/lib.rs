@@ -38,6 +38,7 @@ pub mod config;
 pub mod daemon;
 pub mod database;
 pub mod events;
+pub mod garbage;
 pub mod http;
 pub mod mcp;
 pub mod metrics;

@@ -495,3 +495,90 @@ async fn an_export_through_any_daemon_is_the_same_tree_byte_for_byte() {
         daemon.kill();
     }
 }
+
+/// The keys of `bucket`'s objects (`objects/sha256/…`).
+async fn objects_in(bucket: &str) -> Vec<String> {
+    let bucket = bucket.to_string();
+    tokio::task::spawn_blocking(move || s3::object_keys(&bucket))
+        .await
+        .unwrap()
+}
+
+fn object_key(sha: &str) -> String {
+    format!("objects/sha256/{}/{}", &sha[..2], &sha[2..])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_collector_deletes_only_objects_nothing_names_past_their_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = support::pg::fresh_database().await;
+    let bucket = tokio::task::spawn_blocking(s3::fresh_bucket).await.unwrap();
+    let config = "[objects]\ngarbage_grace_s = 4\n";
+    let a = DaemonProcess::spawn_sharing_with(&dir.path().join("a"), config, &url, &bucket, None);
+    let b =
+        DaemonProcess::spawn_sharing_with(&dir.path().join("b"), config, &url, &bucket, Some(&a));
+    let r = put(&a.admin, "k", 0, json!({"kept": true})).await;
+    assert_status!(r, 201);
+    let kept = body(&r)["sha256"].as_str().unwrap().to_string();
+    // A refused put's object went up first: nothing names it.
+    let orphan = json!({"refused": "first"});
+    let r = put(&b.admin, "k", 0, orphan.clone()).await;
+    assert_status!(r, 409, "version_conflict");
+    let orphan_sha = tessera::store::Sha256::of(&tessera::store::canonical_json(&orphan)).hex();
+    assert!(objects_in(&bucket).await.contains(&object_key(&orphan_sha)));
+    // A task's result, named by its receipt.
+    assert_status!(
+        a.admin
+            .post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap(),
+        201
+    );
+    let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k",
+        "effect_class": "read", "producer_surface": "s", "brief": {}});
+    assert_status!(a.admin.post_json("/v1/tasks", &spec).await.unwrap(), 201);
+    let claimed = support::claim(&a.admin, "q").await.expect("claimed");
+    let r = a
+        .admin
+        .with_bearer(claimed["handle"].as_str().unwrap())
+        .post_bytes("/v1/worker/submit", b"the result".to_vec())
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let result_sha = tessera::store::Sha256::of(b"the result").hex();
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    // A younger refused put's object, still within its grace.
+    let young = json!({"refused": "later"});
+    assert_status!(
+        put(&b.admin, "k", 0, young.clone()).await,
+        409,
+        "version_conflict"
+    );
+    let young_sha = tessera::store::Sha256::of(&tessera::store::canonical_json(&young)).hex();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let keys = loop {
+        let keys = objects_in(&bucket).await;
+        if !keys.contains(&object_key(&orphan_sha)) {
+            break keys;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old orphan is never collected"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for (what, sha) in [
+        ("the noun's version", &kept),
+        ("the task's result", &result_sha),
+        ("the young orphan", &young_sha),
+    ] {
+        assert!(keys.contains(&object_key(sha)), "{what} is kept: {keys:?}");
+    }
+    // A put of the collected bytes writes them anew.
+    assert_status!(put(&a.admin, "k", 1, orphan.clone()).await, 201);
+    let read = b.admin.get("/v1/nouns/ns/st/k").await.unwrap();
+    assert_status!(read, 200);
+    assert_eq!(body(&read), orphan);
+    a.kill();
+    b.kill();
+}

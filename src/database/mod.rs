@@ -10,6 +10,7 @@
 //! asynchronous commit is visible to other sessions before it is flushed.
 
 pub mod nouns;
+pub mod objects;
 pub mod schema;
 
 use std::str::FromStr;

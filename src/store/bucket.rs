@@ -14,7 +14,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
@@ -42,7 +41,26 @@ pub struct Bucket {
     handle: Handle,
     /// `s3://BUCKET`, for messages.
     url: String,
+    /// Where its writes are counted, for its garbage collector.
+    ledger: Option<Arc<dyn Ledger>>,
+    /// How long an object no write counts on is kept.
+    grace: Duration,
 }
+
+/// Where the writes to a bucket are counted (the shared database's
+/// `objects` table), so that its garbage collector never deletes an
+/// object a write counts on: a put that finds an object there relies on
+/// it, and the collector deletes one only under its row's lock, when no
+/// write has counted on it for its grace period.
+pub trait Ledger: Send + Sync + std::fmt::Debug {
+    /// Counts a write of the object `sha` now (durably, before the write
+    /// goes to the bucket).
+    fn count(&self, sha: &Sha256) -> Result<(), Error>;
+}
+
+/// How long an object nothing names is kept by default: long enough for
+/// any write whose object went up first to name it.
+pub const GRACE: Duration = Duration::from_secs(24 * 3600);
 
 /// What can be wrong with `--objects-url` or `[objects]`.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +120,23 @@ impl Bucket {
             s3: Arc::new(s3),
             handle,
             url: url.to_string(),
+            ledger: None,
+            grace: GRACE,
         })
+    }
+
+    /// The bucket with its writes counted in `ledger`, and objects no
+    /// write counts on kept for `grace` before the collector may delete
+    /// them.
+    pub fn counted(mut self, ledger: Arc<dyn Ledger>, grace: Duration) -> Bucket {
+        self.ledger = Some(ledger);
+        self.grace = grace;
+        self
+    }
+
+    /// How long an object no write counts on is kept.
+    pub fn grace(&self) -> Duration {
+        self.grace
     }
 
     /// `s3://BUCKET`.
@@ -120,8 +154,12 @@ impl Bucket {
     }
 
     /// Stores `bytes` as the object `sha` (their sha256): create-only, so
-    /// an object already there (same name, same bytes) is left as it is.
+    /// an object already there (same name, same bytes) is left as it is;
+    /// counted in the ledger, when there is one.
     pub fn put(&self, sha: &Sha256, bytes: &[u8]) -> Result<(), Error> {
+        if let Some(ledger) = &self.ledger {
+            ledger.count(sha)?;
+        }
         let key = key(sha);
         wait(&self.handle, async {
             if bytes.len() < MULTIPART_FROM {
@@ -181,33 +219,6 @@ impl Bucket {
             }
         })
         .map_err(|e| self.unavailable("asking the bucket for an object", e))
-    }
-
-    /// Every object in the bucket: its hash and when it was written
-    /// (keys that are not objects' names are skipped).
-    pub fn list(&self) -> Result<Vec<(Sha256, jiff::Timestamp)>, Error> {
-        let prefix = Key::from("objects/sha256");
-        wait(&self.handle, async {
-            let mut listed = self.s3.list(Some(&prefix));
-            let mut found = Vec::new();
-            while let Some(meta) = listed.next().await {
-                let meta = meta?;
-                let name: String = meta
-                    .location
-                    .parts()
-                    .skip(2)
-                    .map(|p| p.as_ref().to_string())
-                    .collect();
-                if let (Ok(sha), Ok(at)) = (
-                    name.parse::<Sha256>(),
-                    jiff::Timestamp::from_millisecond(meta.last_modified.timestamp_millis()),
-                ) {
-                    found.push((sha, at));
-                }
-            }
-            Ok(found)
-        })
-        .map_err(|e| self.unavailable("listing the bucket", e))
     }
 
     /// Deletes the object `sha` (the garbage collector's).

@@ -24,3 +24,14 @@ CREATE INDEX noun_versions_sha256 ON noun_versions (sha256);
 -- A receipt read by its hash on a daemon that lacks its object (any
 -- daemon serves a task's output and its consumers, whoever completed it).
 CREATE INDEX receipts_sha256 ON receipts (sha256);
+-- Every object written to the bucket, and when a write last counted on it
+-- (a put that found it there counts too), counted before the bucket's
+-- PUT. The garbage collector deletes an object only under its row's lock
+-- and only when no write counted on it for its grace period: a count on
+-- an old object the collector is deleting waits for it, and the PUT after
+-- writes the object anew.
+CREATE TABLE objects (
+  sha256 bytea PRIMARY KEY,
+  touched timestamptz NOT NULL
+);
+CREATE INDEX objects_touched ON objects (touched);
