@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use futures_util::TryStreamExt;
+
 use crate::database::{self, Database, Error};
 use crate::queue::pg::leader;
 use crate::store::{self, Sha256, Store};
@@ -160,7 +162,12 @@ async fn named(db: &Database) -> Result<HashSet<Sha256>, Error> {
             named.insert(database::sha256(row.get(0))?);
         }
     }
-    for row in client.query("SELECT body FROM receipts", &[]).await? {
+    // Read a row at a time: the receipts' bodies are not held at once.
+    let rows = client
+        .query_raw("SELECT body FROM receipts", std::iter::empty::<i32>())
+        .await?;
+    tokio::pin!(rows);
+    while let Some(row) = rows.try_next().await? {
         let body: &[u8] = row.get(0);
         let receipt: crate::queue::Receipt = serde_json::from_slice(body)
             .map_err(|e| Error::Corrupt(format!("a receipt row is not a receipt: {e}")))?;
