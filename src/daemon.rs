@@ -12,7 +12,6 @@ use crate::auth::token::Minter;
 use crate::auth::{Keyring, check};
 use crate::config::Config;
 use crate::database::Database;
-use crate::database::nouns::NounTable;
 use crate::database::objects::ObjectLedger;
 use crate::http::budget::BodyBudget;
 use crate::http::conns::{self, Connections};
@@ -156,8 +155,7 @@ async fn share_nouns(config: &Config, store: &Store, db: &Database) -> Result<()
         .map_err(|e| Error::Objects(e.to_string()))?
         .counted(ledger, config.objects.garbage_grace());
     bucket.check().await?;
-    store.objects().use_bucket(bucket);
-    store.use_ref_table(Arc::new(NounTable::new(db.clone(), handle)));
+    crate::database::nouns::share(store, bucket, db.clone(), handle);
     tracing::info!(bucket = %url, database = %db.at(), "nouns shared: objects in the bucket, refs in the database");
     Ok(())
 }

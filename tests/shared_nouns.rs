@@ -582,3 +582,28 @@ async fn the_collector_deletes_only_objects_nothing_names_past_their_grace() {
     a.kill();
     b.kill();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unchanged_import_through_another_daemon_writes_no_object_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url, _) = daemons(dir.path(), 2).await;
+    flow::provision(&d[0].admin).await;
+    let pack = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds/blueprint-flow");
+    let key = d[0].admin_key().to_string();
+    flow::import(&d[0].admin, &pack, &[], 0, &key).await;
+    let db = support::pg::connect(&url).await;
+    let counted = "SELECT count(*), max(touched)::text FROM objects";
+    let before = db.query_one(counted, &[]).await.unwrap();
+    let (n, at): (i64, Option<String>) = (before.get(0), before.get(1));
+    assert!(n > 0, "the import's nouns went up");
+    flow::import(&d[1].admin, &pack, &[], 0, &key).await;
+    let after = db.query_one(counted, &[]).await.unwrap();
+    assert_eq!(
+        (after.get::<_, i64>(0), after.get::<_, Option<String>>(1)),
+        (n, at),
+        "bytes a version already names are not written or counted again"
+    );
+    for daemon in d {
+        daemon.kill();
+    }
+}

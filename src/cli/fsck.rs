@@ -105,10 +105,7 @@ fn share_nouns(
         bucket.check().await?;
         anyhow::Ok(crate::database::Database::connect(url).await?)
     })?;
-    store.objects().use_bucket(bucket);
-    store.use_ref_table(std::sync::Arc::new(crate::database::nouns::NounTable::new(
-        db, handle,
-    )));
+    crate::database::nouns::share(store, bucket, db, handle);
     Ok(runtime)
 }
 

@@ -46,6 +46,19 @@ const PAGE: &str = "WITH page AS ( \
      FROM page JOIN noun_versions v USING (namespace, store, key) \
      ORDER BY v.namespace, v.store, v.key, v.version";
 
+/// Shares `store`'s nouns: its objects in `bucket`, its refs in `db`
+/// (both waited for on `handle`'s runtime), for a daemon and for
+/// `tessera fsck` alike.
+pub fn share(
+    store: &crate::store::Store,
+    bucket: crate::store::bucket::Bucket,
+    db: Database,
+    handle: Handle,
+) {
+    store.objects().use_bucket(bucket);
+    store.use_ref_table(std::sync::Arc::new(NounTable::new(db, handle)));
+}
+
 /// The noun refs of the database at `db`, waited for on `handle`'s
 /// runtime (the store's calls are blocking).
 pub struct NounTable {

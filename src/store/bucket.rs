@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
-use object_store::{
-    ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutPayload, RetryConfig, WriteMultipart,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, RetryConfig, WriteMultipart};
 use tokio::runtime::Handle;
 
 use super::object::object_path;
@@ -90,9 +88,13 @@ impl Bucket {
             retry_timeout: RETRY_TIMEOUT,
             ..RetryConfig::default()
         };
-        // Client options first: setting them replaces `allow_http`.
+        // The timeout as a setting, not as client options: those would
+        // replace the environment's `AWS_ALLOW_HTTP`.
         let mut builder = AmazonS3Builder::from_env()
-            .with_client_options(ClientOptions::new().with_timeout(REQUEST_TIMEOUT))
+            .with_config(
+                AmazonS3ConfigKey::Client(object_store::ClientConfigKey::Timeout),
+                format!("{}s", REQUEST_TIMEOUT.as_secs()),
+            )
             .with_retry(retry);
         for (name, value) in options {
             let key: AmazonS3ConfigKey = name.to_ascii_lowercase().parse().map_err(|_| {
@@ -101,16 +103,6 @@ impl Bucket {
                 ))
             })?;
             builder = builder.with_config(key, value);
-        }
-        // Read again after the options: a client setting in them may
-        // have replaced the environment's `AWS_ALLOW_HTTP`.
-        if let Ok(allow) = std::env::var("AWS_ALLOW_HTTP")
-            && !options.keys().any(|k| k.eq_ignore_ascii_case("allow_http"))
-        {
-            builder = builder.with_config(
-                AmazonS3ConfigKey::Client(object_store::ClientConfigKey::AllowHttp),
-                allow,
-            );
         }
         let s3 = builder
             .with_url(url)
@@ -137,11 +129,6 @@ impl Bucket {
     /// How long an object no write counts on is kept.
     pub fn grace(&self) -> Duration {
         self.grace
-    }
-
-    /// `s3://BUCKET`.
-    pub fn url(&self) -> &str {
-        &self.url
     }
 
     /// Asks the bucket for an object that is never there: an answer
@@ -206,19 +193,6 @@ impl Bucket {
             });
         }
         Ok(Some(bytes.to_vec()))
-    }
-
-    /// Whether the bucket holds an object named `sha` (its bytes unchecked).
-    pub fn has(&self, sha: &Sha256) -> Result<bool, Error> {
-        let key = key(sha);
-        wait(&self.handle, async {
-            match self.s3.head(&key).await {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(e),
-            }
-        })
-        .map_err(|e| self.unavailable("asking the bucket for an object", e))
     }
 
     /// Deletes the object `sha` (the garbage collector's).

@@ -203,29 +203,17 @@ fn check_refs(store: &Store, report: &mut Report) -> Result<(), Error> {
 /// are checked: every version's object present, hashing to its name, of
 /// its recorded size.
 fn check_table(store: &Store, report: &mut Report) -> Result<(), Error> {
-    let Some(table) = store.ref_table() else {
+    if store.ref_table().is_none() {
         return Ok(());
-    };
-    let mut after = None;
-    loop {
-        let page = table.list(&super::listing::Within::default(), after.as_ref(), 500)?;
-        let Some(last) = page.last() else {
-            return Ok(());
-        };
-        after = Some(super::NounPath {
-            namespace: last.namespace.clone(),
-            store: last.store.clone(),
-            key: last.key.clone(),
-        });
-        for noun in &page {
-            report.refs += 1;
-            let path = format!(
-                "noun {}/{}/{} (database)",
-                noun.namespace, noun.store, noun.key
-            );
-            check_ref(store, &path, noun, report);
-        }
     }
+    let within = super::listing::Within::default();
+    store.list_nouns(&within, None, usize::MAX, &|_| true, |noun| {
+        report.refs += 1;
+        let path = format!("noun {} (database)", noun.path());
+        check_ref(store, &path, &noun, report);
+        None::<()>
+    })?;
+    Ok(())
 }
 
 /// A ref file's hidden shadow is not a noun: it holds the previous ref,

@@ -42,12 +42,16 @@ impl Store {
         after: Option<&NounPath>,
         limit: usize,
         namespace_ok: &dyn Fn(&Name) -> bool,
-        mut keep: impl FnMut(NounRef) -> Option<T>,
+        keep: impl FnMut(NounRef) -> Option<T>,
     ) -> Result<Page<T>, Error> {
+        let mut page = Filling {
+            items: Vec::new(),
+            limit,
+            keep,
+        };
         if let Some(table) = self.ref_table() {
-            return table_page(table, within, after, limit, namespace_ok, keep);
+            return table_page(table, within, after, namespace_ok, page);
         }
-        let mut items = Vec::new();
         let nouns = self.nouns_dir();
         for ns in names(nouns, "nouns", "", within.namespace.as_ref())? {
             if after.is_some_and(|a| ns < a.namespace) || !namespace_ok(&ns) {
@@ -72,58 +76,69 @@ impl Store {
                     let Some(noun) = self.read_ref(&path)? else {
                         continue;
                     };
-                    if let Some(item) = keep(noun) {
-                        items.push(item);
-                        if items.len() == limit {
-                            return Ok(Page {
-                                items,
-                                next: Some(path),
-                            });
-                        }
+                    if let Some(full) = page.offer(noun) {
+                        return Ok(full);
                     }
                 }
             }
         }
-        Ok(Page { items, next: None })
+        Ok(page.done())
+    }
+}
+
+/// A page being filled: what `keep` returns, up to `limit`.
+struct Filling<T, F> {
+    items: Vec<T>,
+    limit: usize,
+    keep: F,
+}
+
+impl<T, F: FnMut(NounRef) -> Option<T>> Filling<T, F> {
+    /// Offers `noun`: the full page once it makes the page full (its
+    /// next page starts after `noun`).
+    fn offer(&mut self, noun: NounRef) -> Option<Page<T>> {
+        let path = noun.path();
+        let item = (self.keep)(noun)?;
+        self.items.push(item);
+        (self.items.len() == self.limit).then(|| Page {
+            items: std::mem::take(&mut self.items),
+            next: Some(path),
+        })
+    }
+
+    /// The last page: the walk reached the end.
+    fn done(self) -> Page<T> {
+        Page {
+            items: self.items,
+            next: None,
+        }
     }
 }
 
 /// [`Store::list_nouns`] over a ref table: its rows read a batch at a time
-/// until `limit` are kept or none are left.
+/// until the page is full or none are left.
 fn table_page<T>(
     table: &dyn RefTable,
     within: &Within,
     after: Option<&NounPath>,
-    limit: usize,
     namespace_ok: &dyn Fn(&Name) -> bool,
-    mut keep: impl FnMut(NounRef) -> Option<T>,
+    mut page: Filling<T, impl FnMut(NounRef) -> Option<T>>,
 ) -> Result<Page<T>, Error> {
-    let (mut items, mut after) = (Vec::new(), after.cloned());
-    let batch = limit.clamp(1, 500);
+    let mut after = after.cloned();
+    let batch = page.limit.clamp(1, 500);
     loop {
         let rows = table.list(within, after.as_ref(), batch)?;
         let last_batch = rows.len() < batch;
         for noun in rows {
-            let path = NounPath {
-                namespace: noun.namespace.clone(),
-                store: noun.store.clone(),
-                key: noun.key.clone(),
-            };
+            after = Some(noun.path());
             if namespace_ok(&noun.namespace)
-                && let Some(item) = keep(noun)
+                && let Some(full) = page.offer(noun)
             {
-                items.push(item);
-                if items.len() == limit {
-                    return Ok(Page {
-                        items,
-                        next: Some(path),
-                    });
-                }
+                return Ok(full);
             }
-            after = Some(path);
         }
         if last_batch {
-            return Ok(Page { items, next: None });
+            return Ok(page.done());
         }
     }
 }

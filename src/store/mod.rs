@@ -211,15 +211,15 @@ struct Inner {
     /// before serving, with `--objects-url`).
     refs: std::sync::OnceLock<Arc<dyn refs::RefTable>>,
     /// Where objects whose durable copy is a database row are read when
-    /// neither the root nor the bucket has them.
+    /// the root lacks them ([`Store::get_row_object`]).
     rows: std::sync::OnceLock<Arc<dyn ObjectRows>>,
     /// Told of every noun version written or re-flagged (the event stream).
     watcher: std::sync::OnceLock<Arc<dyn NounWatcher>>,
 }
 
 /// Objects whose durable copy is a row of the shared database (a
-/// receipt): read there when neither the root nor the bucket has them,
-/// so any daemon serves what another one wrote.
+/// receipt): read there when the root lacks them, so any daemon serves
+/// what another one wrote ([`Store::get_row_object`]).
 pub trait ObjectRows: Send + Sync + std::fmt::Debug {
     /// The bytes of the object `sha`, if a row holds it.
     fn fetch(&self, sha: &Sha256) -> Result<Option<Vec<u8>>, Error>;
@@ -451,15 +451,24 @@ impl Store {
             .map_err(|e| E::from(Error::TaskFailed(e.to_string())))?
     }
 
-    /// Reads and verifies an object.
+    /// Reads and verifies an object: from memory, a pack, the root, else
+    /// the bucket.
     pub fn get_object(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
-        if let Some(bytes) = self.inner.later.get(sha) {
-            return Ok(bytes.to_vec());
+        match self.held(sha)? {
+            Some(bytes) => Ok(bytes),
+            None => self.inner.objects.get(sha),
         }
-        if let Some(bytes) = self.inner.packs.get(sha)? {
+    }
+
+    /// Reads and verifies an object whose durable copy is a row of the
+    /// shared database (a receipt): from memory, a pack or the root, else
+    /// from its row (then kept under the root). The bucket, which holds
+    /// no such object, is not asked.
+    pub fn get_row_object(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
+        if let Some(bytes) = self.held(sha)? {
             return Ok(bytes);
         }
-        match (self.inner.objects.get(sha), self.inner.rows.get()) {
+        match (self.inner.objects.get_here(sha), self.inner.rows.get()) {
             (Err(Error::ObjectMissing { .. }), Some(rows)) => {
                 let bytes = rows
                     .fetch(sha)?
@@ -474,6 +483,14 @@ impl Store {
             }
             (got, _) => got,
         }
+    }
+
+    /// An object handed over to be written later, or in a pack.
+    fn held(&self, sha: &Sha256) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(bytes) = self.inner.later.get(sha) {
+            return Ok(Some(bytes.to_vec()));
+        }
+        self.inner.packs.get(sha)
     }
 
     fn nouns_dir(&self) -> &Dir {

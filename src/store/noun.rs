@@ -104,6 +104,15 @@ impl NounRef {
         self.versions.get(i)
     }
 
+    /// Where it lives.
+    pub fn path(&self) -> NounPath {
+        NounPath {
+            namespace: self.namespace.clone(),
+            store: self.store.clone(),
+            key: self.key.clone(),
+        }
+    }
+
     /// A ref with no versions yet, for the first put of `path`.
     fn empty(path: &NounPath) -> NounRef {
         NounRef {
@@ -308,8 +317,17 @@ impl Store {
             return Ok(outcome);
         };
         // The object first: a ref never names an object that is not there
-        // (one whose ref is refused is the garbage collector's).
-        if !req.dry_run {
+        // (one whose ref is refused is the garbage collector's). A put
+        // that may change nothing (`skip_unchanged`, an import's) first
+        // looks for a version naming these bytes: then they are in the
+        // bucket for good (versions are never removed), and nothing goes up.
+        let named = || -> Result<bool, Error> {
+            let sha = Sha256::of(body);
+            let current = table.read(path)?;
+            Ok(current.is_some_and(|n| n.versions.iter().any(|e| e.sha256 == sha)))
+        };
+        let nothing_up = req.dry_run || (req.skip_unchanged && named()?);
+        if !nothing_up {
             self.put_object(body, super::Durability::Synced)?;
         }
         let (mut decide, mut answer) = (Some(decide), None);

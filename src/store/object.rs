@@ -148,15 +148,13 @@ impl Objects {
         }
     }
 
-    /// Whether a file stands at `sha`'s place (its bytes unchecked), or
-    /// the bucket holds an object of that name (`false` when it does not
-    /// answer).
+    /// Whether a file stands at `sha`'s place under the root (its bytes
+    /// unchecked; the bucket is not asked).
     pub fn has(&self, sha: &Sha256) -> bool {
         self.fanout_dir(sha, None)
             .ok()
             .flatten()
             .is_some_and(|dir| dir.exists(&sha.hex()[2..]))
-            || self.bucket().is_some_and(|b| b.has(sha).unwrap_or(false))
     }
 
     /// Reads an object and verifies its hash: from the root, else from
@@ -171,7 +169,7 @@ impl Objects {
     }
 
     /// Reads an object under the root and verifies its hash.
-    fn get_here(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
+    pub(super) fn get_here(&self, sha: &Sha256) -> Result<Vec<u8>, Error> {
         let missing = || Error::ObjectMissing { sha256: *sha };
         let dir = self.fanout_dir(sha, None)?.ok_or_else(missing)?;
         let mut file = match dir.open(&sha.hex()[2..]) {
