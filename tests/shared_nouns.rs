@@ -46,6 +46,29 @@ async fn put(c: &Client, key: &str, expected: u64, value: Value) -> Reply {
     .unwrap()
 }
 
+/// A task on a new queue `q`, with `extra` fields in its spec, claimed
+/// through `c`: its id, and a client holding its worker handle.
+async fn claimed(c: &Client, extra: Value) -> (String, Client) {
+    assert_status!(
+        c.post_json("/v1/queues", &json!({"name": "q"}))
+            .await
+            .unwrap(),
+        201
+    );
+    let mut spec = json!({
+        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
+        "producer_surface": "s", "brief": {}
+    });
+    spec.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let r = c.post_json("/v1/tasks", &spec).await.unwrap();
+    assert_status!(r, 201);
+    let id = body(&r)["task_id"].as_str().unwrap().to_string();
+    let claim = support::claim(c, "q").await.expect("claimed");
+    (id, c.with_bearer(claim["handle"].as_str().unwrap()))
+}
+
 async fn versions(c: &Client, key: &str) -> Vec<Value> {
     let r = c
         .get(&format!("/v1/nouns/ns/st/{key}/versions"))
@@ -255,21 +278,7 @@ async fn a_task_worked_through_one_daemon_has_its_output_served_by_another() {
     let dir = tempfile::tempdir().unwrap();
     let (d, _, _) = daemons(dir.path(), 2).await;
     let (a, b) = (&d[0].admin, &d[1].admin);
-    let spec = json!({
-        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
-        "producer_surface": "s", "brief": {"do": "it"}
-    });
-    assert_status!(
-        a.post_json("/v1/queues", &json!({"name": "q"}))
-            .await
-            .unwrap(),
-        201
-    );
-    let r = a.post_json("/v1/tasks", &spec).await.unwrap();
-    assert_status!(r, 201);
-    let id = body(&r)["task_id"].as_str().unwrap().to_string();
-    let claimed = support::claim(a, "q").await.expect("claimed");
-    let handle = a.with_bearer(claimed["handle"].as_str().unwrap());
+    let (id, handle) = claimed(a, json!({"brief": {"do": "it"}})).await;
     let r = handle
         .send(
             http::Method::POST,
@@ -413,20 +422,9 @@ async fn a_file_body_is_read_only_by_the_daemon_whose_host_has_it_and_says_so() 
     let dir = tempfile::tempdir().unwrap();
     let (d, _, _) = daemons(dir.path(), 2).await;
     let (a, b) = (&d[0].admin, &d[1].admin);
-    assert_status!(
-        a.post_json("/v1/queues", &json!({"name": "q"}))
-            .await
-            .unwrap(),
-        201
-    );
-    let spec = json!({
-        "namespace": "ns", "queue": "q", "kind": "verb.k", "effect_class": "read",
-        "producer_surface": "s", "brief": {}, "allow_file_submit": true
-    });
-    assert_status!(a.post_json("/v1/tasks", &spec).await.unwrap(), 201);
-    let claimed = support::claim(a, "q").await.expect("claimed");
-    let handle = claimed["handle"].as_str().unwrap();
-    let prompt = flow::prompt(&a.with_bearer(handle)).await;
+    let (_, agent) = claimed(a, json!({"allow_file_submit": true})).await;
+    let handle = agent.bearer().unwrap();
+    let prompt = flow::prompt(&agent).await;
     let work_dir = prompt["context"]["work_dir"].as_str().unwrap();
     std::fs::write(Path::new(work_dir).join("result.md"), "done on a").unwrap();
     let submit = |c: &Client| {
@@ -527,20 +525,8 @@ async fn the_collector_deletes_only_objects_nothing_names_past_their_grace() {
     let orphan_sha = tessera::store::Sha256::of(&tessera::store::canonical_json(&orphan)).hex();
     assert!(objects_in(&bucket).await.contains(&object_key(&orphan_sha)));
     // A task's result, named by its receipt.
-    assert_status!(
-        a.admin
-            .post_json("/v1/queues", &json!({"name": "q"}))
-            .await
-            .unwrap(),
-        201
-    );
-    let spec = json!({"namespace": "ns", "queue": "q", "kind": "verb.k",
-        "effect_class": "read", "producer_surface": "s", "brief": {}});
-    assert_status!(a.admin.post_json("/v1/tasks", &spec).await.unwrap(), 201);
-    let claimed = support::claim(&a.admin, "q").await.expect("claimed");
-    let r = a
-        .admin
-        .with_bearer(claimed["handle"].as_str().unwrap())
+    let (_, agent) = claimed(&a.admin, json!({})).await;
+    let r = agent
         .post_bytes("/v1/worker/submit", b"the result".to_vec())
         .await
         .unwrap();

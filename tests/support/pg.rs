@@ -113,11 +113,7 @@ fn start_cluster() -> String {
         "initdb failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let server = as_server
         .iter()
         .cloned()
@@ -155,13 +151,7 @@ fn start_cluster() -> String {
         clippy::zombie_processes,
         reason = "the watcher outlives this process on purpose: it stops the server after it"
     )]
-    Command::new("sh")
-        .args(["-c", &watcher])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    outliving(&watcher);
     let url = format!("postgres://tessera@127.0.0.1:{port}");
     wait_ready(&url, &dir);
     url
@@ -217,8 +207,32 @@ fn wait_ready(url: &str, dir: &Path) {
     }
 }
 
-fn shell_quote(s: &str) -> String {
+/// `s` quoted for `sh`.
+pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A loopback port free now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs `script` with `sh` in the background: a watcher that starts a
+/// test server and stops it once this process is gone, so it outlives
+/// this process on purpose and is never waited for (the caller may look
+/// whether it ended early).
+pub fn outliving(script: &str) -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// The queue database of a daemon on `root` when the suite runs against

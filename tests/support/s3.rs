@@ -12,12 +12,14 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
+use super::pg::{free_port, outliving, shell_quote};
 
 /// What an object key keeps unencoded in a URL path.
 const KEY: &AsciiSet = &NON_ALPHANUMERIC
@@ -266,11 +268,7 @@ fn moto_server() -> PathBuf {
 /// Starts a moto server for this process; it stops when the process exits.
 fn start_server() -> String {
     let moto = moto_server();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let log = std::env::temp_dir().join(format!("tessera-s3-{}.log", std::process::id()));
     // A watcher shell: runs the server and stops it once this test
     // process is gone, then removes the log (kept while this process
@@ -283,13 +281,7 @@ fn start_server() -> String {
         log = shell_quote(&log.display().to_string()),
         me = std::process::id(),
     );
-    let watcher = Command::new("sh")
-        .args(["-c", &watcher])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let watcher = outliving(&watcher);
     let url = format!("http://127.0.0.1:{port}");
     wait_ready(&url, watcher, &log);
     url
@@ -312,8 +304,4 @@ fn wait_ready(url: &str, mut watcher: Child, log: &Path) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
