@@ -318,10 +318,7 @@ impl State {
         self.tasks.push(task);
         self.index.idempotency.insert(&self.tasks, id);
         let new = &self.tasks[&id];
-        let ended_badly = new.spec.depends_on.iter().find_map(|u| {
-            let u = self.tasks.get(u)?;
-            matches!(u.state, TaskState::Failed | TaskState::Cancelled).then_some((u.id, u.state))
-        });
+        let ended_badly = self.first_ended_badly(id);
         let cancel = new.spec.on_upstream_failure == UpstreamFailure::Cancel;
         let state = match ended_badly {
             Some((u, how)) if cancel => {
@@ -441,7 +438,11 @@ impl State {
                 && dependent.spec.on_upstream_failure == UpstreamFailure::Cancel
             {
                 self.leave(d);
-                self.task_mut(d).reason = Some(upstream_ended(id, state));
+                // Named by its own upstreams' order, not by the order the
+                // cascade reached it in (which differs with how a state
+                // was loaded): the first that ended badly, `id` at worst.
+                let (u, how) = self.first_ended_badly(d).unwrap_or((id, state));
+                self.task_mut(d).reason = Some(upstream_ended(u, how));
                 self.enter(d, TaskState::Cancelled, at);
                 continue;
             }
@@ -470,6 +471,15 @@ impl State {
                 self.enter(p, TaskState::Queued, at);
             }
         }
+    }
+
+    /// The first of `id`'s upstreams, in its `depends_on` order, that
+    /// failed or was cancelled, and how it ended.
+    fn first_ended_badly(&self, id: TaskId) -> Option<(TaskId, TaskState)> {
+        self.tasks[&id].spec.depends_on.iter().find_map(|u| {
+            let u = self.tasks.get(u)?;
+            matches!(u.state, TaskState::Failed | TaskState::Cancelled).then_some((u.id, u.state))
+        })
     }
 
     fn collect_live_descendants(&self, id: TaskId, out: &mut Vec<TaskId>) {
