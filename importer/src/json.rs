@@ -1,12 +1,17 @@
 //! JSON body files, read strictly: a key written twice in one object is
 //! refused (serde_json would keep the last), and so is a number that would
 //! not come back as written (an integer past 64 bits, which serde_json
-//! turns into a float). Both errors carry serde_json's line.
+//! turns into a float). Both errors carry serde_json's line. A UTF-8 byte
+//! order mark at the start (some Windows editors write one) is skipped, as
+//! the YAML and TOML parsers skip it; the lines are unchanged.
 
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
+
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Smallest magnitude of a float that an integer past 64 bits can become.
 const PAST_64_BITS: f64 = 9_223_372_036_854_775_808.0;
@@ -14,6 +19,7 @@ const PAST_64_BITS: f64 = 9_223_372_036_854_775_808.0;
 /// Parses `bytes` as one JSON document with the checks above; the error is
 /// `(line, message)`.
 pub(crate) fn parse(bytes: &[u8]) -> Result<Value, (usize, String)> {
+    let bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = Strict::deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v.0))
@@ -122,6 +128,10 @@ mod tests {
             ("{\"a\": 1,\n \"a\": 2}", Err((2, "duplicate key \"a\""))),
             ("{\"x\": {\"a\": 1, \"a\": 1}}", Err((1, "duplicate key"))),
             ("[1,", Err((1, "EOF"))),
+            ("\u{feff}{\"a\": 1}", Ok(r#"{"a":1}"#)),
+            ("\u{feff}{\"a\": 1,\n \"b\": }", Err((2, "expected value"))),
+            ("{\"a\": \"\u{feff}\"}", Ok("{\"a\":\"\u{feff}\"}")),
+            ("\u{feff}\u{feff}1", Err((1, "expected value"))),
         ];
         for (doc, want) in cases {
             match (parse(doc.as_bytes()), want) {

@@ -66,7 +66,8 @@ pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
         .map_err(|e| format!("line {}: {}", e.line, e.message))
 }
 
-/// Reads the pack in `dir` and returns its Plan, or every problem found.
+/// Reads the pack in `dir` and returns its Plan (with any warnings), or
+/// every problem found.
 ///
 /// ```no_run
 /// match tessera_importer::plan(std::path::Path::new("seeds/frontier-example")) {
@@ -92,10 +93,12 @@ pub fn plan(dir: &Path) -> Result<Plan, Report> {
         dir: &pack_dir,
         files,
         diags,
+        warnings: Diagnostics::default(),
         budget,
     };
-    let plan = resolve::resolve(&mut ctx);
+    let mut plan = resolve::resolve(&mut ctx);
     if ctx.diags.is_empty() {
+        plan.warnings = ctx.warnings.into_report().diagnostics;
         Ok(plan)
     } else {
         Err(ctx.diags.into_report())

@@ -2,7 +2,7 @@
 //! the file and line it came from.
 //!
 //! A `Plan` only exists for a pack with no problems at all (`plan` returns a
-//! `Report` otherwise). It is data: applying it (pins, enqueue, catalog
+//! `Report` otherwise), though it may carry warnings. It is data: applying it (pins, enqueue, catalog
 //! checks) is the daemon's `tessera import`, not this crate's.
 
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::address::Address;
+use crate::report::Diagnostic;
 
 /// A validated pack, ready to apply.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,6 +27,10 @@ pub struct Plan {
     pub catalog: Vec<CatalogItem>,
     /// Flows as their steps (each step is also one of `tasks`).
     pub flows: Vec<FlowItem>,
+    /// What the pack may not mean as written, though it plans (a template
+    /// key holding template syntax, which is kept as written); sorted, each
+    /// at its file, line and field like a problem.
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// The pack's header from `pack.yaml` / `pack.toml`.

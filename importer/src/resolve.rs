@@ -36,6 +36,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) dir: &'a PackDir,
     pub(crate) files: Vec<PackFile>,
     pub(crate) diags: Diagnostics,
+    /// Warnings: things that plan but may not mean what the author meant.
+    pub(crate) warnings: Diagnostics,
     /// What is left of the pack's expanded size.
     pub(crate) budget: Budget,
 }
@@ -51,6 +53,13 @@ impl Ctx<'_> {
         let line = self.line(file, pointer);
         let rel = self.files[file].rel.clone();
         self.diags.push(&rel, line, field_path(pointer), message);
+    }
+
+    /// Warns about the field at `pointer` in file `file`.
+    pub(crate) fn warn(&mut self, file: usize, pointer: &str, message: impl Into<String>) {
+        let line = self.line(file, pointer);
+        let rel = self.files[file].rel.clone();
+        self.warnings.push(&rel, line, field_path(pointer), message);
     }
 
     /// Adds a file read during the checks (an items file); returns its index.
@@ -193,6 +202,7 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
         tasks,
         catalog,
         flows,
+        warnings: Vec::new(),
     }
 }
 

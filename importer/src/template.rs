@@ -3,7 +3,10 @@
 //! Every string of the template that contains `{{`, `{%` or `{#` is a
 //! minijinja template rendered with `item` bound to one item, with strict
 //! undefined behaviour (a missing field is an error, never an empty string)
-//! and bounded fuel. Other strings are copied unchanged. Expansion is
+//! and bounded fuel. Other strings are copied unchanged. Map keys are never
+//! rendered: a key holding template syntax is copied as written, and the
+//! plan warns about it at the key's line (every task would get the same
+//! literal key, which is seldom what was meant). Expansion is
 //! deterministic: items in order, no clock, no randomness, no environment.
 //!
 //! Expanded ids are `<template id>.<item id>` when the item has an `id`,
@@ -102,6 +105,7 @@ pub(crate) fn expand(
         return out;
     }
 
+    warn_templated_keys(ctx, file, pointer, &body);
     let env = environment();
     let Compiled {
         strings,
@@ -251,6 +255,36 @@ fn compile<'env, 'source>(
     }
     out
 }
+
+/// Warns at each map key of `body` that holds template syntax: keys are
+/// copied as written, never rendered.
+fn warn_templated_keys(ctx: &mut Ctx, file: usize, pointer: &str, body: &Value) {
+    let mut todo = vec![(pointer.to_owned(), body)];
+    while let Some((at, v)) = todo.pop() {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map.iter().rev() {
+                    let child = push_pointer(&at, k);
+                    if is_template(k) {
+                        let message = format!(
+                            "the key {k:?} holds template syntax, but only values are expanded: every task gets this key as written; put the varying part in a value"
+                        );
+                        ctx.warn(file, &child, message);
+                    }
+                    todo.push((child, v));
+                }
+            }
+            Value::Array(list) => todo.extend(
+                list.iter()
+                    .enumerate()
+                    .rev()
+                    .map(|(i, v)| (push_pointer(&at, &i.to_string()), v)),
+            ),
+            _ => {}
+        }
+    }
+}
+
 /// Every string in `value` with its pointer (relative to `value`) that
 /// contains template syntax, in document order.
 fn strings_of(value: &Value) -> Vec<(String, &str)> {

@@ -195,3 +195,65 @@ fn aliases_count_their_bytes_against_the_pack_budget() {
     let e = parse(Format::Yaml, &text, &mut nearly_full).unwrap_err();
     assert_eq!(e.line, 3, "{e:?}");
 }
+
+#[test]
+fn deep_dotted_toml_keys_are_refused_at_their_line() {
+    let key = |n: usize| {
+        (0..n)
+            .map(|i| format!("k{i}"))
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    // (text, line, message part): toml refuses keys of 81 parts and more
+    // itself, without a place; shorter ones pass it and meet our depth.
+    let cases = [
+        (
+            format!("a = 1\n\n{} = 1\n", key(70)),
+            3,
+            "nested deeper than 64",
+        ),
+        (
+            format!("a = 1\n\n{} = 1\n", key(81)),
+            3,
+            "a dotted key of 81 parts",
+        ),
+        (
+            format!("a = 1\n[t]\nb = 2\n{} = 1\n", key(200)),
+            4,
+            "of 200 parts",
+        ),
+        (
+            format!("a = 1\n\n\n[{}]\nx = 1\n", key(2000)),
+            4,
+            "of 2000 parts",
+        ),
+        (format!("a = 1\n[[{}]]\n", key(90)), 2, "of 90 parts"),
+        (
+            format!("a = {{ b = 1 }}\nc = {{ {} = 1 }}\n", key(100)),
+            2,
+            "of 100 parts",
+        ),
+        (
+            format!("s = \"\"\"\nx.y = 1\n\"\"\"\n{} = 1\n", key(100)),
+            4,
+            "of 100 parts",
+        ),
+        (
+            format!(
+                "a = {}{}\n{} = 1\n",
+                "[".repeat(300),
+                "]".repeat(300),
+                key(100)
+            ),
+            1,
+            "max recursion depth",
+        ),
+    ];
+    for (text, line, needle) in cases {
+        let e = parse(Format::Toml, &text, &mut Budget::new()).expect_err(&text[..40]);
+        assert_eq!(e.line, line, "{:?}: {e:?}", &text[..40]);
+        assert!(e.message.contains(needle), "{:?}: {e:?}", &text[..40]);
+    }
+    let quoted = format!("\"{}\" = 1\n", key(200));
+    assert!(parse(Format::Toml, &quoted, &mut Budget::new()).is_ok());
+}
