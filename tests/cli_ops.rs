@@ -139,7 +139,10 @@ async fn queue_create_list_and_show_print_tables_and_json() {
             "5",
         ],
     ));
-    assert!(again.contains("existed: settings as shown"), "{again}");
+    assert!(
+        again.contains("queue work.ops exists; updated lease_ttl_s, max_attempts (others kept)"),
+        "{again}"
+    );
     enqueue(&d, "team", "work.ops", "verb.compute", &[]);
 
     let list = ok(&admin(&d, &["queue", "list"]));

@@ -235,14 +235,14 @@ async fn submit(queue: &tessera::queue::Queue, n: usize) {
 /// its journal as a daemon's does; returns what the folds did.
 pub fn fill(root: &Path, n: usize, submitted: usize) -> tessera::queue::Folds {
     use tessera::config::QueueLimits;
-    use tessera::queue::{Queue, QueueConfig, TaskSpec};
+    use tessera::queue::{Queue, QueuePatch, TaskSpec};
     use tessera::store::{Access, Store};
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let store = Store::open(root, Access::Exclusive).expect("store");
         let limits = QueueLimits::default();
         let (queue, _) = Queue::open(&store, limits.split_limits(), limits.segment_bytes(), limits.fold_after()).expect("queue");
-        let config: QueueConfig = serde_json::from_value(json!({"name": "bench.q"})).expect("config");
+        let config: QueuePatch = serde_json::from_value(json!({"name": "bench.q"})).expect("config");
         queue.provision(config).await.expect("provision");
         // The admin key a first start makes: every task's requester must
         // be a key the root holds, or the daemon refuses to start.

@@ -9,16 +9,16 @@ use serde::Serialize;
 use super::remote::RemoteArgs;
 use super::table::{self, OutputArgs, Table};
 use crate::client::ClientError;
-use crate::http::wire::{QueueList, QueueStatus, QueueView, Status};
+use crate::http::wire::{ProvisionedQueue, QueueList, QueueStatus, QueueView, Status};
 use crate::queue::spec::Backoff;
-use crate::queue::{QueueConfig, TaskState};
+use crate::queue::{QueueConfig, QueuePatch, TaskState};
 use crate::store::Name;
 
 /// Queue subcommands.
 #[derive(Debug, Subcommand)]
 pub enum QueueCommand {
     /// Provision a queue (admin key); for an existing queue, the settings
-    /// given replace its settings.
+    /// given change and the others keep their values.
     Create(CreateArgs),
     /// The queues the key was issued (all, for admin), with task counts.
     List {
@@ -38,28 +38,33 @@ pub enum QueueCommand {
     },
 }
 
-/// Arguments of `queue create`.
+/// Arguments of `queue create`: for a new queue, a setting left out takes
+/// its default; for an existing one, it keeps its value.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// The queue's name.
     #[arg(value_parser = parse_name)]
     name: Name,
-    /// Lease length in seconds (1 to 86400).
-    #[arg(long, default_value_t = 300)]
-    lease_ttl_s: u32,
-    /// Claims before a task fails with attempts_exhausted (1 to 1000).
-    #[arg(long, default_value_t = 3)]
-    max_attempts: u32,
-    /// First retry delay after an expired lease, in milliseconds.
-    #[arg(long, default_value_t = Backoff::default().base_ms)]
-    backoff_base_ms: u64,
-    /// Longest retry delay, in milliseconds.
-    #[arg(long, default_value_t = Backoff::default().cap_ms)]
-    backoff_cap_ms: u64,
-    /// A server queue: claimable only by keys that name it in their grants.
+    /// Lease length in seconds (1 to 86400; default 300).
     #[arg(long)]
-    server_queue: bool,
-    /// The ctx-dir placement template for its tasks (such as runs/{task_id}).
+    lease_ttl_s: Option<u32>,
+    /// Claims before a task fails with attempts_exhausted (1 to 1000; default 3).
+    #[arg(long)]
+    max_attempts: Option<u32>,
+    /// First retry delay after an expired lease, in milliseconds (default
+    /// 1000; give --backoff-cap-ms with it).
+    #[arg(long, requires = "backoff_cap_ms")]
+    backoff_base_ms: Option<u64>,
+    /// Longest retry delay, in milliseconds (default 60000; give
+    /// --backoff-base-ms with it).
+    #[arg(long, requires = "backoff_base_ms")]
+    backoff_cap_ms: Option<u64>,
+    /// A server queue: claimable only by keys that name it in their grants
+    /// (`--server-queue=false` makes it an ordinary queue again).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    server_queue: Option<bool>,
+    /// The ctx-dir placement template for its tasks (such as
+    /// runs/{task_id}); an empty value removes it.
     #[arg(long)]
     placement: Option<String>,
     /// A stage kind promotion to public requires (repeatable).
@@ -69,6 +74,53 @@ pub struct CreateArgs {
     out: OutputArgs,
     #[command(flatten)]
     remote: RemoteArgs,
+}
+
+impl CreateArgs {
+    /// The settings given, as the patch `POST /v1/queues` takes.
+    fn patch(&self) -> QueuePatch {
+        let backoff = self
+            .backoff_base_ms
+            .zip(self.backoff_cap_ms)
+            .map(|(base_ms, cap_ms)| Backoff { base_ms, cap_ms });
+        QueuePatch {
+            name: self.name.clone(),
+            lease_ttl_s: self.lease_ttl_s,
+            max_attempts: self.max_attempts,
+            backoff,
+            server: self.server_queue,
+            placement: self
+                .placement
+                .clone()
+                .map(|p| Some(p).filter(|p| !p.is_empty())),
+            required_stages: (!self.required_stages.is_empty())
+                .then(|| self.required_stages.clone()),
+        }
+    }
+}
+
+/// What `queue create` did, in a sentence.
+fn outcome(patch: &QueuePatch, created: bool) -> String {
+    if created {
+        return "created".into();
+    }
+    let named = serde_json::to_value(patch).expect("a patch serializes");
+    let set: Vec<&str> = named
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.keys())
+        .map(String::as_str)
+        .filter(|k| *k != "name")
+        .collect();
+    if set.is_empty() {
+        format!("queue {} exists; settings kept", patch.name)
+    } else {
+        format!(
+            "queue {} exists; updated {} (others kept)",
+            patch.name,
+            set.join(", ")
+        )
+    }
 }
 
 fn parse_name(s: &str) -> Result<Name, String> {
@@ -88,37 +140,17 @@ struct Shown {
 pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         QueueCommand::Create(a) => {
-            let config = QueueConfig {
-                name: a.name,
-                lease_ttl_s: a.lease_ttl_s,
-                max_attempts: a.max_attempts,
-                backoff: Backoff {
-                    base_ms: a.backoff_base_ms,
-                    cap_ms: a.backoff_cap_ms,
-                },
-                server: a.server_queue,
-                placement: a.placement,
-                required_stages: a.required_stages,
-            };
-            let reply = a
+            let patch = a.patch();
+            let got: ProvisionedQueue = a
                 .remote
                 .client()?
-                .post_json("/v1/queues", &config)
+                .post_json("/v1/queues", &patch)
                 .await?
-                .success()?;
-            let created = reply.status == http::StatusCode::CREATED;
-            let got: QueueConfig = reply.json()?;
+                .success()?
+                .json()?;
             table::print(a.out.output, &got, |q| {
-                let mut t = settings(q);
-                t.row(vec![
-                    "outcome".into(),
-                    if created {
-                        "created"
-                    } else {
-                        "existed: settings as shown"
-                    }
-                    .into(),
-                ]);
+                let mut t = settings(&q.config);
+                t.row(vec!["outcome".into(), outcome(&patch, q.created)]);
                 t
             });
         }

@@ -8,11 +8,13 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id, view};
-use super::wire::{ClaimNext, Claimed, ClaimedMany, LeaseView, QueueList, QueueView};
+use super::wire::{
+    ClaimNext, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList, QueueView,
+};
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::Claims;
 use crate::auth::{self, Principal, access};
-use crate::queue::{self, Handover, QueueConfig};
+use crate::queue::{self, Handover, QueuePatch};
 use crate::store::Name;
 
 /// Longest long-poll a claim may ask for.
@@ -21,19 +23,21 @@ const MAX_WAIT_MS: u64 = 30_000;
 /// Most tasks one claim request may take (`max`).
 const MAX_CLAIMS: u32 = 100;
 
-/// `POST /v1/queues` (admin).
+/// `POST /v1/queues` (admin): makes the queue (`201`), or changes the
+/// fields the body names of an existing one (`200`); answers the whole
+/// config and `created`.
 pub async fn provision(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req).await?;
     auth::require_admin(&p)?;
-    let config: QueueConfig = req.json(ctx.limits.max_body_bytes).await?;
-    let created = ctx.queue.provision(config.clone()).await?;
+    let patch: QueuePatch = req.json(ctx.limits.max_body_bytes).await?;
+    let queue::Provisioned { config, created } = ctx.queue.provision(patch).await?;
     tracing::info!(queue = %config.name, server = config.server, created, "queue provisioned");
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok(json_response(status, &config))
+    Ok(json_response(status, &ProvisionedQueue { config, created }))
 }
 
 /// `GET /v1/queues`: the queues the key may use (all, for admin), with

@@ -127,11 +127,15 @@ impl Queue {
         }
     }
 
-    /// Provisions or reconfigures a queue; true when it is new.
-    pub async fn provision(&self, config: super::QueueConfig) -> Result<bool, EnqueueError> {
+    /// Provisions a queue, or changes the fields `patch` names of an
+    /// existing one (those it leaves out keep their values).
+    pub async fn provision(
+        &self,
+        patch: super::QueuePatch,
+    ) -> Result<super::Provisioned, EnqueueError> {
         match &self.backend {
-            Backend::Journal(j) => j.provision(config).await,
-            Backend::Postgres(p) => p.provision(config).await,
+            Backend::Journal(j) => j.provision(patch).await,
+            Backend::Postgres(p) => p.provision(patch).await,
         }
     }
 

@@ -43,6 +43,16 @@ fn invalid(field: &'static str, message: impl Into<String>) -> EnqueueError {
     }
 }
 
+/// Checks a queue's config before it is provisioned: its numbers and
+/// its placement template.
+pub fn check_queue(config: &QueueConfig) -> Result<(), EnqueueError> {
+    config.check().map_err(|(f, m)| invalid(f, m))?;
+    if let Some(p) = &config.placement {
+        super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
+    }
+    Ok(())
+}
+
 impl State {
     /// A task by id, or `NotFound`.
     pub fn task(&self, id: TaskId) -> Result<&Task, TaskCallError> {
@@ -51,10 +61,7 @@ impl State {
 
     /// Provision or reconfigure a queue.
     pub fn decide_queue(&self, config: QueueConfig) -> Result<Event, EnqueueError> {
-        config.check().map_err(|(f, m)| invalid(f, m))?;
-        if let Some(p) = &config.placement {
-            super::placement::check_template(p).map_err(|m| invalid("placement", m))?;
-        }
+        check_queue(&config)?;
         Ok(Event::QueueSet { config })
     }
 

@@ -66,6 +66,7 @@ pub mod offline;
 pub mod pg;
 mod pipeline;
 pub mod placement;
+pub mod provision;
 pub mod query;
 pub mod receipt;
 mod records;
@@ -95,6 +96,7 @@ use machine::State;
 pub use machine::{SplitLimits, Transition};
 pub use observe::{Observer, Stream, Streamed};
 pub use offline::Walk;
+pub use provision::{Provisioned, QueuePatch};
 pub use receipt::{Receipt, SubmitInput};
 pub use recover::{Finding, OnFinding, Recovery};
 pub use shelf::Sight;
@@ -353,15 +355,29 @@ impl Journal {
         Ok(out)
     }
 
-    /// Provisions or reconfigures a queue; true when it is new.
-    async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
-        let unchanged = self.lock(Op::Queue).queues.get(&config.name) == Some(&config);
-        if unchanged {
-            return Ok(self.read(|_| false).await?);
+    /// Provisions a queue, or changes the fields `patch` names of an
+    /// existing one; the journal records the merged config.
+    async fn provision(&self, patch: QueuePatch) -> Result<Provisioned, EnqueueError> {
+        let unchanged = {
+            let st = self.lock(Op::Queue);
+            st.queues
+                .get(&patch.name)
+                .filter(|c| patch.over(Some(c)) == **c)
+                .cloned()
+        };
+        if let Some(config) = unchanged {
+            self.read(|_| ()).await?;
+            return Ok(Provisioned {
+                config,
+                created: false,
+            });
         }
         self.run(Op::Queue, |st| {
-            let created = !st.queues.contains_key(&config.name);
-            Ok((st.decide_queue(config)?, created))
+            let current = st.queues.get(&patch.name);
+            let config = patch.over(current);
+            let created = current.is_none();
+            let event = st.decide_queue(config.clone())?;
+            Ok((event, Provisioned { config, created }))
         })
         .await
     }

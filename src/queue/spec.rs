@@ -332,6 +332,19 @@ fn default_attempts() -> u32 {
 }
 
 impl QueueConfig {
+    /// A queue named `name` with every other setting at its default.
+    pub fn named(name: Name) -> QueueConfig {
+        QueueConfig {
+            name,
+            lease_ttl_s: default_ttl(),
+            max_attempts: default_attempts(),
+            backoff: Backoff::default(),
+            server: false,
+            placement: None,
+            required_stages: Vec::new(),
+        }
+    }
+
     /// Checks the numbers.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.lease_ttl_s == 0 || self.lease_ttl_s > MAX_LEASE_TTL_S {

@@ -8,35 +8,71 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::http::wire::QueueView;
+use crate::http::wire::{ProvisionedQueue, QueueView};
 use crate::queue::QueueConfig;
+
+/// [`QueueConfig`]'s schema, open to other fields, with `field` added
+/// (required) and `description` as its own.
+fn config_with(description: &str, field: &str, schema: ObjectBuilder) -> RefOr<Schema> {
+    match QueueConfig::schema() {
+        RefOr::T(Schema::Object(mut o)) => {
+            o.additional_properties = None;
+            o.description = Some(description.into());
+            o.properties.insert(field.into(), schema.into());
+            o.required.push(field.into());
+            o.into()
+        }
+        other => other,
+    }
+}
 
 impl PartialSchema for QueueView {
     fn schema() -> RefOr<Schema> {
-        match QueueConfig::schema() {
-            RefOr::T(Schema::Object(mut o)) => {
-                o.additional_properties = None;
-                o.description = Some("A queue's config with its task counts by state.".into());
-                let counts = ObjectBuilder::new()
-                    .schema_type(Type::Object)
-                    .additional_properties(Some(
-                        ObjectBuilder::new()
-                            .schema_type(Type::Integer)
-                            .minimum(Some(0)),
-                    ))
-                    .description(Some("Tasks by state (those the key may see)."));
-                o.properties.insert("counts".into(), counts.into());
-                o.required.push("counts".into());
-                o.into()
-            }
-            other => other,
-        }
+        let counts = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            ))
+            .description(Some("Tasks by state (those the key may see)."));
+        config_with(
+            "A queue's config with its task counts by state.",
+            "counts",
+            counts,
+        )
     }
 }
 
 impl ToSchema for QueueView {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("QueueView")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        QueueConfig::schemas(schemas);
+    }
+}
+
+impl PartialSchema for ProvisionedQueue {
+    fn schema() -> RefOr<Schema> {
+        let created = ObjectBuilder::new()
+            .schema_type(Type::Boolean)
+            .description(Some(
+                "True (201) when the post made the queue; false (200) when it existed, and the \
+                 post changed only the fields it named.",
+            ));
+        config_with(
+            "The queue's whole config after the post, and whether the post made it.",
+            "created",
+            created,
+        )
+    }
+}
+
+impl ToSchema for ProvisionedQueue {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ProvisionedQueue")
     }
 
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {

@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 use super::schemas::{Built, Schemas};
 use crate::http::wire::{
     BatchReply, BulkBody, BulkReply, ClaimNext, Claimed, ClaimedMany, Enqueued, Health, Heartbeat,
-    IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody, PutNoun,
-    PutNounReply, QueueList, ResumeBody, Retried, RetryBody, SplitBody, SplitDone, StateReply,
-    Status, Submitted, TaskBatch, TaskList, TaskOutcome, TaskView,
+    IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
+    ProvisionedQueue, PutNoun, PutNounReply, QueueList, ResumeBody, Retried, RetryBody, SplitBody,
+    SplitDone, StateReply, Status, Submitted, TaskBatch, TaskList, TaskOutcome, TaskView,
 };
-use crate::queue::{QueueConfig, TaskSpec};
+use crate::queue::{QueuePatch, TaskSpec};
 use crate::store::{Name, NounRef, Sha256};
 use crate::worker::submit::SubmitBody;
 
@@ -380,15 +380,24 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
         Operation::new(M::DELETE, "/v1/keys/{key_id}", Key, "Revoke a key (admin)")
             .ok(200, "The revoked key.", s.of::<KeyView>())
             .writes(),
-        Operation::new(M::POST, "/v1/queues", Key, "Provision a queue (admin)")
-            .json(s.of::<QueueConfig>())
-            .ok(
-                200,
-                "Already provisioned with this config.",
-                s.of::<QueueConfig>(),
-            )
-            .ok(201, "Provisioned.", s.of::<QueueConfig>())
-            .writes(),
+        Operation::new(
+            M::POST,
+            "/v1/queues",
+            Key,
+            "Provision a queue, or change the settings named of an existing one (admin)",
+        )
+        .json(s.of::<QueuePatch>())
+        .ok(
+            200,
+            "It existed: the fields named changed, the others kept their values.",
+            s.of::<ProvisionedQueue>(),
+        )
+        .ok(
+            201,
+            "Provisioned, with defaults for the fields left out.",
+            s.of::<ProvisionedQueue>(),
+        )
+        .writes(),
         Operation::new(
             M::GET,
             "/v1/queues",

@@ -21,6 +21,18 @@ pub struct QueueView {
     pub counts: BTreeMap<String, u64>,
 }
 
+/// The answer to `POST /v1/queues`: the queue's whole config after the
+/// post, and whether the post made the queue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProvisionedQueue {
+    /// Its configuration.
+    #[serde(flatten)]
+    pub config: QueueConfig,
+    /// True (`201`) when the post made the queue; false (`200`) when it
+    /// existed, and the post changed only the fields it named.
+    pub created: bool,
+}
+
 /// `GET /v1/queues`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueueList {

@@ -397,7 +397,11 @@ fn the_database_path_decides_and_records_as_the_embedded_queue_does() {
                 let url = cluster::fresh_database().await;
                 let db = Database::connect(&url).await.unwrap();
                 schema::migrate(&db).await.unwrap();
-                transact::provision(&db, &config).await.unwrap();
+                let made = |_: Option<&QueueConfig>| Ok::<_, ()>(config.clone());
+                transact::provision(&db, &config.name, made)
+                    .await
+                    .unwrap()
+                    .unwrap();
                 let mut st = State::new(limits);
                 st.apply(&st.decide_queue(config.clone()).unwrap());
                 let mut next = 1_000_000_000_000_000u64;

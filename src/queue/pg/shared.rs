@@ -27,15 +27,15 @@ use super::viewer::Grants;
 use super::{claims, configs, events, leader, shelves, tasks, transact, wake};
 use crate::auth::token::new_handle;
 use crate::database::{Database, Error};
-use crate::queue::decide::{Enqueue, Submit};
+use crate::queue::decide::{Enqueue, Submit, check_queue};
 use crate::queue::machine::{SplitLimits, State, Transition};
 use crate::queue::query::{Filter, Page, TaskSnap, Totals, shows};
 use crate::queue::shelf::ShelfView;
 use crate::queue::shelf::Sight;
 use crate::queue::{
     Attempt, Bulk, BulkAction, ClaimAfter, Claimed, EnqueueError, Enqueued, Event, Handover,
-    JournalError, LeaseId, Observer, Op, Park, Queue, QueueConfig, SplitError, Stream, SubmitError,
-    SubmitInput, TaskCallError, TaskId, TaskSpec, TaskState, task,
+    JournalError, LeaseId, Observer, Op, Park, Provisioned, Queue, QueueConfig, QueuePatch,
+    SplitError, Stream, SubmitError, SubmitInput, TaskCallError, TaskId, TaskSpec, TaskState, task,
 };
 use crate::store::envelope::{TaskFacts, Viewer};
 use crate::store::{Name, Pin, Sha256, Store};
@@ -495,20 +495,28 @@ impl Shared {
         Ok(transact::state_of(&queues, found, self.inner.limits, now))
     }
 
-    /// Provisions or reconfigures a queue; true when it is new.
-    pub async fn provision(&self, config: QueueConfig) -> Result<bool, EnqueueError> {
-        let now = self.look(&[], |st| {
-            st.decide_queue(config.clone())
-                .map(|ev| (ev, !st.queues.contains_key(&config.name)))
-        });
-        let (event, created) = now.await??;
+    /// Provisions a queue, or changes the fields `patch` names of an
+    /// existing one, in one transaction on its locked row.
+    pub async fn provision(&self, patch: QueuePatch) -> Result<Provisioned, EnqueueError> {
         let since = Instant::now();
-        let provisioned = transact::provision(&self.inner.db, &config).await;
+        let merge = |current: Option<&QueueConfig>| {
+            let config = patch.over(current);
+            check_queue(&config).map(|()| config)
+        };
+        let written = transact::provision(&self.inner.db, &patch.name, merge).await;
         self.inner.configs.forget();
         self.held(Op::Queue, since);
-        provisioned.map_err(unavailable)?;
-        self.told(&[(event, Vec::new())]);
-        Ok(created)
+        let written = written.map_err(unavailable)??;
+        if written.changed {
+            let event = Event::QueueSet {
+                config: written.config.clone(),
+            };
+            self.told(&[(event, Vec::new())]);
+        }
+        Ok(Provisioned {
+            config: written.config,
+            created: written.created,
+        })
     }
 
     /// Enqueues the specs in one transaction, with their upstream tasks

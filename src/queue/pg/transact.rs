@@ -92,18 +92,72 @@ pub fn state_of(
     State::restore(queues.clone(), table, Default::default(), limits, now)
 }
 
-/// Provisions or reconfigures a queue.
-pub async fn provision(db: &Database, config: &QueueConfig) -> Result<(), Error> {
-    let client = db.client().await?;
-    let text = serde_json::to_string(config).expect("a queue config serializes");
-    client
-        .execute(
+/// What a provision wrote: the queue's config after it, whether the
+/// queue is new, and whether anything changed.
+pub struct Provision {
+    /// The config after it.
+    pub config: QueueConfig,
+    /// The queue is new.
+    pub created: bool,
+    /// The row was written.
+    pub changed: bool,
+}
+
+/// Provisions queue `name`, or changes it, with `merge` deciding its
+/// config from the one its locked row holds (`None` for a new queue); a
+/// refusal (`Err(E)`) writes nothing. Two daemons provisioning one queue
+/// at once each merge over what the other committed.
+pub async fn provision<E>(
+    db: &Database,
+    name: &Name,
+    merge: impl Fn(Option<&QueueConfig>) -> Result<QueueConfig, E>,
+) -> Result<Result<Provision, E>, Error> {
+    let mut client = db.client().await?;
+    loop {
+        let tx = client.transaction().await?;
+        let row = tx
+            .query_opt(
+                "SELECT config::text FROM queues WHERE name = $1 FOR UPDATE",
+                &[&name.as_str()],
+            )
+            .await?;
+        let current: Option<QueueConfig> = row
+            .map(|r| serde_json::from_str(r.get(0)))
+            .transpose()
+            .map_err(|e| Error::Corrupt(format!("queue {name}'s config: {e}")))?;
+        let config = match merge(current.as_ref()) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        let created = current.is_none();
+        if current.as_ref() == Some(&config) {
+            return Ok(Ok(Provision {
+                config,
+                created,
+                changed: false,
+            }));
+        }
+        let text = serde_json::to_string(&config).expect("a queue config serializes");
+        let statement = if created {
             "INSERT INTO queues (name, server, config) VALUES ($1, $2, $3::text::jsonb) \
-             ON CONFLICT (name) DO UPDATE SET server = EXCLUDED.server, config = EXCLUDED.config",
-            &[&config.name.as_str(), &config.server, &text],
-        )
-        .await?;
-    Ok(())
+             ON CONFLICT (name) DO NOTHING"
+        } else {
+            "UPDATE queues SET server = $2, config = $3::text::jsonb WHERE name = $1"
+        };
+        let written = tx
+            .execute(statement, &[&name.as_str(), &config.server, &text])
+            .await?;
+        if written == 0 {
+            // Another daemon made the queue since the read: merge over its.
+            continue;
+        }
+        tx.commit().await?;
+        return Ok(Ok(Provision {
+            config,
+            created,
+            changed: true,
+        }));
+    }
 }
 
 /// Decides and commits one change on the family of `ids` with `decide`,
