@@ -8,6 +8,7 @@ use super::error::ApiError;
 use super::request::Req;
 use super::{Ctx, Resp, json_response};
 use crate::http::wire::{Health, HealthIncident};
+use crate::metrics::Format;
 use crate::store::Condition;
 
 /// `GET /healthz`: the root's health, then whether the queue's backend
@@ -29,21 +30,26 @@ pub async fn healthz(ctx: &Ctx) -> Result<Resp, ApiError> {
     Ok(json_response(status, &body))
 }
 
-/// `GET /metrics`: the OpenMetrics text (an admin key or `metrics:read`).
+/// `GET /metrics` (an admin key or `metrics:read`): the classic text
+/// format, or OpenMetrics when the `Accept` header prefers it.
 pub async fn metrics(ctx: &Ctx, req: &Req) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(req).await?;
     crate::auth::access::require(&p, crate::auth::Scope::MetricsRead)?;
+    let accept = req.headers().get_all(header::ACCEPT);
+    let format = Format::from_accept(accept.iter().filter_map(|v| v.to_str().ok()));
     let now = crate::metrics::Readings {
         failed_authentications: ctx.keyring.failed_authentications(),
         connections: ctx.connections.counts(),
     };
     let counts = ctx.queue.task_counts().await?;
-    let text = ctx.metrics.render(&counts, &now);
+    let text = ctx.metrics.render(&counts, &now, format);
     let mut resp = Response::new(super::body::full(text));
-    resp.headers_mut().insert(
+    let headers = resp.headers_mut();
+    headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+        HeaderValue::from_static(format.content_type()),
     );
+    headers.insert(header::VARY, HeaderValue::from_static("accept"));
     Ok(resp)
 }
 

@@ -222,12 +222,18 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
             M::GET,
             "/metrics",
             Key,
-            "Prometheus/OpenMetrics text (admin or metrics:read)",
+            "Prometheus text, or OpenMetrics when Accept prefers it (admin or metrics:read)",
         )
         .ok_as(
             200,
             "The metrics.",
-            crate::metrics::CONTENT_TYPE,
+            crate::metrics::TEXT_CONTENT_TYPE,
+            json!({"type": "string"}),
+        )
+        .ok_as(
+            200,
+            "The metrics.",
+            crate::metrics::OPENMETRICS_CONTENT_TYPE,
             json!({"type": "string"}),
         ),
         Operation::new(M::GET, "/v1/openapi.json", None, "This document").ok(

@@ -1,8 +1,17 @@
-//! The daemon's metrics, scraped at `GET /metrics` in the OpenMetrics text
-//! format (which Prometheus reads): what the queue did (counted from its
-//! committed changes, one general hook), how long things took
-//! (histograms in seconds), and at each scrape the tasks per queue and
-//! state read from the queue itself, so a gauge row never vanishes.
+//! The daemon's metrics, scraped at `GET /metrics` in the classic
+//! Prometheus text format or in OpenMetrics ([`exposition`]): what the
+//! queue did (counted from its committed changes, one general hook), how
+//! long things took (histograms in seconds), and at each scrape the tasks
+//! per queue and state read from the queue itself, so a gauge row never
+//! vanishes.
+//!
+//! Every series a queue can have is in every scrape from the queue's
+//! creation, at zero until its first event, so that `increase(..) == 0`
+//! alerts on an idle queue: each scrape makes the missing ones from the
+//! queue list it reads for the task gauges, which holds every queue
+//! whichever way it came (provisioned here, replayed at start, or
+//! provisioned through another daemon on the same database). Queues are
+//! never deleted, so no series goes away.
 //!
 //! Every label value comes from a closed set, never from what a client
 //! sends: a `&'static str` of this crate (a route template of
@@ -11,7 +20,7 @@
 //! admin provisioned. So the scrape's size follows the configuration,
 //! not the traffic.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -26,12 +35,22 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
+mod exposition;
+mod observe;
+
 use crate::http::conns::Counts;
-use crate::queue::{Event, Observer, Op, TaskId, TaskState, Transition};
+use crate::queue::{Op, TaskId, TaskState};
 use crate::store::Name;
 
-/// The content type of [`Metrics::render`]'s text.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub use exposition::{Format, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
+
+/// A submit's outcome label: the daemon's verdict on its receipt.
+const OUTCOMES: [&str; 2] = ["ok", "failed"];
+
+/// The outcome label of a submit with verdict `ok`.
+fn outcome(ok: bool) -> &'static str {
+    OUTCOMES[usize::from(!ok)]
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabel {
@@ -86,9 +105,20 @@ fn method_label(method: &Method) -> &'static str {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Buckets from 0.25 ms to about 32 s, doubling.
+/// Buckets from 0.25 ms to about 32 s, doubling: request latency, and
+/// claim waits (a long poll lasts at most 30 s).
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 18))
+}
+
+/// Buckets from 1 ms to 8 h in steps an alert can name (1, 2.5, 5, 10
+/// ..., then minutes and hours): an agent's or a person's time on an
+/// attempt, which runs from a cached answer to an afternoon.
+fn agent_seconds() -> Histogram {
+    Histogram::new([
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,
+    ])
 }
 
 /// Buckets from 1 µs to about 0.5 s, doubling: the time the queue's lock
@@ -145,7 +175,7 @@ impl Metrics {
             submits: Family::default(),
             expiries: Family::default(),
             retries: Family::default(),
-            claim_to_submit: Family::new_with_constructor(seconds),
+            claim_to_submit: Family::new_with_constructor(agent_seconds),
             claim_wait: seconds(),
             commit: seconds(),
             commit_records: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
@@ -175,7 +205,7 @@ impl Metrics {
         r.register("tessera_claims", "Leases taken", m.claims.clone());
         r.register(
             "tessera_submits",
-            "Submits accepted, by the daemon's verdict (ok or failed)",
+            "Submits accepted, by the daemon's verdict (outcome ok or failed)",
             m.submits.clone(),
         );
         r.register(
@@ -267,11 +297,20 @@ impl Metrics {
         self.noun_get.observe(took.as_secs_f64());
     }
 
-    /// The scrape: everything kept, then the tasks per queue and state
+    /// The scrape in `format`: everything kept (each queue of `counts`
+    /// with every series it can have), then the tasks per queue and state
     /// (`counts`: every state of every queue, zeros included, as
     /// `Queue::task_counts` reads them) and what `now` read (failed
     /// authentications, connections).
-    pub fn render(&self, counts: &[(Name, Vec<(TaskState, u64)>)], now: &Readings) -> String {
+    pub fn render(
+        &self,
+        counts: &[(Name, Vec<(TaskState, u64)>)],
+        now: &Readings,
+        format: Format,
+    ) -> String {
+        for (queue, _) in counts {
+            self.zeros(queue);
+        }
         let tasks = Family::<TaskLabels, Gauge>::default();
         for (queue, counts) in counts {
             for &(state, n) in counts {
@@ -320,13 +359,28 @@ impl Metrics {
             .and_then(|()| encode_registry(&mut out, &read))
             .and_then(|()| encode_eof(&mut out))
             .expect("writing to a String cannot fail");
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Text => exposition::classic(&out),
+        }
     }
 
-    fn claimed(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Timestamp>> {
-        self.claimed_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// Makes every per-queue series of `queue` that has not been made,
+    /// at zero: its counters, each submit outcome, its claim-to-submit
+    /// histogram.
+    fn zeros(&self, queue: &Name) {
+        let q = label(queue);
+        for family in [&self.enqueued, &self.claims, &self.expiries, &self.retries] {
+            drop(family.get_or_create(&q));
+        }
+        for outcome in OUTCOMES {
+            let labels = SubmitLabels {
+                queue: q.queue.clone(),
+                outcome,
+            };
+            drop(self.submits.get_or_create(&labels));
+        }
+        drop(self.claim_to_submit.get_or_create(&q));
     }
 }
 
@@ -338,79 +392,5 @@ fn level(n: impl TryInto<i64>) -> i64 {
 fn label(queue: impl ToString) -> QueueLabel {
     QueueLabel {
         queue: queue.to_string(),
-    }
-}
-
-impl Observer for Metrics {
-    fn committed(&self, _seq: u64, ev: &Event, moved: &[Transition]) {
-        // Only a provisioned queue's name becomes a label: enqueue and
-        // split refuse any other, so a task's queue is one.
-        let queue_of = |id: &TaskId| {
-            moved
-                .iter()
-                .find(|m| m.id == *id)
-                .map(|m| label(&m.sight.queue))
-        };
-        match ev {
-            Event::Claimed { id, at, .. } => {
-                if let Some(q) = queue_of(id) {
-                    self.claims.get_or_create(&q).inc();
-                }
-                self.claimed().insert(*id, *at);
-            }
-            Event::Submitted { id, ok, at, .. } => {
-                if let Some(q) = queue_of(id) {
-                    let outcome = if *ok { "ok" } else { "failed" };
-                    let labels = SubmitLabels {
-                        queue: q.queue.clone(),
-                        outcome,
-                    };
-                    self.submits.get_or_create(&labels).inc();
-                    if let Some(t0) = self.claimed().remove(id) {
-                        let took = at.duration_since(t0).as_secs_f64().max(0.0);
-                        self.claim_to_submit.get_or_create(&q).observe(took);
-                    }
-                }
-            }
-            Event::Released {
-                id, expired: true, ..
-            } => {
-                if let Some(q) = queue_of(id) {
-                    self.expiries.get_or_create(&q).inc();
-                }
-            }
-            _ => {}
-        }
-        let attempt_ended = matches!(
-            ev,
-            Event::Submitted { .. } | Event::Released { expired: true, .. }
-        );
-        for m in moved {
-            let q = label(&m.sight.queue);
-            match (m.from, m.to) {
-                (None, _) => self.enqueued.get_or_create(&q).inc(),
-                (Some(TaskState::Failed | TaskState::Cancelled), TaskState::Queued) => {
-                    self.retries.get_or_create(&q).inc()
-                }
-                (Some(TaskState::Claimed), TaskState::Queued) if attempt_ended => {
-                    self.retries.get_or_create(&q).inc()
-                }
-                _ => 0,
-            };
-            if m.from == Some(TaskState::Claimed) {
-                self.claimed().remove(&m.id);
-            }
-        }
-    }
-
-    fn held(&self, op: Op, took: Duration) {
-        self.lock_held[op as usize].observe(took.as_secs_f64());
-    }
-}
-
-impl crate::store::log::SyncObserver for Metrics {
-    fn synced(&self, _durable: u64, records: u64, took: Duration) {
-        self.commit.observe(took.as_secs_f64());
-        self.commit_records.observe(records as f64);
     }
 }
