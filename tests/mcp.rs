@@ -986,3 +986,36 @@ async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_
         .clone();
     assert_eq!(external["counts"]["queued"], json!(1), "{external}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_claim_tool_answers_a_thin_claim_without_the_brief() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let mut mcp = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let secret = "read-only-by-the-agent";
+    let id = enqueue(
+        &t.requester,
+        &spec("verb.solve_draft", json!({"secret": secret})),
+    )
+    .await;
+    let claimed = mcp
+        .tool(
+            &key,
+            "claim",
+            json!({"queue": "work.external", "thin": true}),
+        )
+        .await;
+    let thin = ok(&claimed).clone();
+    assert!(!claimed.to_string().contains(secret), "{claimed}");
+    assert_eq!(thin["task_id"], json!(id));
+    assert!(
+        thin.get("task").is_none() && thin.get("token").is_none(),
+        "{thin}"
+    );
+    let handle = thin["handle"].as_str().unwrap();
+    let prompt = mcp.tool(handle, "get_prompt", json!({})).await;
+    assert_eq!(ok(&prompt)["brief"]["secret"], json!(secret));
+}

@@ -25,7 +25,7 @@ pub fn submitted(id: TaskId, done: &submit::Completed) -> Resp {
 fn submitted_then(
     id: TaskId,
     done: &submit::Completed,
-    next: Option<Option<super::wire::Claimed>>,
+    next: Option<Option<super::wire::ClaimAnswer>>,
 ) -> Resp {
     let status = if done.created {
         StatusCode::CREATED
@@ -107,6 +107,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         after,
     )
     .await?;
+    let thin = next.as_ref().is_some_and(|n| n.thin);
     let next = match (next, done.next.take()) {
         (None, _) => None,
         (Some(_), Some(claimed)) => Some(super::queues::made(ctx, &p, claimed)),
@@ -117,7 +118,10 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
         }
     };
     ctx.queue.synced(done.unsynced).await?;
-    let next = next.map(|made| made.delivered().pop());
+    let next = next.map(|made| {
+        let claim = made.delivered().pop();
+        claim.map(|c| super::wire::ClaimAnswer::of(c, thin))
+    });
     Ok(submitted_then(id, &done, next))
 }
 

@@ -136,7 +136,9 @@ pub fn list() -> Vec<Tool> {
         tool::<ClaimArgs>(
             "claim",
             "Claim the next ready task of a queue (key). Answers the task, its lease and a `wh-` \
-             handle for the worker tools; `null` when none is ready.",
+             handle for the worker tools; `null` when none is ready. With `thin: true`, only the \
+             handle, task id, attempt, lease and routing facts, to relay the handle to the agent \
+             that works the task (it reads the brief with `get_prompt`).",
         ),
         tool::<EnqueueArgs>(
             "enqueue",

@@ -60,6 +60,9 @@ pub struct NextClaim {
     #[serde(default)]
     #[schema(maximum = 30000)]
     pub wait_ms: u64,
+    /// Answer the claim thin (the claim route's `thin`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thin: bool,
 }
 
 /// Longest note a submit may carry, in bytes.

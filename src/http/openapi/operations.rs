@@ -11,6 +11,7 @@ use crate::http::wire::{
     IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
     ProvisionedQueue, PutNoun, PutNounReply, QueueList, ResumeBody, Retried, RetryBody, SplitBody,
     SplitDone, StateReply, Status, Submitted, TaskBatch, TaskList, TaskOutcome, TaskView,
+    ThinClaimed, ThinClaimedMany,
 };
 use crate::queue::{QueuePatch, TaskSpec};
 use crate::store::{Name, NounRef, Sha256};
@@ -420,8 +421,14 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
         .json(s.of::<ClaimNext>())
         .ok(
             200,
-            "A claim, or with `max` a list of claims.",
-            json!({"oneOf": [s.of::<Claimed>(), s.of::<ClaimedMany>()]}),
+            "A claim, or with `max` a list of claims; with `thin`, thin claims (no brief, no \
+             token).",
+            json!({"oneOf": [
+                s.of::<Claimed>(),
+                s.of::<ClaimedMany>(),
+                s.of::<ThinClaimed>(),
+                s.of::<ThinClaimedMany>(),
+            ]}),
         )
         .empty(204, "Nothing to claim.")
         .writes(),

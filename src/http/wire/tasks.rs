@@ -176,6 +176,12 @@ pub struct ClaimNext {
     /// `{claims: [...]}` (empty when none was ready within `wait_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u32>,
+    /// Answer thin claims ([`ThinClaimed`]): the handle, task id, attempt,
+    /// lease and routing facts, without the task's brief, for an
+    /// orchestrator that relays the handle to the agent that works it
+    /// (the agent fetches the rest with `GET /v1/worker/prompt`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thin: bool,
 }
 
 /// The answer to a claim with `max`.
@@ -198,6 +204,81 @@ pub struct Claimed {
     pub handle: String,
     /// Where the worker fetches its prompt.
     pub prompt_url: String,
+}
+
+impl Claimed {
+    /// The claim as a thin one: no brief, no token.
+    pub fn thin(self) -> ThinClaimed {
+        let task = self.task;
+        ThinClaimed {
+            task_id: task.task_id,
+            attempt: task.attempt,
+            lease: self.lease,
+            handle: self.handle,
+            prompt_url: self.prompt_url,
+            namespace: task.namespace,
+            queue: task.queue,
+            kind: task.kind,
+            priority: task.priority,
+            target_cohorts: task.target_cohorts,
+        }
+    }
+}
+
+/// A thin claim (`thin: true`): what an orchestrator relays to the agent
+/// that works the task. It carries the handle and the facts a relay
+/// routes by, never the task's content: the agent fetches its prompt
+/// (brief, directive, contract, pinned inputs) with the handle.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ThinClaimed {
+    /// The task.
+    pub task_id: TaskId,
+    /// The attempt this claim began (the lease's fence).
+    pub attempt: u32,
+    /// The lease.
+    pub lease: LeaseView,
+    /// The short handle the agent works the attempt with.
+    pub handle: String,
+    /// Where the agent fetches its prompt with the handle.
+    pub prompt_url: String,
+    /// The task's namespace.
+    pub namespace: Name,
+    /// Its queue (`null` to a key not issued it).
+    pub queue: Option<Name>,
+    /// Its kind.
+    pub kind: Name,
+    /// Its priority.
+    pub priority: i32,
+    /// The cohorts it targets.
+    pub target_cohorts: Vec<String>,
+}
+
+/// The answer to a thin claim with `max`.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ThinClaimedMany {
+    /// The claims, in claim order.
+    pub claims: Vec<ThinClaimed>,
+}
+
+/// A claim as its asker wanted it: whole, or thin.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum ClaimAnswer {
+    /// The task with its brief, lease, token and handle.
+    Full(Box<Claimed>),
+    /// The handle, lease and routing facts only.
+    Thin(ThinClaimed),
+}
+
+impl ClaimAnswer {
+    /// `claim` whole, or thin when `thin`.
+    pub fn of(claim: Claimed, thin: bool) -> ClaimAnswer {
+        if thin {
+            ClaimAnswer::Thin(claim.thin())
+        } else {
+            ClaimAnswer::Full(Box::new(claim))
+        }
+    }
 }
 
 /// A body naming only a lease.
@@ -234,10 +315,10 @@ pub struct Submitted {
     pub receipt_sha256: Sha256,
     /// False for an idempotent resend.
     pub created: bool,
-    /// With `claim_next`: the next claim (as the claim route answers it),
-    /// or `null` when none was ready.
+    /// With `claim_next`: the next claim (as the claim route answers it,
+    /// thin with `claim_next.thin`), or `null` when none was ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<Option<Claimed>>,
+    pub next: Option<Option<ClaimAnswer>>,
     /// Each problem of each failed contract check (pointer and keyword,
     /// never a value); absent when none failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
