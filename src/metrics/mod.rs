@@ -1,5 +1,5 @@
 //! The daemon's metrics, scraped at `GET /metrics` in the classic
-//! Prometheus text format or in OpenMetrics ([`exposition`]): what the
+//! Prometheus text format or in OpenMetrics ([`Format`]): what the
 //! queue did (counted from its committed changes, one general hook), how
 //! long things took (histograms in seconds), and at each scrape the tasks
 //! per queue and state read from the queue itself, so a gauge row never
