@@ -1019,3 +1019,56 @@ async fn the_claim_tool_answers_a_thin_claim_without_the_brief() {
     let prompt = mcp.tool(handle, "get_prompt", json!({})).await;
     assert_eq!(ok(&prompt)["brief"]["secret"], json!(secret));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_task_reads_over_mcp_with_its_reason_and_failed_checks() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let mut mcp = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let c = put_noun(&t.requester, "work.contracts", "mcp", contract()).await;
+    let input = put_noun(&t.requester, "work.inputs", "mcp", json!({"numbers": [1]})).await;
+    let spec = spec(
+        "verb.solve_draft",
+        json!({"contract_ref": c, "input_ref": input}),
+    );
+    let created = mcp
+        .with_tasks(
+            &key,
+            "tools/call",
+            json!({"name": "enqueue", "arguments": {"spec": spec}}),
+        )
+        .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let claimed = claim(&t.d.client(&key), "work.external").await.unwrap();
+    let handle = claimed["handle"].as_str().unwrap();
+    let r =
+        t.d.client(handle)
+            .post_bytes("/v1/worker/submit?ok=true", r#"{"wrong": 1}"#)
+            .await
+            .unwrap();
+    assert!(
+        r.status.is_success(),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    assert_eq!(task(&t.d.client(&key), &id).await["state"], json!("failed"));
+
+    let got = mcp
+        .with_tasks(&key, "tasks/get", json!({"taskId": id}))
+        .await;
+    let got = &got["result"];
+    assert_eq!(got["status"], json!("failed"), "{got}");
+    let message = got["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("check output_matches_schema failed")
+            && message.contains("failed checks: output_matches_schema"),
+        "{got}"
+    );
+    let checks = &got["error"]["data"]["failed_checks"];
+    assert_eq!(checks[0]["name"], json!("output_matches_schema"), "{got}");
+    assert_eq!(checks[0]["ok"], json!(false), "{got}");
+    assert_eq!(got["statusMessage"], json!(message), "{got}");
+}

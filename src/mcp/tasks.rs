@@ -9,7 +9,7 @@
 //! | pending, queued, claimed, waiting | working |
 //! | parked | input_required (the park's reason as the status message) |
 //! | succeeded | completed (the task and its output as the result) |
-//! | failed | failed (the reason as the error) |
+//! | failed | failed (the reason, the last receipt's failed checks and note as the error) |
 //! | cancelled | cancelled |
 
 use http::Method;
@@ -18,11 +18,14 @@ use rmcp::model::{
     CallToolResult, DetailedTask, ErrorCode, GetTaskResult, JsonObject, Task, TaskPayload,
     TaskStatus,
 };
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiReply, Gateway, Holder};
 use crate::http::wire::TaskView;
-use crate::queue::TaskState;
+use crate::queue::receipt::CheckOutcome;
+use crate::queue::{Receipt, TaskState};
+use crate::store::Sha256;
 
 /// How often a client should poll a working task, in milliseconds.
 const POLL_INTERVAL_MS: u64 = 2000;
@@ -31,6 +34,7 @@ const POLL_INTERVAL_MS: u64 = 2000;
 pub async fn get(gw: &Gateway<'_>, id: &str) -> Result<GetTaskResult, McpError> {
     let id = segment(id);
     let view: TaskView = read(gw, Method::GET, format!("/v1/tasks/{id}")).await?;
+    let mut failed = None;
     let payload = match view.state {
         TaskState::Pending | TaskState::Queued | TaskState::Claimed | TaskState::Waiting => {
             TaskPayload::Working
@@ -45,13 +49,13 @@ pub async fn get(gw: &Gateway<'_>, id: &str) -> Result<GetTaskResult, McpError> 
                 result: object(serde_json::to_value(result)),
             }
         }
-        TaskState::Failed => TaskPayload::Failed {
-            error: object(Ok(json!({
-                "code": ErrorCode::INTERNAL_ERROR.0,
-                "message": view.reason.clone().unwrap_or_else(|| "the task failed".into()),
-                "data": {"task_id": view.task_id, "receipts": view.receipts},
-            }))),
-        },
+        TaskState::Failed => {
+            let error = failure(gw, &id, &view).await?;
+            failed = error["message"].as_str().map(str::to_string);
+            TaskPayload::Failed {
+                error: object(Ok(error)),
+            }
+        }
         TaskState::Cancelled => TaskPayload::Cancelled,
     };
     let mut task = Task::new(
@@ -61,12 +65,74 @@ pub async fn get(gw: &Gateway<'_>, id: &str) -> Result<GetTaskResult, McpError> 
         view.updated_at.to_string(),
     )
     .with_poll_interval_ms(POLL_INTERVAL_MS);
-    task.status_message = match (&view.park, &view.reason) {
-        (Some(park), _) => Some(format!("parked: {}", park.reason)),
-        (None, Some(reason)) => Some(reason.clone()),
-        (None, None) => Some(view.state.as_str().to_string()),
+    task.status_message = match (&view.park, failed, &view.reason) {
+        (Some(park), _, _) => Some(format!("parked: {}", park.reason)),
+        (None, Some(failed), _) => Some(failed),
+        (None, None, Some(reason)) => Some(reason.clone()),
+        (None, None, None) => Some(view.state.as_str().to_string()),
     };
     Ok(GetTaskResult::new(DetailedTask::new(task, payload)))
+}
+
+/// The receipts route's answer, as far as a failure's error reads it.
+#[derive(Deserialize)]
+struct Receipts {
+    receipts: Vec<Listed>,
+}
+
+#[derive(Deserialize)]
+struct Listed {
+    sha256: Sha256,
+    receipt: Receipt,
+}
+
+/// A failed task's error: why it failed (the task's reason, else its
+/// last receipt's failure or the worker's note) and the contract checks
+/// that failed, in the message and as data.
+async fn failure(gw: &Gateway<'_>, id: &str, view: &TaskView) -> Result<Value, McpError> {
+    let last = if view.receipts.is_empty() {
+        None
+    } else {
+        let list: Receipts = read(gw, Method::GET, format!("/v1/tasks/{id}/receipts")).await?;
+        list.receipts.into_iter().last()
+    };
+    let receipt = last.as_ref().map(|l| &l.receipt);
+    let failed_checks: Vec<&CheckOutcome> = receipt
+        .and_then(|r| r.checks.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| !c.ok)
+        .collect();
+    let note = receipt.and_then(|r| r.note.clone());
+    let reason = view
+        .reason
+        .clone()
+        .or_else(|| receipt.and_then(|r| r.failure.clone()))
+        .or_else(|| {
+            note.as_ref()
+                .map(|n| format!("the worker reported failure: {n}"))
+        })
+        .unwrap_or_else(|| "the worker reported failure".into());
+    let mut message = format!("the task failed: {reason}");
+    if !failed_checks.is_empty() {
+        let checks: Vec<String> = failed_checks
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.detail))
+            .collect();
+        message.push_str(&format!("; failed checks: {}", checks.join(", ")));
+    }
+    Ok(json!({
+        "code": ErrorCode::INTERNAL_ERROR.0,
+        "message": message,
+        "data": {
+            "task_id": view.task_id,
+            "reason": reason,
+            "failed_checks": failed_checks,
+            "note": note,
+            "receipt": last.as_ref().map(|l| l.sha256),
+            "receipts": view.receipts,
+        },
+    }))
 }
 
 /// `tasks/cancel`: cancels the Tessera task (its requester or an admin).
