@@ -7,8 +7,15 @@
 //! holds: the page asks, and keeps the current key unless told otherwise
 //! (driven through the DevTools protocol, `cdp.rs`, to press its buttons).
 //!
+//! The Nouns page lists exactly the nouns the API lists for the key (a
+//! scoped key's list leaves out what it may not read), filters and pages
+//! them as the API does, and opens one: its versions, pin and body, markup
+//! in a body shown as text. At a phone's width (375 px) no page is wider
+//! than the screen, its header included.
+//!
 //! Needs Debian's `chromium` at /usr/bin/chromium (CI installs it). With
-//! `TESSERA_UPDATE_SCREENSHOT=1` the test also refreshes `docs/overview.png`.
+//! `TESSERA_UPDATE_SCREENSHOT=1` the tests also refresh the screenshots in
+//! `docs/` (`overview.png`, `nouns.png`, `nouns-phone.png`).
 
 #[path = "site/cdp.rs"]
 mod cdp;
@@ -343,22 +350,12 @@ async fn the_overview_site_shows_each_key_exactly_what_it_may_see() {
     assert!(!page.contains("<img"), "{page}");
 
     // A screenshot of the admin's overview; docs/overview.png on request.
-    let shots = tempfile::tempdir().expect("screenshot dir");
-    let shot = shots.path().join("overview.png");
-    chromium(
+    screenshot(
         &format!("{}/#key={admin_key}", w.base),
-        &[
-            format!("--screenshot={}", shot.display()),
-            "--window-size=1280,900".into(),
-        ],
+        "1280,900",
+        "overview.png",
     )
     .await;
-    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
-    if std::env::var_os("TESSERA_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/overview.png");
-        std::fs::write(&docs, &png).expect("write docs/overview.png");
-    }
 }
 
 #[tokio::test]
@@ -368,6 +365,8 @@ async fn the_site_files_carry_a_strict_policy_and_revalidate() {
     for (path, kind) in [
         ("/", "text/html"),
         ("/ui/app.js", "text/javascript"),
+        ("/ui/kit.js", "text/javascript"),
+        ("/ui/nouns.js", "text/javascript"),
         ("/ui/live.js", "text/javascript"),
         ("/ui/site.css", "text/css"),
     ] {
@@ -513,4 +512,404 @@ fn key_id(secret: &str) -> String {
         .nth(1)
         .expect("tsk_<id>_<hex>")
         .to_string()
+}
+
+/// The nouns the page lists, as `namespace/store/key`, in its order.
+const LISTED: &str = "[...document.querySelectorAll('[data-noun]')].map(a => a.dataset.noun)";
+
+/// The page settled on a view whose address starts with `hash`.
+fn settled_on(hash: &str) -> String {
+    format!("{SETTLED} && location.hash.startsWith('{hash}')")
+}
+
+/// Runs `action` (JavaScript that moves the page to another view) and
+/// waits until the page has loaded the view at `hash`. The page's loaded
+/// mark is cleared first, so the previous view cannot answer for it.
+async fn go(b: &mut cdp::Browser, action: &str, hash: &str) {
+    b.eval(&format!(
+        "document.body.dataset.loaded = 'moving'; {{ {action} }}"
+    ))
+    .await;
+    b.wait_for(&settled_on(hash)).await;
+}
+
+/// The nouns the page lists.
+async fn listed(b: &mut cdp::Browser) -> Vec<String> {
+    serde_json::from_value(b.eval(LISTED).await).expect("a list of names")
+}
+
+/// The nouns `c` may read, as `GET /v1/nouns` answers them.
+async fn readable(c: &tessera::client::Client) -> Vec<String> {
+    let list = body(&c.get("/v1/nouns?limit=1000").await.unwrap());
+    assert!(list["next_cursor"].is_null(), "one page: {list}");
+    list["nouns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            ["namespace", "store", "key"]
+                .map(|f| n[f].as_str().unwrap())
+                .join("/")
+        })
+        .collect()
+}
+
+/// Creates a noun with a whole envelope (`path` may carry `?source_pack=`).
+async fn put(c: &tessera::client::Client, path: &str, mut envelope: serde_json::Value) {
+    envelope["expected_version"] = json!(0);
+    let r = c.put_json(path, &envelope).await.unwrap();
+    assert_status!(r, 201);
+}
+
+/// The namespace no key of the team holds a scope for.
+const ELSEWHERE: &str = "elsewhere";
+
+/// The text body of the markup noun: an HTML page, stored as `text/html`.
+fn markup_body() -> String {
+    format!("<h1>release notes</h1>\n{UNTRUSTED}\n")
+}
+
+struct Nouns {
+    team: Team,
+    base: String,
+    viewer_key: String,
+}
+
+/// A team's nouns: an input in two versions, a contract, the worker's
+/// output, an HTML page (markup in a `text/html` body), a noun written by
+/// a seed pack's import, and three the viewer may not read: the
+/// requester's private noun, a quarantined one and an admin's noun in a
+/// namespace the viewer holds no scope for.
+async fn nouns_world() -> Nouns {
+    let team = Team::start().await;
+    let base = team.d.admin.base().to_string();
+    let r = &team.requester;
+    put_noun(r, "work.inputs", "numbers", json!({"numbers": [3, 4]})).await;
+    put_noun(r, "work.inputs", "numbers", json!({"numbers": [3, 4, 12]})).await;
+    put(
+        r,
+        &format!("/v1/nouns/{NS}/work.contracts/sum-squares"),
+        json!({"type": "noun.contract", "body": {"output": "the sum of the squares"}}),
+    )
+    .await;
+    put_noun(
+        &team.worker,
+        "work.outputs",
+        "answer",
+        json!({"sum_of_squares": 169}),
+    )
+    .await;
+    put(
+        r,
+        &format!("/v1/nouns/{NS}/work.notes/release"),
+        json!({"media_type": "text/html; charset=utf-8", "body_base64": base64_of(&markup_body())}),
+    )
+    .await;
+    put(
+        r,
+        &format!("/v1/nouns/{NS}/work.inputs/seeded?source_pack=pack-a"),
+        json!({"body": {"numbers": [1, 2]}}),
+    )
+    .await;
+    put(
+        r,
+        &format!("/v1/nouns/{NS}/work.inputs/private"),
+        json!({"visibility": "private", "body": {"directive": HIDDEN_BRIEF}}),
+    )
+    .await;
+    put(
+        &team.d.admin,
+        &format!("/v1/nouns/{ELSEWHERE}/docs/readme"),
+        json!({"body": {"note": "admin's own"}}),
+    )
+    .await;
+    put(
+        r,
+        &format!("/v1/nouns/{NS}/work.inputs/stale"),
+        json!({"body": {"numbers": [0]}}),
+    )
+    .await;
+    let q = team
+        .d
+        .admin
+        .post_json(
+            &format!("/v1/nouns/{NS}/work.inputs/stale/quarantine"),
+            &json!({}),
+        )
+        .await
+        .unwrap();
+    assert_status!(q, 200);
+    let (_, viewer_key) = viewer(&team).await;
+    Nouns {
+        team,
+        base,
+        viewer_key,
+    }
+}
+
+/// Standard base64 of `text`.
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nouns_page_lists_and_opens_exactly_what_each_key_may_read() {
+    let w = nouns_world().await;
+    let admin_key = w.team.d.admin_key.clone();
+    let viewer = w.team.d.client(&w.viewer_key);
+    let numbers = format!("{NS}/work.inputs/numbers");
+    let seeded = format!("{NS}/work.inputs/seeded");
+    let private = format!("{NS}/work.inputs/private");
+    let stale = format!("{NS}/work.inputs/stale");
+    let elsewhere = format!("{ELSEWHERE}/docs/readme");
+
+    // Each key's list is the API's list for that key: the viewer's leaves
+    // out the private noun, the quarantined one and the other namespace;
+    // admin's has them.
+    for (key, client, hidden_shown) in [
+        (&w.viewer_key, &viewer, false),
+        (&admin_key, &w.team.d.admin, true),
+    ] {
+        let mut b = cdp::Browser::launch().await;
+        b.open(&format!("{}/#/nouns?key={key}", w.base)).await;
+        b.wait_for(&settled_on("#/nouns")).await;
+        let rows = listed(&mut b).await;
+        assert_eq!(
+            rows,
+            readable(client).await,
+            "the page lists the API's nouns"
+        );
+        assert!(
+            rows.contains(&numbers) && rows.contains(&seeded),
+            "{rows:?}"
+        );
+        for name in [&private, &stale, &elsewhere] {
+            assert_eq!(rows.contains(name), hidden_shown, "{name} in {rows:?}");
+        }
+    }
+
+    let mut b = cdp::Browser::launch().await;
+    b.open(&format!("{}/#/nouns?key={}", w.base, w.viewer_key))
+        .await;
+    b.wait_for(&settled_on("#/nouns")).await;
+    let everything = listed(&mut b).await;
+
+    // The filter form narrows the list to a store; the seed pack filter
+    // to what the pack's import wrote.
+    go(
+        &mut b,
+        "const f = document.querySelector('form.filters'); \
+         f.elements.store.value = 'work.inputs'; f.requestSubmit()",
+        "#/nouns?store=work.inputs",
+    )
+    .await;
+    assert_eq!(listed(&mut b).await, [numbers.clone(), seeded.clone()]);
+    go(
+        &mut b,
+        "location.hash = '#/nouns?source_pack=pack-a'",
+        "#/nouns?source_pack=",
+    )
+    .await;
+    assert_eq!(listed(&mut b).await, [seeded]);
+    go(
+        &mut b,
+        "location.hash = '#/nouns?namespace=nobody'",
+        "#/nouns?namespace=",
+    )
+    .await;
+    assert!(listed(&mut b).await.is_empty());
+    let text = b.eval("document.getElementById('main').textContent").await;
+    assert!(text.as_str().unwrap().contains("404 not_found"), "{text}");
+
+    // Pages of two, followed by their cursor, make up the whole list.
+    go(
+        &mut b,
+        "location.hash = '#/nouns?limit=2'",
+        "#/nouns?limit=2",
+    )
+    .await;
+    let mut pages = vec![listed(&mut b).await];
+    while b
+        .eval("!!document.querySelector('[data-page=\"next\"]')")
+        .await
+        == json!(true)
+    {
+        go(
+            &mut b,
+            "document.querySelector('[data-page=\"next\"]').click()",
+            "#/nouns?limit=2&cursor=",
+        )
+        .await;
+        pages.push(listed(&mut b).await);
+        assert!(pages.len() < 10, "the cursor moves on: {pages:?}");
+    }
+    assert!(pages.len() > 1, "more than one page: {pages:?}");
+    assert!(pages.iter().all(|p| p.len() <= 2), "{pages:?}");
+    assert_eq!(pages.concat(), everything);
+
+    // A click on a noun opens it: its versions, the latest's pin and body.
+    go(&mut b, "location.hash = '#/nouns'", "#/nouns").await;
+    go(
+        &mut b,
+        &format!("document.querySelector('[data-noun=\"{numbers}\"]').click()"),
+        &format!("#/noun/{NS}/work.inputs/numbers"),
+    )
+    .await;
+    let versions = body(
+        &viewer
+            .get(&format!("/v1/nouns/{numbers}/versions"))
+            .await
+            .unwrap(),
+    );
+    let shas: Vec<&str> = versions["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["sha256"].as_str().unwrap())
+        .collect();
+    const SHOWN: &str = "({versions: [...document.querySelectorAll('[data-version]')].map(v => v.textContent), \
+        text: document.getElementById('main').textContent, \
+        body: [...document.querySelectorAll('#main section')].pop().querySelector('pre').textContent})";
+    let body_of = |page: &serde_json::Value| -> serde_json::Value {
+        serde_json::from_str(page["body"].as_str().unwrap()).expect("a JSON body")
+    };
+    let page = b.eval(SHOWN).await;
+    assert_eq!(page["versions"], json!(["v1", "v2"]));
+    let text = page["text"].as_str().unwrap();
+    assert!(text.contains(shas[1]), "the pin of v2: {text}");
+    assert_eq!(body_of(&page), json!({"numbers": [3, 4, 12]}));
+    assert!(
+        text.contains(&w.team.ids["requester"]),
+        "who wrote it: {text}"
+    );
+    go(
+        &mut b,
+        "document.querySelector('a[data-version=\"1\"]').click()",
+        &format!("#/noun/{NS}/work.inputs/numbers?version=1"),
+    )
+    .await;
+    let page = b.eval(SHOWN).await;
+    let text = page["text"].as_str().unwrap();
+    assert!(text.contains(shas[0]), "the pin of v1: {text}");
+    assert_eq!(body_of(&page), json!({"numbers": [3, 4]}));
+
+    // Markup in a text/html body is shown as its text.
+    go(
+        &mut b,
+        &format!("location.hash = '#/noun/{NS}/work.notes/release'"),
+        "#/noun/",
+    )
+    .await;
+    let shown = b
+        .eval("document.querySelector('pre.body').textContent")
+        .await;
+    assert_eq!(shown, json!(markup_body()));
+    assert_eq!(b.eval("document.title").await, json!("Tessera overview"));
+    let html = b.eval("document.documentElement.outerHTML").await;
+    markup_stays_text(html.as_str().unwrap());
+
+    // Opening by path still works; a noun the key may not read is the
+    // API's 404, showing nothing of it.
+    go(&mut b, "location.hash = '#/nouns'", "#/nouns").await;
+    go(
+        &mut b,
+        &format!(
+            "const f = document.querySelector('[data-form=\"open-noun\"]'); \
+             f.elements.ns.value = '{NS}'; f.elements.store.value = 'work.inputs'; \
+             f.elements.key.value = 'private'; f.requestSubmit()"
+        ),
+        &format!("#/noun/{NS}/work.inputs/private"),
+    )
+    .await;
+    let text = b.eval("document.getElementById('main').textContent").await;
+    let text = text.as_str().unwrap();
+    assert!(text.contains("404 not_found"), "{text}");
+    assert!(!text.contains(HIDDEN_BRIEF), "{text}");
+    drop(b);
+
+    // Screenshots of the admin's Nouns page and of a noun; docs/nouns.png
+    // and docs/nouns-noun.png on request.
+    screenshot(
+        &format!("{}/#/nouns?key={admin_key}", w.base),
+        "1280,640",
+        "nouns.png",
+    )
+    .await;
+    screenshot(
+        &format!("{}/#/noun/{numbers}?key={admin_key}", w.base),
+        "1280,900",
+        "nouns-noun.png",
+    )
+    .await;
+}
+
+/// Reads the page's width and the overflow of its header.
+const WIDTHS: &str = "({inner: innerWidth, scroll: document.documentElement.scrollWidth, \
+    header: document.querySelector('header.top').scrollWidth, \
+    right: Math.max(...[...document.querySelectorAll('header.top *')] \
+        .map(e => e.getBoundingClientRect().right))})";
+
+/// The phone width the header must fit.
+const PHONE: u32 = 375;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_fits_a_phone_screen() {
+    let w = nouns_world().await;
+    let admin_key = w.team.d.admin_key.clone();
+    let mut b = cdp::Browser::launch().await;
+    b.set_viewport(PHONE, 800).await;
+    b.open(&format!("{}/#key={admin_key}", w.base)).await;
+    b.wait_for(SETTLED).await;
+    for page in [
+        "#/",
+        "#/tasks",
+        "#/nouns",
+        &format!("#/noun/{NS}/work.notes/release"),
+    ] {
+        go(&mut b, &format!("location.hash = '{page}'"), page).await;
+        let m = b.eval(WIDTHS).await;
+        let inner = m["inner"].as_u64().unwrap();
+        assert_eq!(inner, u64::from(PHONE), "the viewport is a phone's: {m}");
+        for what in ["scroll", "header"] {
+            assert!(
+                m[what].as_u64().unwrap() <= inner,
+                "{page}: {what} overflows: {m}"
+            );
+        }
+        assert!(m["right"].as_f64().unwrap() <= inner as f64, "{page}: {m}");
+    }
+    go(&mut b, "location.hash = '#/nouns'", "#/nouns").await;
+    keep_screenshot("nouns-phone.png", &b.screenshot().await);
+}
+
+/// Takes a screenshot of `url` in a window of `size` (`W,H`) for
+/// [`keep_screenshot`].
+async fn screenshot(url: &str, size: &str, name: &str) {
+    let shots = tempfile::tempdir().expect("screenshot dir");
+    let shot = shots.path().join(name);
+    chromium(
+        url,
+        &[
+            format!("--screenshot={}", shot.display()),
+            format!("--window-size={size}"),
+        ],
+    )
+    .await;
+    keep_screenshot(
+        name,
+        &std::fs::read(&shot).expect("chromium wrote the screenshot"),
+    );
+}
+
+/// Checks `png` is a PNG and, with `TESSERA_UPDATE_SCREENSHOT=1`, writes it
+/// to `docs/<name>`.
+fn keep_screenshot(name: &str, png: &[u8]) {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    if std::env::var_os("TESSERA_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join(name);
+        std::fs::write(&docs, png).unwrap_or_else(|e| panic!("write docs/{name}: {e}"));
+    }
 }

@@ -36,7 +36,7 @@ struct Asset {
 }
 
 /// The site's files; `index.html` is served at `/`, the others at `/ui/<name>`.
-const ASSETS: [Asset; 4] = [
+const ASSETS: [Asset; 6] = [
     Asset {
         name: "index.html",
         content_type: "text/html; charset=utf-8",
@@ -51,6 +51,16 @@ const ASSETS: [Asset; 4] = [
         name: "app.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("site/app.js"),
+    },
+    Asset {
+        name: "kit.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("site/kit.js"),
+    },
+    Asset {
+        name: "nouns.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("site/nouns.js"),
     },
     Asset {
         name: "live.js",

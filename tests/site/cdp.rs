@@ -143,6 +143,27 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
+    /// Lays the page out in a viewport of `width` by `height` CSS pixels
+    /// (a window cannot be made narrower than 500 px, a phone's screen is).
+    pub async fn set_viewport(&mut self, width: u32, height: u32) {
+        self.page(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        )
+        .await;
+    }
+
+    /// A PNG of the page's viewport.
+    pub async fn screenshot(&mut self) -> Vec<u8> {
+        use base64::Engine;
+        let shot = self
+            .page("Page.captureScreenshot", json!({"format": "png"}))
+            .await;
+        base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().expect("PNG data"))
+            .expect("base64 PNG")
+    }
+
     /// Waits until `condition` (JavaScript) holds in the page.
     pub async fn wait_for(&mut self, condition: &str) {
         let deadline = Instant::now() + CALL_LIMIT;

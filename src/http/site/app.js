@@ -3,37 +3,47 @@
 // Every record comes from the JSON API with the operator's key as a bearer
 // header; the key is kept in sessionStorage (this tab only). Routes live in
 // the address's hash: #/ (queues and tasks), #/tasks?queue=&kind=&state=&namespace=,
-// #/task/<id>, #/nouns, #/noun/<ns>/<store>/<key>[?version=N]. A "key"
-// parameter in the hash (#key=<key>, or #/task/t1?key=<key>) is removed
-// from the address at once and taken as the tab's key; when the tab already
-// has another key, the page asks first (showing key ids, never secrets).
+// #/task/<id>, #/nouns?namespace=&store=&source_pack=&limit=&cursor=,
+// #/noun/<ns>/<store>/<key>[?version=N] (the nouns' views are nouns.js).
+// A "key" parameter in the hash (#key=<key>, or #/task/t1?key=<key>) is
+// removed from the address at once and taken as the tab's key; when the tab
+// already has another key, the page asks first (showing key ids, never
+// secrets).
 //
 // All data is untrusted: the DOM is built with createElement and text
-// nodes only, never from HTML strings.
+// nodes only, never from HTML strings (see kit.js).
 
-const KEY_ITEM = "tessera.key";
+import {
+  KEY_ITEM,
+  add,
+  api,
+  ApiError,
+  badge,
+  currentKey,
+  errorBox,
+  facts,
+  filterForm,
+  h,
+  hashOf,
+  json,
+  mono,
+  parseHash,
+  pinLink,
+  section,
+  shortSha,
+  table,
+  taskLink,
+  textField,
+  time,
+  query,
+} from "/ui/kit.js";
+import { nounPage, nounsPage } from "/ui/nouns.js";
+
 const STATES = ["pending", "queued", "claimed", "parked", "waiting", "succeeded", "failed", "cancelled"];
 const PAGE_ROWS = 100;
 const OVERVIEW_ROWS = 50;
 
 // ---------------------------------------------------------------- the key
-
-function parseHash(hash) {
-  const text = hash.replace(/^#/, "");
-  const q = text.indexOf("?");
-  if (!text.startsWith("/")) {
-    return { path: "/", params: new URLSearchParams(text) };
-  }
-  return {
-    path: q < 0 ? text : text.slice(0, q),
-    params: new URLSearchParams(q < 0 ? "" : text.slice(q + 1)),
-  };
-}
-
-function hashOf(path, params) {
-  const rest = params.toString();
-  return "#" + path + (rest ? "?" + rest : "");
-}
 
 // A key a link offered while the tab had another: held here (never in
 // storage, the address or the DOM) until the user takes or declines it.
@@ -64,10 +74,6 @@ function takeKeyFromAddress() {
   }
 }
 
-function currentKey() {
-  return sessionStorage.getItem(KEY_ITEM) || "";
-}
-
 // A secret is tsk_<key id>_<secret hex>: the id is safe to show.
 function keyId(key) {
   const m = /^tsk_([A-Za-z0-9]+)_[0-9a-f]+$/.exec(key);
@@ -80,175 +86,7 @@ function keyName(key) {
   return id ? ["key ", mono(id)] : ["a key of ", h("em", {}, "unrecognised format")];
 }
 
-// ---------------------------------------------------------------- DOM
-
-// h("a", {href: "#/"}, "text", child, [more]): strings become text nodes.
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [name, value] of Object.entries(attrs || {})) {
-    if (value === undefined || value === null || value === false) {
-      continue;
-    }
-    if (name.startsWith("on")) {
-      el.addEventListener(name.slice(2), value);
-    } else if (name === "class") {
-      el.className = value;
-    } else {
-      el.setAttribute(name, value === true ? "" : String(value));
-    }
-  }
-  add(el, children);
-  return el;
-}
-
-function add(el, children) {
-  for (const c of children.flat(Infinity)) {
-    if (c !== null && c !== undefined && c !== false) {
-      el.append(c instanceof Node ? c : String(c));
-    }
-  }
-}
-
-function badge(state) {
-  return h("span", { class: "badge s-" + state }, state);
-}
-
-function mono(text) {
-  return h("code", {}, text);
-}
-
-function shortSha(sha) {
-  return h("code", { title: sha }, String(sha).slice(0, 12) + "…");
-}
-
-function taskLink(id) {
-  return h("a", { href: "#/task/" + encodeURIComponent(id), "data-task-id": id, class: "mono" }, id);
-}
-
-function nounHref(ns, store, key, version) {
-  const path = "/noun/" + [ns, store, key].map(encodeURIComponent).join("/");
-  return hashOf(path, new URLSearchParams(version ? { version: String(version) } : {}));
-}
-
-function pinLink(pin, namespace) {
-  const ns = pin.namespace || namespace;
-  return h(
-    "a",
-    { href: nounHref(ns, pin.store, pin.key, pin.version), class: "mono" },
-    ns + "/" + pin.store + "/" + pin.key + " v" + pin.version,
-  );
-}
-
-function time(iso) {
-  if (!iso) {
-    return "—";
-  }
-  return h("time", { datetime: iso, title: iso }, String(iso).replace("T", " ").replace(/\.\d+/, ""));
-}
-
-function json(value) {
-  return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
-}
-
-// A definition list from [label, value] pairs, skipping empty values.
-function facts(pairs) {
-  const dl = h("dl", { class: "facts" });
-  for (const [label, value] of pairs) {
-    if (value === null || value === undefined || value === "" || (Array.isArray(value) && value.length === 0)) {
-      continue;
-    }
-    const list = Array.isArray(value) && value.every((v) => typeof v === "string");
-    add(dl, [h("dt", {}, label), h("dd", {}, list ? value.join(", ") : value)]);
-  }
-  return dl;
-}
-
-function table(columns, rows, empty) {
-  if (rows.length === 0) {
-    return h("p", { class: "empty" }, empty);
-  }
-  return h(
-    "div",
-    { class: "scroll" },
-    h(
-      "table",
-      {},
-      h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
-      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((c) => h("td", {}, c))))),
-    ),
-  );
-}
-
-function section(title, ...children) {
-  return h("section", {}, h("h2", {}, title), children);
-}
-
-function errorBox(err) {
-  const status = err.status ? err.status + " " : "";
-  const box = h(
-    "div",
-    { class: "error", role: "alert" },
-    h("strong", {}, status + (err.code || "error")),
-    " ",
-    err.message || String(err),
-  );
-  if (err.status === 401) {
-    add(box, [h("p", {}, "The daemon refused this key. Use “Forget key” and paste a valid one.")]);
-  }
-  if (err.details && Object.keys(err.details).length > 0) {
-    add(box, [json(err.details)]);
-  }
-  return box;
-}
-
-// ---------------------------------------------------------------- the API
-
-class ApiError extends Error {
-  constructor(status, code, message, details) {
-    super(message);
-    this.status = status;
-    this.code = code;
-    this.details = details;
-  }
-}
-
-async function request(path) {
-  let resp;
-  try {
-    resp = await fetch(path, {
-      headers: { Authorization: "Bearer " + currentKey(), Accept: "application/json" },
-      cache: "no-store",
-    });
-  } catch (err) {
-    throw new ApiError(0, "unreachable", "the daemon could not be reached (" + err.message + ")");
-  }
-  if (!resp.ok) {
-    let body = null;
-    try {
-      body = await resp.json();
-    } catch (err) {
-      // Not an API error body; the status says enough.
-    }
-    const e = (body && body.error) || {};
-    throw new ApiError(resp.status, e.code || "http_" + resp.status, e.message || resp.statusText, e.details);
-  }
-  return resp;
-}
-
-async function api(path) {
-  return (await request(path)).json();
-}
-
-function query(params) {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) {
-    if (v) {
-      q.set(k, v);
-    }
-  }
-  const s = q.toString();
-  return s ? "?" + s : "";
-}
+// ---------------------------------------------------------------- tasks
 
 // Up to `want` tasks matching the filters, following the API's cursor;
 // the namespace filter is applied here (the list route has none).
@@ -348,37 +186,18 @@ function tasksPage(params) {
     state: params.get("state") || "",
     namespace: params.get("namespace") || "",
   };
-  const field = (label, input) => h("label", {}, h("span", {}, label), input);
-  const text = (name) => h("input", { name, value: filters[name], autocomplete: "off", spellcheck: "false" });
   const state = h(
     "select",
     { name: "state" },
     h("option", { value: "" }, "any"),
     STATES.map((s) => h("option", { value: s, selected: s === filters.state }, s)),
   );
-  const form = h(
-    "form",
-    {
-      class: "filters",
-      onsubmit(e) {
-        e.preventDefault();
-        const data = new FormData(form);
-        const next = new URLSearchParams();
-        for (const [k, v] of data) {
-          if (String(v).trim()) {
-            next.set(k, String(v).trim());
-          }
-        }
-        location.hash = hashOf("/tasks", next);
-      },
-    },
-    field("Queue", text("queue")),
-    field("Kind", text("kind")),
-    field("State", state),
-    field("Namespace", text("namespace")),
-    h("button", { type: "submit" }, "Filter"),
-    h("a", { href: "#/tasks", class: "quiet" }, "clear"),
-  );
+  const form = filterForm("/tasks", [
+    ["Queue", textField("queue", params)],
+    ["Kind", textField("kind", params)],
+    ["State", state],
+    ["Namespace", textField("namespace", params)],
+  ]);
   return {
     nav: "tasks",
     head: [h("h1", {}, "Tasks"), form],
@@ -571,102 +390,6 @@ function taskPage(id) {
   };
 }
 
-function nounFinder() {
-  const input = (name, label) =>
-    h("label", {}, h("span", {}, label), h("input", { name, required: true, autocomplete: "off", spellcheck: "false" }));
-  const form = h(
-    "form",
-    {
-      class: "filters",
-      onsubmit(e) {
-        e.preventDefault();
-        const d = new FormData(form);
-        location.hash = nounHref(d.get("ns").trim(), d.get("store").trim(), d.get("key").trim());
-      },
-    },
-    input("ns", "Namespace"),
-    input("store", "Store"),
-    input("key", "Key"),
-    h("button", { type: "submit" }, "Open"),
-  );
-  return {
-    nav: "nouns",
-    head: [h("h1", {}, "Nouns"), form],
-    async body() {
-      return h(
-        "p",
-        { class: "empty" },
-        "Open a noun by its path, or follow a pin from a task's brief or receipts. (The API has no route that lists nouns.)",
-      );
-    },
-  };
-}
-
-async function nounBody(base, entry) {
-  const resp = await request(base + "?version=" + entry.version + "&sha256=" + entry.sha256);
-  const type = resp.headers.get("content-type") || "";
-  if (entry.size > 1 << 20) {
-    return h("p", { class: "empty" }, entry.size + " bytes: too large to show here.");
-  }
-  if (type.includes("json")) {
-    const text = await resp.text();
-    try {
-      return json(JSON.parse(text));
-    } catch (err) {
-      return h("pre", {}, text);
-    }
-  }
-  if (type.startsWith("text/")) {
-    return h("pre", {}, await resp.text());
-  }
-  return h("p", { class: "empty" }, type + ", " + entry.size + " bytes (not shown).");
-}
-
-function nounPage(ns, store, key, params) {
-  return {
-    nav: "nouns",
-    async body() {
-      const base = "/v1/nouns/" + [ns, store, key].map(encodeURIComponent).join("/");
-      const ref = await api(base + "/versions");
-      const versions = ref.versions;
-      const wanted = Number(params.get("version")) || versions[versions.length - 1].version;
-      const entry = versions.find((v) => v.version === wanted) || versions[versions.length - 1];
-      const latest = versions[versions.length - 1];
-      const pin = { namespace: ref.namespace, store: ref.store, key: ref.key, version: entry.version, sha256: entry.sha256 };
-      return [
-        h("h1", {}, "Noun ", h("span", { class: "mono" }, ref.namespace + "/" + ref.store + "/" + ref.key)),
-        latest.quarantined
-          ? h("div", { class: "error" }, h("strong", {}, "quarantined"), " The latest version is readable by admin only.")
-          : null,
-        section(
-          "Versions",
-          table(
-            ["Version", "sha256", "Size", "Type", "Media type", "Visibility", "Surface", "Owner", "Created", "By", ""],
-            versions.map((v) => [
-              v.version === entry.version
-                ? h("strong", {}, "v" + v.version)
-                : h("a", { href: nounHref(ns, store, key, v.version) }, "v" + v.version),
-              shortSha(v.sha256),
-              String(v.size),
-              v.type || "—",
-              v.media_type,
-              v.visibility + (v.allowed_surfaces.length ? " (" + v.allowed_surfaces.join(", ") + ")" : ""),
-              v.producer_surface || "—",
-              v.owner ? mono(v.owner) : "—",
-              time(v.created_at),
-              mono(v.created_by),
-              v.quarantined ? h("span", { class: "badge s-failed" }, "quarantined") : "",
-            ]),
-            "No versions this key may read.",
-          ),
-        ),
-        section("Pin of v" + entry.version, json(pin)),
-        section("Body of v" + entry.version, await nounBody(base, entry).catch(errorBox)),
-      ];
-    },
-  };
-}
-
 function notFoundPage(path) {
   return {
     nav: "",
@@ -688,7 +411,7 @@ function pageFor(path, params) {
     return taskPage(decodeURIComponent(m[1]));
   }
   if (path === "/nouns") {
-    return nounFinder();
+    return nounsPage(params);
   }
   if ((m = /^\/noun\/([^/]+)\/([^/]+)\/([^/]+)$/.exec(path))) {
     const [ns, store, key] = m.slice(1).map(decodeURIComponent);
