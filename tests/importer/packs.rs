@@ -321,7 +321,11 @@ async fn a_task_gaining_a_new_upstream_conflicts_while_new_dependents_are_create
         "{}",
         lines[2]
     );
-    assert_eq!(lines[3], "create       task  d  (pack.yaml:10)");
+    assert_eq!(
+        lines[3], "    /depends_on: [] → [\"(new task c)\"]",
+        "the plan names the upstream b would gain"
+    );
+    assert_eq!(lines[4], "create       task  d  (pack.yaml:10)");
     let b = lines[2]
         .split(": ")
         .nth(1)

@@ -10,7 +10,8 @@
 //! with refs and `depends_on` resolved. Both go through the batch routes
 //! (`send`). With `--plan` every step is a dry run, and an apply is a dry
 //! run first, so a conflict or a refusal found there writes nothing.
-//! `outcome` prints one line per item and a summary (or, with `-o json`,
+//! `outcome` prints the plan's warnings (such as a template key holding
+//! template syntax), one line per item and a summary (or, with `-o json`,
 //! one JSON document); in a `--plan`, `diff` names what differs in each
 //! noun that would get a new version and each task that conflicts;
 //! `orphans` then lists what earlier imports of the pack created that it
@@ -92,7 +93,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if args.watch {
         return watch::run(&args.pack, &args.remote.client()?).await;
     }
-    let Some(plan) = planned(&args.pack) else {
+    let Some(plan) = planned(&args.pack, args.output) else {
         return Ok(ExitCode::FAILURE);
     };
     let client = args.remote.client()?;
@@ -112,13 +113,15 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
             outcome::print(&done.lines, show, &done.summary);
             found.print();
         }
-        Output::Json => outcome::print_json(&done.lines, &done.summary, &found),
+        Output::Json => outcome::print_json(&plan.warnings, &done.lines, &done.summary, &found),
     }
     Ok(found.code)
 }
 
-/// Plans the pack; on problems prints every diagnostic on stdout.
-fn planned(dir: &Path) -> Option<Plan> {
+/// Plans the pack; on problems prints every diagnostic on stdout. Its
+/// warnings are printed first in text output (JSON output holds them in
+/// its document).
+fn planned(dir: &Path, output: Output) -> Option<Plan> {
     let started = std::time::Instant::now();
     match tessera_importer::plan(dir) {
         Ok(plan) => {
@@ -129,6 +132,9 @@ fn planned(dir: &Path) -> Option<Plan> {
                 tasks = plan.tasks.len(),
                 "pack planned"
             );
+            if output == Output::Text {
+                outcome::print_warnings(&plan.warnings);
+            }
             Some(plan)
         }
         Err(report) => {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use tessera_importer::Source;
+use tessera_importer::{Diagnostic, Source};
 
 use super::Mode;
 use super::diff::Change;
@@ -260,16 +260,33 @@ impl Tally {
 }
 
 /// Prints every line and the summary on stdout as one JSON document:
-/// `{"entries": [{kind, id, outcome, source: {file, line}, note?,
-/// changes?: [{pointer, old, new}]}], "summary", "orphans": {"entries":
-/// [{kind, id, outcome}], "summary"}}` (the orphan section's findings).
-pub(super) fn print_json(lines: &[Line], summary: &str, found: &super::orphans::Report) {
+/// `{"warnings": [{file, line, field, message}], "entries": [{kind, id,
+/// outcome, source: {file, line}, note?, changes?: [{pointer, old, new}]}],
+/// "summary", "orphans": {"entries": [{kind, id, outcome}], "summary"}}`
+/// (the orphan section's findings).
+pub(super) fn print_json(
+    warnings: &[Diagnostic],
+    lines: &[Line],
+    summary: &str,
+    found: &super::orphans::Report,
+) {
     let doc = serde_json::json!({
+        "warnings": warnings,
         "entries": lines,
         "summary": summary,
         "orphans": {"entries": found.entries, "summary": found.summary},
     });
     println!("{doc:#}");
+}
+
+/// Prints the plan's warnings on stdout, one line each:
+/// `warning: file:line: field: message`.
+pub(super) fn print_warnings(warnings: &[Diagnostic]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for w in warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
 }
 
 /// Prints the wanted lines and the summary on stdout.

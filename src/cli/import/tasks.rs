@@ -54,9 +54,13 @@ pub(super) async fn enqueue_all(
     let mut known: HashMap<&str, Upstream> = HashMap::new();
     for layer in layers(&plan.tasks) {
         let (mut specs, mut sent) = (Vec::new(), Vec::new());
+        let purpose = match mode {
+            Mode::Plan => Purpose::Plan,
+            Mode::Apply => Purpose::Apply,
+        };
         for i in layer {
             let task = &plan.tasks[i];
-            match spec(task, pins, &known, mode == Mode::Plan) {
+            match spec(task, pins, &known, purpose) {
                 Ok((spec, partial)) => {
                     specs.push(spec);
                     sent.push((i, partial));
@@ -68,15 +72,16 @@ pub(super) async fn enqueue_all(
             }
         }
         let answers = send::batch::<_, TaskOutcome>(client, &path, &specs, progress).await?;
-        for (((i, partial), answer), sent_spec) in sent.into_iter().zip(answers).zip(&specs) {
+        for ((i, partial), answer) in sent.into_iter().zip(answers) {
             let task = &plan.tasks[i];
             let holder = holder(&answer);
             let (mut l, upstream) = judge(task, answer, partial);
             if explain
                 && l.outcome == Outcome::Conflict
                 && let Some(holder) = holder
+                && let Ok((shown, _)) = spec(task, pins, &known, Purpose::Explain)
             {
-                l.changes = differs(client, &holder, sent_spec).await;
+                l.changes = differs(client, &holder, &shown).await;
             }
             known.insert(&task.id, upstream);
             lines[i] = Some(l);
@@ -107,15 +112,30 @@ fn layers(tasks: &[TaskItem]) -> Vec<Vec<usize>> {
     out
 }
 
-/// The spec to send: refs resolved to pins, `depends_on` to task ids. True
-/// when an upstream has no id yet or, in a `plan`, a pinned version is not
-/// written yet, so the spec sent lacks it. Err when a noun or an upstream
+/// What a task's spec is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    /// A dry run's: what the plan would write has no id or pin yet, so it
+    /// is left out.
+    Plan,
+    /// An apply's: every pin and upstream is known.
+    Apply,
+    /// To show how it differs from the task holding its key: a noun version
+    /// the plan would write is the pin its dry run reported, and an
+    /// upstream the plan would create is `"(new task <id>)"`, so a
+    /// re-pinned noun reads as its new version, not as null.
+    Explain,
+}
+
+/// The spec: refs resolved to pins, `depends_on` to task ids. True when an
+/// upstream has no id yet or, in a [`Purpose::Plan`], a pinned version is
+/// not written yet, so the spec lacks it. Err when a noun or an upstream
 /// failed.
 fn spec(
     task: &TaskItem,
     pins: &Pins,
     known: &HashMap<&str, Upstream>,
-    plan: bool,
+    purpose: Purpose,
 ) -> Result<(Value, bool), String> {
     let mut spec = task.spec.clone();
     let mut partial = false;
@@ -130,7 +150,7 @@ fn spec(
             .get_mut("brief")
             .and_then(|brief| brief.pointer_mut(&r.pointer))
         {
-            if plan && *new {
+            if purpose == Purpose::Plan && *new {
                 *slot = Value::Null;
                 partial = true;
             } else {
@@ -142,6 +162,9 @@ fn spec(
     for u in &task.depends_on {
         match known.get(u.as_str()) {
             Some(Upstream::Known(id)) => ids.push(Value::String(id.to_string())),
+            Some(Upstream::New) if purpose == Purpose::Explain => {
+                ids.push(Value::String(format!("(new task {u})")));
+            }
             Some(Upstream::New) => partial = true,
             Some(Upstream::Failed) | None => {
                 return Err(format!("not enqueued: its upstream task {u:?} was not"));
@@ -200,7 +223,9 @@ fn holder(answer: &ItemReply<TaskOutcome>) -> Option<String> {
 
 /// The spec fields in which `sent` differs from the task `holder` as the
 /// daemon shows it (fields the daemon does not show are left out; sets
-/// are sorted on both sides already). Empty when it cannot be read.
+/// are sorted on both sides already). The daemon shows `depends_on` as
+/// `upstream`, each `{task_id, ...}`; both sides' ids are compared as
+/// sorted text. Empty when it cannot be read.
 async fn differs(client: &Client, holder: &str, sent: &Value) -> Vec<Change> {
     let Some(view) = async {
         let reply = client.get(&format!("/v1/tasks/{holder}")).await.ok()?;
@@ -213,16 +238,32 @@ async fn differs(client: &Client, holder: &str, sent: &Value) -> Vec<Change> {
     let (Some(sent), Some(view)) = (sent.as_object(), view.as_object()) else {
         return Vec::new();
     };
+    let upstream = view.get("upstream").and_then(Value::as_array).map(|list| {
+        let ids = list.iter().map(|u| u["task_id"].clone()).collect();
+        sorted_text(ids)
+    });
     let held: serde_json::Map<String, Value> = sent
         .keys()
-        .filter_map(|k| Some((k.clone(), view.get(k)?.clone())))
+        .filter_map(|k| match (k.as_str(), &upstream) {
+            ("depends_on", Some(ids)) => Some((k.clone(), ids.clone())),
+            _ => Some((k.clone(), view.get(k)?.clone())),
+        })
         .collect();
     let sent: serde_json::Map<String, Value> = sent
         .iter()
         .filter(|(k, _)| held.contains_key(*k))
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| match (k.as_str(), v) {
+            ("depends_on", Value::Array(ids)) => (k.clone(), sorted_text(ids.clone())),
+            _ => (k.clone(), v.clone()),
+        })
         .collect();
     diff::changes(&Value::Object(held), &Value::Object(sent))
+}
+
+/// `ids` sorted by their JSON text.
+fn sorted_text(mut ids: Vec<Value>) -> Value {
+    ids.sort_by_cached_key(Value::to_string);
+    Value::Array(ids)
 }
 
 /// Why a task conflicts, and what to do about it.
@@ -286,27 +327,35 @@ mod tests {
         let pins: Pins = [(("s".to_string(), "k".to_string()), (pin.clone(), false))].into();
         let mut known = HashMap::new();
         known.insert("a", Upstream::Known(TaskId(7)));
-        let (spec, partial) = spec(&task("b", &["a"]), &pins, &known, true).unwrap();
+        let (spec, partial) = spec(&task("b", &["a"]), &pins, &known, Purpose::Plan).unwrap();
         assert!(!partial);
         assert_eq!(
             spec,
             json!({"brief": {"a": pin, "b": [1, pin]}, "depends_on": ["t7"]})
         );
         known.insert("n", Upstream::New);
-        let (spec, partial) = super::spec(&task("c", &["a", "n"]), &pins, &known, true).unwrap();
+        let (spec, partial) =
+            super::spec(&task("c", &["a", "n"]), &pins, &known, Purpose::Plan).unwrap();
         assert!(partial);
         assert_eq!(spec["depends_on"], json!(["t7"]));
         known.insert("f", Upstream::Failed);
-        let err = super::spec(&task("d", &["f"]), &pins, &known, true).unwrap_err();
+        let err = super::spec(&task("d", &["f"]), &pins, &known, Purpose::Plan).unwrap_err();
         assert_eq!(err, "not enqueued: its upstream task \"f\" was not");
         let new: Pins = [(("s".to_string(), "k".to_string()), (pin.clone(), true))].into();
-        let (spec, partial) = super::spec(&task("g", &[]), &new, &known, true).unwrap();
+        let (spec, partial) = super::spec(&task("g", &[]), &new, &known, Purpose::Plan).unwrap();
         assert!(partial, "a pinned version a plan would write is left out");
         assert_eq!(spec["brief"], json!({"a": null, "b": [1, null]}));
-        let (spec, partial) = super::spec(&task("g", &[]), &new, &known, false).unwrap();
+        let (spec, partial) = super::spec(&task("g", &[]), &new, &known, Purpose::Apply).unwrap();
         assert!(!partial);
         assert_eq!(spec["brief"]["a"], pin);
-        let err = super::spec(&task("e", &[]), &Pins::new(), &known, true).unwrap_err();
+        let err = super::spec(&task("e", &[]), &Pins::new(), &known, Purpose::Plan).unwrap_err();
         assert_eq!(err, "not enqueued: its noun s/k was not written");
+        let (spec, _) =
+            super::spec(&task("h", &["a", "n"]), &new, &known, Purpose::Explain).unwrap();
+        assert_eq!(
+            spec,
+            json!({"brief": {"a": pin, "b": [1, pin]}, "depends_on": ["t7", "(new task n)"]}),
+            "an explanation shows the pin and the upstream a plan would write"
+        );
     }
 }

@@ -32,7 +32,7 @@ use tessera_importer::Plan;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::outcome::{self, Show};
-use super::{Mode, import, planned};
+use super::{Mode, Output, import, planned};
 use crate::client::Client;
 
 /// Quiet time after the last change before a round starts.
@@ -171,7 +171,7 @@ fn is_pack_file(rel: &Path) -> bool {
 /// plain import; later rounds print one summary line (and any failures)
 /// only when something changed or failed. Returns the plan now applied.
 async fn round(dir: &Path, client: &Client, first: bool, last: Option<Plan>) -> Option<Plan> {
-    let Some(plan) = planned(dir) else {
+    let Some(plan) = planned(dir, Output::Text) else {
         eprintln!("the records are left as they were; fix the pack and save again");
         return last;
     };
