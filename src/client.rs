@@ -60,6 +60,33 @@ pub enum ClientError {
     /// The body was not what the caller expected.
     #[error("unexpected response body: {0}")]
     Decode(String),
+    /// The credential cannot be sent: it holds a character no
+    /// `Authorization` header carries. Nothing was sent.
+    #[error(
+        "the key or handle is malformed: {0}; a credential is printable ASCII, so check how it was copied (nothing was sent)"
+    )]
+    MalformedCredential(String),
+}
+
+/// What makes `credential` unsendable as `Authorization: Bearer
+/// <credential>`: its first character that is not printable ASCII (a
+/// control character, such as a newline copied with it), named by code
+/// point and position, never by the credential's text.
+pub fn credential_problem(credential: &str) -> Option<String> {
+    let (at, c) = credential
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !(*c == ' ' || c.is_ascii_graphic()))?;
+    let what = if c.is_control() {
+        "a control character"
+    } else {
+        "not ASCII"
+    };
+    Some(format!(
+        "character {} is U+{:04X} ({what})",
+        at + 1,
+        u32::from(c)
+    ))
 }
 
 impl Reply {
@@ -154,6 +181,9 @@ impl Client {
             .method(method)
             .uri(format!("{}{}", self.base, path));
         if let Some(b) = &self.bearer {
+            if let Some(problem) = credential_problem(b) {
+                return Err(ClientError::MalformedCredential(problem));
+            }
             builder = builder.header(header::AUTHORIZATION, format!("Bearer {b}"));
         }
         if body.is_some() {

@@ -1072,3 +1072,33 @@ async fn a_failed_task_reads_over_mcp_with_its_reason_and_failed_checks() {
     assert_eq!(checks[0]["ok"], json!(false), "{got}");
     assert_eq!(got["statusMessage"], json!(message), "{got}");
 }
+
+/// A tool error's message.
+fn message(result: &Value) -> String {
+    result["structuredContent"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handle_with_a_control_character_is_malformed_not_unreachable_on_both_transports() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    let bad = json!({"handle": "wh-abc\u{1}def"});
+    let said = "the handle is malformed: character 7 is U+0001 (a control character)";
+
+    let mut stdio = StdioMcp::start(t.d.admin.base(), &[("TESSERA_KEY", &key)]).await;
+    let got = stdio.tool("get_prompt", bad.clone()).await;
+    assert_eq!(refused(&got), (401, "unauthenticated".to_string()), "{got}");
+    assert!(message(&got).contains(said), "{got}");
+    stdio.finish().await;
+
+    let mut http = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let got = http.tool(&key, "get_prompt", bad).await;
+    assert_eq!(refused(&got), (401, "unauthenticated".to_string()), "{got}");
+    assert!(message(&got).contains(said), "{got}");
+}

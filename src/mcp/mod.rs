@@ -50,6 +50,8 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 
+use crate::http::error::{ApiError, ErrorCode as ApiErrorCode};
+
 pub use input::{InputEnd, Watched, watch_input};
 pub use remote::Remote;
 
@@ -215,6 +217,12 @@ impl Gateway<'_> {
         }
         .or_else(|| self.bearer.clone())
         .or_else(|| configured.clone());
+        if let Some(problem) = bearer
+            .as_deref()
+            .and_then(crate::client::credential_problem)
+        {
+            return Ok(malformed(holder, &problem));
+        }
         let call = ApiCall {
             method,
             path,
@@ -222,6 +230,26 @@ impl Gateway<'_> {
             body,
         };
         self.api.send(call, self.origin).await
+    }
+}
+
+/// The API's answer to a credential no header can carry, made here
+/// because it cannot be sent: `401 unauthenticated`, naming the
+/// credential (key or handle) and its bad character, never its text.
+fn malformed(holder: Holder, problem: &str) -> ApiReply {
+    let what = match holder {
+        Holder::Key => "key",
+        Holder::Handle => "handle",
+    };
+    let e = ApiError::new(
+        ApiErrorCode::Unauthenticated,
+        format!("the {what} is malformed: {problem}; a credential is printable ASCII"),
+    );
+    let body = serde_json::json!({"error": {"code": e.code.as_str(), "message": e.message, "details": e.details}});
+    ApiReply {
+        status: e.status(),
+        headers: HeaderMap::new(),
+        body: Bytes::from(body.to_string()),
     }
 }
 
