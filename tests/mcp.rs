@@ -95,6 +95,11 @@ impl StdioMcp {
     /// Spawns `tessera mcp --server BASE` with `env` (and no inherited
     /// Tessera credentials), then initializes the session.
     async fn start(base: &str, env: &[(&str, &str)]) -> StdioMcp {
+        StdioMcp::start_declaring(base, env, json!({})).await
+    }
+
+    /// [`StdioMcp::start`], declaring `capabilities` at `initialize`.
+    async fn start_declaring(base: &str, env: &[(&str, &str)], capabilities: Value) -> StdioMcp {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera"));
         cmd.args(["mcp", "--server", base])
             .env_remove("TESSERA_KEY")
@@ -121,7 +126,7 @@ impl StdioMcp {
                 "initialize",
                 json!({
                     "protocolVersion": "2025-11-25",
-                    "capabilities": {},
+                    "capabilities": capabilities,
                     "clientInfo": {"name": "tessera-test", "version": "1"}
                 }),
             )
@@ -1101,4 +1106,66 @@ async fn a_handle_with_a_control_character_is_malformed_not_unreachable_on_both_
     let got = http.tool(&key, "get_prompt", bad).await;
     assert_eq!(refused(&got), (401, "unauthenticated".to_string()), "{got}");
     assert!(message(&got).contains(said), "{got}");
+}
+
+/// The Tasks extension, as a client declares it.
+fn tasks_extension() -> Value {
+    json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+}
+
+/// The shape of a `tools/call` answer: an MCP task (with its status), or
+/// a tool result (with its structured content's fields).
+fn shape(answer: &Value) -> Value {
+    let result = &answer["result"];
+    if result["resultType"] == json!("task") {
+        return json!({"task": result["status"]});
+    }
+    let mut fields: Vec<&String> = result["structuredContent"]
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    fields.sort();
+    json!({"tool": fields, "isError": result["isError"]})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn enqueue_answers_the_same_shape_over_stdio_and_http() {
+    let t = Team::start().await;
+    let key = agent_key(&t).await;
+    // A client that declares the Tasks extension at initialize, on both.
+    let mut stdio = StdioMcp::start_declaring(
+        t.d.admin.base(),
+        &[("TESSERA_KEY", &key)],
+        tasks_extension(),
+    )
+    .await;
+    let mut http = HttpMcp {
+        client: t.d.admin.clone(),
+        next_id: 1,
+    };
+    let init = json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": tasks_extension(),
+        "clientInfo": {"name": "tessera-test", "version": "1"}
+    });
+    http.request(&key, "initialize", init).await;
+
+    let spec = spec("verb.solve_draft", json!({}));
+    let plain = json!({"name": "enqueue", "arguments": {"spec": spec}});
+    let mut declaring = plain.clone();
+    declaring["_meta"] = json!({"io.modelcontextprotocol/clientCapabilities": tasks_extension()});
+    let cases = [
+        (
+            plain,
+            json!({"tool": ["created", "state", "task_id"], "isError": false}),
+        ),
+        (declaring, json!({"task": "working"})),
+    ];
+    for (params, want) in cases {
+        let over_stdio = stdio.request("tools/call", params.clone()).await;
+        let over_http = http.request(&key, "tools/call", params.clone()).await;
+        assert_eq!(shape(&over_stdio), want, "stdio: {over_stdio}");
+        assert_eq!(shape(&over_http), want, "http: {over_http}");
+    }
+    stdio.finish().await;
 }

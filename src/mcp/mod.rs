@@ -21,6 +21,13 @@
 //! API's own handover (`queue::Handover`). Over stdio, a `claim` also
 //! stops waiting when the client's input ends (`input.rs`).
 //!
+//! Both transports answer a request alike. `enqueue` answers an MCP task
+//! when the request itself declares the Tasks extension in its `_meta`
+//! (`io.modelcontextprotocol/clientCapabilities`, as every 2026-07-28
+//! request does), and a plain tool result otherwise; a declaration made
+//! only at `initialize` is not used, since `/mcp` is stateless and keeps
+//! none.
+//!
 //! Credentials: tools for an agent holding a key (`claim`, `enqueue`,
 //! `get_task`, `put_noun`) send the key; tools for a worker holding a
 //! `wh-` handle send the `handle` argument when given, else the handle the
@@ -278,7 +285,11 @@ impl rmcp::ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // The request's own `_meta` decides, on both transports: a stateless
+        // `/mcp` keeps nothing of `initialize`, so a declaration made only
+        // there would answer a task over stdio and a plain result over HTTP.
         let wants_task = context
+            .meta
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks());
         let args = request.arguments.unwrap_or_default();

@@ -142,8 +142,9 @@ pub fn list() -> Vec<Tool> {
         ),
         tool::<EnqueueArgs>(
             "enqueue",
-            "Enqueue a task (key). With the MCP Tasks extension the answer is an MCP task that \
-             follows the Tessera task's state.",
+            "Enqueue a task (key). When the request declares the MCP Tasks extension in its \
+             `_meta` client capabilities, the answer is an MCP task that follows the Tessera \
+             task's state; otherwise the enqueue's result.",
         ),
         tool::<GetTaskArgs>("get_task", "Show a task the key may see (key)."),
         tool::<PutNounArgs>(
@@ -178,8 +179,8 @@ pub fn list() -> Vec<Tool> {
     ]
 }
 
-/// Runs tool `name` with `args`; `wants_task` when the client declared the
-/// MCP Tasks extension.
+/// Runs tool `name` with `args`; `wants_task` when the request declared
+/// the MCP Tasks extension.
 pub async fn call(
     gw: &Gateway<'_>,
     name: &str,
