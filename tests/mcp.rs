@@ -92,7 +92,7 @@ struct StdioMcp {
 }
 
 impl StdioMcp {
-    /// Spawns `tessera mcp --server BASE` with `env` (and no inherited
+    /// Spawns `tessera mcp --daemon BASE` with `env` (and no inherited
     /// Tessera credentials), then initializes the session.
     async fn start(base: &str, env: &[(&str, &str)]) -> StdioMcp {
         StdioMcp::start_declaring(base, env, json!({})).await
@@ -101,7 +101,7 @@ impl StdioMcp {
     /// [`StdioMcp::start`], declaring `capabilities` at `initialize`.
     async fn start_declaring(base: &str, env: &[(&str, &str)], capabilities: Value) -> StdioMcp {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tessera"));
-        cmd.args(["mcp", "--server", base])
+        cmd.args(["mcp", "--daemon", base])
             .env_remove("TESSERA_KEY")
             .env_remove("TESSERA_HANDLE")
             .env("RUST_LOG", "warn")
@@ -1168,4 +1168,42 @@ async fn enqueue_answers_the_same_shape_over_stdio_and_http() {
         assert_eq!(shape(&over_http), want, "http: {over_http}");
     }
     stdio.finish().await;
+}
+
+/// The MCP Inspector's own flags
+/// (`npx @modelcontextprotocol/inspector [flags] command args...`): a flag
+/// of `tessera mcp` named like one is taken by the Inspector.
+const INSPECTOR_FLAGS: [&str; 10] = [
+    "--server",
+    "--config",
+    "-e",
+    "--cli",
+    "--method",
+    "--tool-name",
+    "--tool-arg",
+    "--transport",
+    "--header",
+    "--target",
+];
+
+#[test]
+fn tessera_mcp_s_flags_are_not_the_mcp_inspector_s() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["mcp", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("--daemon <URL>"), "{help}");
+    let flags: Vec<&str> = help
+        .split_whitespace()
+        .filter(|w| w.starts_with('-'))
+        .map(|w| w.trim_end_matches([',', '.', ')']))
+        .collect();
+    for theirs in INSPECTOR_FLAGS {
+        assert!(
+            !flags.contains(&theirs),
+            "tessera mcp --help offers {theirs}: {help}"
+        );
+    }
 }
