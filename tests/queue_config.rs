@@ -89,8 +89,10 @@ async fn patch_semantics(admin: &Client) -> Value {
     want
 }
 
+/// On the suite's backend: the journal, unless `TESSERA_TEST_BACKEND`
+/// names PostgreSQL.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_re_post_changes_only_the_fields_it_names_on_the_embedded_queue() {
+async fn a_re_post_changes_only_the_fields_it_names_across_a_restart() {
     let mut d = TestDaemon::start().await;
     let want = patch_semantics(&d.admin).await;
     d.restart().await;
@@ -100,7 +102,7 @@ async fn a_re_post_changes_only_the_fields_it_names_on_the_embedded_queue() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_re_post_changes_only_the_fields_it_names_on_postgresql() {
+async fn a_re_post_changes_only_the_fields_it_names_on_postgresql_across_daemons() {
     let url = pg::fresh_database().await;
     let dir = tempfile::tempdir().unwrap();
     let a = DaemonProcess::spawn_shared(&dir.path().join("a"), &url);
