@@ -100,7 +100,24 @@ def work_on(url, handle):
               flush=True)
     _, done = call(url, "POST", "/v1/worker/submit", handle, final)
     print(f"{task_id}: submitted: {done['state']} (receipt {done['receipt_sha256'][:12]})", flush=True)
+    say_why(task_id, done)
     return task_id, done["state"]
+
+
+def say_why(task_id, done):
+    """Prints what the daemon found wrong with a submit: each failed contract
+    check (the field, the rule and what was found there), a projection it
+    could not write, and the attempts left."""
+    for c in done.get("failed_checks") or []:
+        where = f" (output {c['output']})" if c.get("output") is not None else ""
+        found = f", found {c['found']}" if c.get("found") else ""
+        print(f"{task_id}: check {c['name']} failed{where}: {c.get('pointer') or '-'} "
+              f"breaks `{c['keyword']}`{found}", flush=True)
+    projection = done.get("projection") or {}
+    if projection.get("status") in ("skipped", "failed"):
+        print(f"{task_id}: projection {projection['status']}: {projection.get('reason')}", flush=True)
+    if done.get("attempts_left") is not None:
+        print(f"{task_id}: {done['attempts_left']} attempt(s) left", flush=True)
 
 
 def claim(url, key, queue, wait_ms):

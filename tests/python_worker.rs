@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{NS, SURFACE, Team, body, claim, enqueue, spec, task};
+use support::{NS, SURFACE, Team, body, claim, enqueue, put_noun, spec, task};
 
 /// Runs the example with `args`; returns its stdout, failing with its
 /// output when it exits non-zero.
@@ -131,4 +131,74 @@ async fn with_a_handle_it_finishes_that_attempt() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+}
+
+/// On a task whose contract its stand-in work does not satisfy (the seed
+/// pack's `tessera.work.example.v1`), the example says why each attempt
+/// failed: the field, the rule and what it found, as the submit answered;
+/// `tessera task receipts` says the same.
+#[tokio::test]
+async fn a_failed_check_is_explained_by_the_worker_and_the_cli() {
+    let t = Team::start().await;
+    let contract = json!({
+        "contract": "tessera.work.example.v1",
+        "operation": {"name": "sum_of_squares"},
+        "input_schema": {"type": "object", "required": ["numbers"]},
+        "output_schema": {
+            "type": "object",
+            "properties": {"sum_of_squares": {"type": "integer"}},
+            "required": ["sum_of_squares"],
+            "additionalProperties": false
+        },
+        "checks": [{"name": "output_matches_schema"}],
+        "shims": "none",
+        "execution": {"worker": "external", "server_fallback": false},
+    });
+    let contract_ref = put_noun(&t.requester, "work.contracts", "c", contract).await;
+    let input_ref = put_noun(&t.requester, "work.inputs", "n", json!({"numbers": [3, 4]})).await;
+    let brief =
+        json!({"contract_ref": contract_ref, "input_ref": input_ref, "step": "solve_draft"});
+    let id = enqueue(&t.requester, &spec("verb.solve_draft", brief)).await;
+    let key = worker_secret(&t).await;
+    let url = t.d.admin.base().to_string();
+    let stdout = run_example(&[
+        "--url",
+        &url,
+        "--key",
+        &key,
+        "--queue",
+        "work.external",
+        "--wait-ms",
+        "0",
+        "--once",
+    ])
+    .await;
+    for want in [
+        format!("{id}: submitted: failed"),
+        format!(
+            "{id}: check output_matches_schema failed (output 0): /sum_of_squares breaks `required`, found nothing"
+        ),
+        format!(
+            "{id}: check output_matches_schema failed (output 0): /summary breaks `additionalProperties`, found a string"
+        ),
+        format!("{id}: 0 attempt(s) left"),
+    ] {
+        assert!(stdout.contains(&want), "{want:?} not in:\n{stdout}");
+    }
+    let cli = tokio::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["task", "receipts", &id])
+        .env("TESSERA_SERVER", &url)
+        .env("TESSERA_KEY", &t.d.admin_key)
+        .output()
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success(), "{table}");
+    for want in [
+        "output_matches_schema: output 0: ",
+        "/sum_of_squares: is required (`required`), found nothing",
+        "/summary: is not a field the schema allows (`additionalProperties`), found a string",
+    ] {
+        assert!(table.contains(want), "{want:?} not in:\n{table}");
+    }
 }

@@ -1043,7 +1043,10 @@ async fn contract_checks_read_pins_as_the_requester_and_never_echo_values() {
             .unwrap(),
     );
     let checks = rec["receipts"][0]["receipt"]["checks"].to_string();
-    assert!(checks.contains("/sum_of_squares: fails `type`"), "{checks}");
+    assert!(
+        checks.contains("/sum_of_squares: must be integer (`type`), found a string"),
+        "{checks}"
+    );
     for secret in ["s3cr3t-value", "\"numbers\"", &input_sha] {
         assert!(!checks.contains(secret), "{secret} echoed in {checks}");
     }
@@ -1070,7 +1073,7 @@ async fn a_failing_contract_check_fails_the_task_with_its_message() {
     assert_eq!(
         seen["reason"],
         json!(
-            "check result_matches_recomputation failed: output 0: /sum_of_squares differs from the recomputation"
+            "check result_matches_recomputation failed: output 0: /sum_of_squares: differs from the recomputation (`recompute`), found an integer"
         )
     );
     let rec = body(

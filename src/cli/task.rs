@@ -331,10 +331,42 @@ fn fields(v: &TaskView, now: Timestamp) -> Table {
     t
 }
 
+/// Why a receipt's attempt failed: each failed check's name and detail
+/// (the field, the rule and what was found), else the daemon's failure,
+/// else the worker's note; `-` for a success.
+fn why(rec: &Value) -> String {
+    if rec["ok"] == Value::Bool(true) {
+        return "-".into();
+    }
+    let failed: Vec<String> = rec["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["ok"] == Value::Bool(false))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["name"].as_str().unwrap_or("?"),
+                c["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return failed.join("; ");
+    }
+    [&rec["failure"], &rec["note"]]
+        .into_iter()
+        .find_map(Value::as_str)
+        .map_or_else(
+            || "the worker reported a failure, without a note".into(),
+            str::to_string,
+        )
+}
+
 /// `GET /v1/tasks/{id}/receipts` as rows.
 fn receipts(v: &Value) -> Table {
     let mut t = Table::new(&[
-        "ATTEMPT", "STATE", "OK", "BY_KEY", "AT", "OUTPUTS", "EVIDENCE", "SHA256",
+        "ATTEMPT", "STATE", "OK", "BY_KEY", "AT", "OUTPUTS", "EVIDENCE", "SHA256", "WHY",
     ]);
     let text = |v: &Value| match v {
         Value::String(s) => s.clone(),
@@ -353,6 +385,7 @@ fn receipts(v: &Value) -> Table {
             count(&rec["outputs"]),
             count(&rec["evidence"]),
             text(&r["sha256"]),
+            why(rec),
         ]);
     }
     t

@@ -21,10 +21,13 @@
 //!   `required: true`, whether or not it declares anything else, on both
 //!   submit routes): every required part was staged by the attempt.
 //!
-//! A check's detail names JSON pointers and schema keywords, never a value
-//! from the input, the outputs or the contract: a receipt is read by keys
-//! that may not read the nouns it was checked against. Each failure is
-//! also a [`Problem`] (pointer and keyword), which a submit answers with.
+//! A check's detail names the field (a JSON pointer: for a missing or an
+//! unexpected field, the field's own), the rule (a schema keyword or the
+//! check's own field) and what was found there as a JSON type (`a string`,
+//! `nothing`), never a value from the input, the outputs or the contract:
+//! a receipt is read by keys that may not read the nouns it was checked
+//! against. Each failure is also a [`Problem`] (pointer, keyword, found),
+//! which a submit answers with.
 //!
 //! Besides the checks, a contract tells the worker what to do: the
 //! instruction for a step is `directives.<step>`, else `directive` when the
@@ -49,8 +52,9 @@ pub type Check = CheckOutcome;
 pub const DEFAULT_STEP: &str = "solve_draft";
 
 /// Where and why a check failed: a JSON pointer into the checked document
-/// and the rule that failed (a JSON Schema keyword, or the check's own
-/// field such as `minimum` or `recompute`), never a value.
+/// (the field), the rule that failed (a JSON Schema keyword, or the check's
+/// own field such as `minimum` or `recompute`) and the JSON type found
+/// there, never a value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Problem {
     /// Which output (by position) failed, for the output checks.
@@ -60,7 +64,11 @@ pub struct Problem {
     pub pointer: Option<String>,
     /// The rule that failed.
     pub keyword: String,
-    /// The same in words (pointers and keywords only).
+    /// What was found at `pointer`: a JSON type (`a string`, `an
+    /// object`) or `nothing`, never the value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<String>,
+    /// The same in words (field, rule and what was found).
     #[serde(skip)]
     pub message: String,
 }
@@ -71,9 +79,44 @@ impl Problem {
             output: None,
             pointer: pointer.map(str::to_string),
             keyword: keyword.into(),
+            found: None,
             message,
         }
     }
+
+    /// A problem at `pointer`: the field breaks `keyword` (`rule` says
+    /// how, in words), and what is there is `found`.
+    fn found(pointer: &str, keyword: &str, rule: &str, found: Option<&Value>) -> Problem {
+        let found = kind_of(found);
+        Problem {
+            found: Some(found.to_string()),
+            ..Problem::at(
+                Some(pointer),
+                keyword,
+                format!("{pointer}: {rule} (`{keyword}`), found {found}"),
+            )
+        }
+    }
+}
+
+/// A value's JSON type as a failure names it (never the value itself).
+fn kind_of(value: Option<&Value>) -> &'static str {
+    match value {
+        None => "nothing",
+        Some(Value::Null) => "null",
+        Some(Value::Bool(_)) => "a boolean",
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => "an integer",
+        Some(Value::Number(_)) => "a number",
+        Some(Value::String(_)) => "a string",
+        Some(Value::Array(_)) => "an array",
+        Some(Value::Object(_)) => "an object",
+    }
+}
+
+/// `parent`'s field `name` as a JSON pointer (RFC 6901 escapes).
+fn child(parent: &str, name: &str) -> String {
+    let parent = parent.trim_end_matches('/');
+    format!("{parent}/{}", name.replace('~', "~0").replace('/', "~1"))
 }
 
 /// A check's outcome with the problems behind a failure.
@@ -294,20 +337,66 @@ pub fn validate(schema: &Value, instance: &Value) -> Result<(), String> {
     })
 }
 
-/// [`validate`], each error as a [`Problem`].
+/// [`validate`], each error as a [`Problem`]: a missing or an unexpected
+/// field is named by its own pointer, one problem per field.
 fn schema_problems(schema: &Value, instance: &Value) -> Result<(), Vec<Problem>> {
+    use jsonschema::error::{TypeKind, ValidationErrorKind as Kind};
     let validator = jsonschema::validator_for(schema)
         .map_err(|_| plain("schema", "the schema is not a valid JSON Schema"))?;
-    let errors: Vec<Problem> = validator
-        .iter_errors(instance)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            let at = if at.is_empty() { "/".to_string() } else { at };
-            let keyword = e.kind().keyword();
-            let message = format!("{at}: fails `{keyword}`");
-            Problem::at(Some(&at), keyword, message)
-        })
-        .collect();
+    let mut errors = Vec::new();
+    for e in validator.iter_errors(instance) {
+        let at = e.instance_path().to_string();
+        let at = if at.is_empty() { "/".to_string() } else { at };
+        let here = instance.pointer(e.instance_path().as_str());
+        let keyword = e.kind().keyword();
+        match e.kind() {
+            Kind::Required { property } => {
+                let name = property
+                    .as_str()
+                    .map_or_else(|| property.to_string(), str::to_string);
+                errors.push(Problem::found(
+                    &child(&at, &name),
+                    keyword,
+                    "is required",
+                    None,
+                ));
+            }
+            Kind::AdditionalProperties { unexpected }
+            | Kind::UnevaluatedProperties { unexpected } => {
+                errors.extend(unexpected.iter().map(|name| {
+                    let field = here.and_then(|v| v.get(name));
+                    Problem::found(
+                        &child(&at, name),
+                        keyword,
+                        "is not a field the schema allows",
+                        field,
+                    )
+                }));
+            }
+            Kind::Type { kind } => {
+                let want = match kind {
+                    TypeKind::Single(t) => t.to_string(),
+                    TypeKind::Multiple(ts) => ts
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                };
+                errors.push(Problem::found(
+                    &at,
+                    keyword,
+                    &format!("must be {want}"),
+                    here,
+                ));
+            }
+            _ => errors.push(Problem::found(
+                &at,
+                keyword,
+                "breaks the schema's rule",
+                here,
+            )),
+        }
+    }
     if errors.is_empty() {
         Ok(())
     } else {
@@ -396,10 +485,11 @@ fn evaluate_checks(contract: &Contract, subject: Subject<'_>) -> Vec<Evaluated> 
                 .and_then(|want| {
                     each(&|o| match o.pointer(&pointer) {
                         Some(got) if *got == want => Ok(()),
-                        Some(_) => Err(vec![Problem::at(
-                            Some(&pointer),
+                        got @ Some(_) => Err(vec![Problem::found(
+                            &pointer,
                             "recompute",
-                            format!("{pointer} differs from the recomputation"),
+                            "differs from the recomputation",
+                            got,
                         )]),
                         None => Err(missing(&pointer)),
                     })
@@ -438,28 +528,18 @@ fn parts_staged(required: &[&PartSpec], staged: &[String]) -> Result<String, Vec
 
 /// No value at `pointer`.
 fn missing(pointer: &str) -> Vec<Problem> {
-    vec![Problem::at(
-        Some(pointer),
-        "pointer",
-        format!("no value at {pointer}"),
-    )]
+    vec![Problem::found(pointer, "pointer", "must be present", None)]
 }
 
 fn bounds(c: &CheckSpec, got: Option<&Value>, pointer: &str) -> Result<(), Vec<Problem>> {
     let got = got.ok_or_else(|| missing(pointer))?;
-    let fail = |keyword: &str, what: &str| {
-        vec![Problem::at(
-            Some(pointer),
-            keyword,
-            format!("{pointer} {what}"),
-        )]
-    };
+    let fail = |keyword: &str, rule: &str| vec![Problem::found(pointer, keyword, rule, Some(got))];
     if let Some(want) = &c.equals
         && got != want
     {
-        return Err(fail("equals", "does not equal the expected value"));
+        return Err(fail("equals", "differs from the expected value"));
     }
-    let n = || got.as_f64().ok_or_else(|| fail("type", "is not a number"));
+    let n = || got.as_f64().ok_or_else(|| fail("type", "must be a number"));
     if let Some(min) = c.minimum
         && n()? < min
     {
@@ -627,6 +707,95 @@ mod tests {
             Some("/sum_of_squares")
         );
         assert_eq!(bound.problems[0].keyword, "type");
+    }
+
+    #[test]
+    fn failures_name_the_field_the_rule_and_what_was_found() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "tags": {"type": ["array", "null"]}},
+            "required": ["n", "a/b"],
+            "additionalProperties": false
+        });
+        // Output, then each problem as (pointer, keyword, found, message).
+        type Row = (&'static str, &'static str, &'static str, &'static str);
+        let table: &[(Value, &[Row])] = &[
+            (
+                json!({}),
+                &[
+                    (
+                        "/n",
+                        "required",
+                        "nothing",
+                        "/n: is required (`required`), found nothing",
+                    ),
+                    (
+                        "/a~1b",
+                        "required",
+                        "nothing",
+                        "/a~1b: is required (`required`), found nothing",
+                    ),
+                ],
+            ),
+            (
+                json!({"n": "169", "a/b": 1, "summary": "secret", "tags": {}}),
+                &[
+                    (
+                        "/n",
+                        "type",
+                        "a string",
+                        "/n: must be integer (`type`), found a string",
+                    ),
+                    (
+                        "/tags",
+                        "type",
+                        "an object",
+                        "/tags: must be null or array (`type`), found an object",
+                    ),
+                    (
+                        "/a~1b",
+                        "additionalProperties",
+                        "an integer",
+                        "/a~1b: is not a field the schema allows (`additionalProperties`), found an integer",
+                    ),
+                    (
+                        "/summary",
+                        "additionalProperties",
+                        "a string",
+                        "/summary: is not a field the schema allows (`additionalProperties`), found a string",
+                    ),
+                ],
+            ),
+        ];
+        for (output, want) in table {
+            let mut got: Vec<(String, String, String, String)> = schema_problems(&schema, output)
+                .unwrap_err()
+                .into_iter()
+                .map(|p| (p.pointer.unwrap(), p.keyword, p.found.unwrap(), p.message))
+                .collect();
+            got.sort();
+            let mut want: Vec<_> = want
+                .iter()
+                .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "for {output}");
+            assert!(!format!("{got:?}").contains("secret") && !format!("{got:?}").contains("169"));
+        }
+        let c = contract();
+        let outputs = [json!({"sum_of_squares": -3})];
+        let out = evaluate(&c, subject(Some(&json!({"numbers": [1]})), &outputs));
+        let details: Vec<&str> = out.iter().map(|e| e.check.detail.as_str()).collect();
+        assert!(
+            details.contains(
+                &"output 0: /sum_of_squares: is below the minimum (`minimum`), found an integer"
+            ),
+            "{details:?}"
+        );
+        assert!(
+            details.contains(&"output 0: /sum_of_squares: differs from the recomputation (`recompute`), found an integer"),
+            "{details:?}"
+        );
     }
 
     #[test]
