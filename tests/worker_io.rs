@@ -610,7 +610,15 @@ async fn placement_failures_follow_check_policy() {
         b"a file where the ctx-dir's parent goes",
     )
     .unwrap();
-    assert_status!(submit_body(&w.handle, b"result").await, 201);
+    let answer = body(&submit_body(&w.handle, b"result").await);
+    assert_eq!(
+        (
+            answer["state"].clone(),
+            answer["projection"]["status"].clone()
+        ),
+        (json!("succeeded"), json!("skipped")),
+        "the submit answer says the projection was skipped: {answer}"
+    );
     let r = body(
         &t.requester
             .get(&format!("/v1/tasks/{warn_id}/receipts"))
@@ -636,7 +644,8 @@ async fn placement_failures_follow_check_policy() {
         json!("result")
     );
 
-    // strict: 500 projection_failed, the attempt stays open, nothing half-done.
+    // strict: the attempt fails for good with a receipt that says why;
+    // nothing half-done is left, and the result is still readable.
     let mut strict = spec("verb.solve_draft", json!({}));
     strict["check_policy"] = json!("strict");
     let strict_id = enqueue(&t.requester, &strict).await;
@@ -644,22 +653,60 @@ async fn placement_failures_follow_check_policy() {
     assert_eq!(sw.id, strict_id);
     assert_status!(stage(&sw.handle, "x.md", b"x").await, 200);
     std::fs::write(area(t.d.root()).join("tasks").join(&strict_id), b"blocked").unwrap();
-    assert_status!(
-        submit_body(&sw.handle, b"result").await,
-        500,
-        "projection_failed"
-    );
-    let seen = task(&t.requester, &strict_id).await;
+    let reply = submit_body(&sw.handle, b"result").await;
+    assert_status!(reply, 201);
+    let answer = body(&reply);
+    let ctx = format!("workspace/{NS}/tasks/{strict_id}");
     assert_eq!(
-        (seen["state"].clone(), seen["receipts"].clone()),
-        (json!("claimed"), json!([]))
+        (
+            answer["state"].clone(),
+            answer["ok"].clone(),
+            answer["projection"]["status"].clone(),
+            answer["projection"]["path"].clone()
+        ),
+        (
+            json!("failed"),
+            json!(false),
+            json!("failed"),
+            json!(format!("{ctx}/ctx"))
+        ),
+        "{answer}"
+    );
+    assert_eq!(
+        task(&t.requester, &strict_id).await["state"],
+        json!("failed")
+    );
+    let r = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{strict_id}/receipts"))
+            .await
+            .unwrap(),
+    );
+    let receipt = &r["receipts"][0]["receipt"];
+    assert_eq!(
+        receipt["projection"]["status"],
+        json!("failed"),
+        "{receipt}"
+    );
+    let failure = receipt["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains(&ctx) && failure.contains("check_policy: strict"),
+        "the receipt says why the step failed: {receipt}"
     );
     assert!(
         listing(&t.d.root().join("tmp")).is_empty(),
         "no half-built ctx-dir is left behind"
     );
+    assert_eq!(
+        body(
+            &t.requester
+                .get(&format!("/v1/tasks/{strict_id}/output"))
+                .await
+                .unwrap()
+        )["out"],
+        json!("result")
+    );
     std::fs::remove_file(area(t.d.root()).join("tasks").join(&strict_id)).unwrap();
-    assert_status!(submit_body(&sw.handle, b"result").await, 201);
 
     // A strict task whose placement cannot resolve is refused at enqueue.
     std::fs::write(area(t.d.root()).join("blocked"), b"not a directory").unwrap();

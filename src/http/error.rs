@@ -145,8 +145,6 @@ error_codes! {
     CorruptRef = "corrupt_ref", INTERNAL_SERVER_ERROR;
     /// Reading or writing under the root failed (not a full disk).
     StorageIo = "storage_io", INTERNAL_SERVER_ERROR;
-    /// A strict task's ctx-dir could not be written.
-    ProjectionFailed = "projection_failed", INTERNAL_SERVER_ERROR;
     /// The task's work dir cannot be made ready.
     WorkDirUnavailable = "work_dir_unavailable", INTERNAL_SERVER_ERROR;
     /// An fsync failed earlier: writes are refused until restart.
@@ -472,8 +470,6 @@ impl From<worker::Error> for ApiError {
             E::TooLarge { limit } => {
                 ApiError::new(C::BodyTooLarge, msg).with(json!({"limit": limit}))
             }
-            E::ProjectionFailed { path, reason } => ApiError::new(C::ProjectionFailed, msg)
-                .with(json!({"path": path, "reason": reason})),
             E::WorkDirUnavailable { path, reason } => ApiError::new(C::WorkDirUnavailable, msg)
                 .with(json!({"path": path, "reason": reason})),
             E::InvalidPin { field, pin, .. } => {

@@ -42,6 +42,7 @@ fn submitted_then(
             created: done.created,
             next,
             failed_checks: done.failed_checks.clone(),
+            projection: done.projection.clone(),
             attempts_left: done.attempts_left,
         },
     )

@@ -21,21 +21,25 @@ pub struct BodyRef {
 }
 
 /// Whether the ctx-dir projection of a worker submit was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProjectionStatus {
     /// The ctx-dir holds this submit's result.
     Written,
-    /// It could not be written (`check_policy: warn`).
+    /// It could not be written, and the step went on
+    /// (`check_policy: warn`).
     Skipped,
+    /// It could not be written, so the attempt failed for good
+    /// (`check_policy: strict`): the receipt's `failure` says why.
+    Failed,
 }
 
 /// Where a worker submit's result was projected.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProjectionRecord {
     /// The ctx-dir, relative to the root.
     pub path: String,
-    /// Why it was skipped.
+    /// Why it was not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Written or skipped.

@@ -92,16 +92,6 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
-    /// A strict task whose projection failed; the attempt stays open.
-    #[error(
-        "the result could not be projected into {path}: {reason}; the attempt is still open (check_policy: strict)"
-    )]
-    ProjectionFailed {
-        /// The ctx-dir.
-        path: String,
-        /// Why.
-        reason: String,
-    },
     /// The task's work dir cannot be created (something that is not the
     /// daemon's doing for this task is in the way, or the disk failed).
     #[error("the work dir {path} cannot be made ready: {reason}")]

@@ -120,6 +120,9 @@ pub struct Completed {
     pub unsynced: Unsynced,
     /// Each problem of each failed contract check (empty when none failed).
     pub failed_checks: Vec<FailedCheck>,
+    /// Where the worker route projected the result, or why it did not
+    /// (`None` on the key route, which projects nothing).
+    pub projection: Option<ProjectionRecord>,
     /// Attempts the task has left after a failed attempt (`None` when it
     /// succeeded).
     pub attempts_left: Option<u32>,
@@ -216,6 +219,7 @@ async fn contract_checks(
                         output: None,
                         pointer: None,
                         keyword: "readable".into(),
+                        found: None,
                         message: detail,
                     }],
                 }
@@ -321,6 +325,7 @@ pub async fn complete(
     let (input, failed_checks) = verdict(store, p, requester, task, input, fallback).await?;
     let done = Done {
         failed_checks,
+        projection: None,
         wait,
     };
     record(queue, p, task.task, lease_id, &input, done, after).await
@@ -329,6 +334,7 @@ pub async fn complete(
 /// What a submit's answer waits for and carries besides the receipt.
 struct Done {
     failed_checks: Vec<FailedCheck>,
+    projection: Option<ProjectionRecord>,
     wait: bool,
 }
 
@@ -341,6 +347,7 @@ async fn record(
     input: &SubmitInput,
     Done {
         failed_checks,
+        projection,
         wait,
     }: Done,
     after: Option<ClaimAfter<'_>>,
@@ -368,6 +375,7 @@ async fn record(
         state,
         unsynced,
         failed_checks,
+        projection,
         attempts_left,
         next,
     })
@@ -441,13 +449,9 @@ pub async fn submit_body(
                 parts: &parts,
             };
             // The body is stored only once the submit will be recorded
-            // with it (not for a strict task whose projection failed), so a
-            // refused submit leaves no object nothing names.
+            // with it, so a refused submit leaves no object nothing names.
             let projected = match projection::project(store, &p) {
                 Ok(swap) => Ok(swap),
-                Err(Unplaced::Blocked(reason)) if policy == CheckPolicy::Strict => {
-                    return Ok(Err((p.path(), reason)));
-                }
                 Err(Unplaced::Blocked(reason)) => Err((p.path(), reason)),
                 Err(Unplaced::Storage(e)) => return Err(Error::Store(e)),
             };
@@ -470,25 +474,33 @@ pub async fn submit_body(
             (Some(swap), record)
         }
         Err((path, reason)) if policy == CheckPolicy::Strict => {
-            return Err(Error::ProjectionFailed { path, reason });
+            tracing::warn!(task = %task_id, path = %path, reason = %reason, "projection failed, so the attempt fails (check_policy: strict)");
+            input.ok = false;
+            input.failure = Some(format!(
+                "the result could not be projected to {path} (check_policy: strict): {reason}"
+            ));
+            let record = ProjectionRecord {
+                status: ProjectionStatus::Failed,
+                path,
+                reason: Some(reason),
+            };
+            (None, record)
         }
         Err((path, reason)) => {
             tracing::warn!(task = %task_id, path = %path, reason = %reason, "projection skipped (check_policy: warn)");
-            (
-                None,
-                ProjectionRecord {
-                    status: ProjectionStatus::Skipped,
-                    path,
-                    reason: Some(reason),
-                },
-            )
+            let record = ProjectionRecord {
+                status: ProjectionStatus::Skipped,
+                path,
+                reason: Some(reason),
+            };
+            (None, record)
         }
     };
     input.worker = Some(WorkerResult {
         out,
         parts,
         step,
-        projection,
+        projection: projection.clone(),
     });
     let done = record(
         queue,
@@ -498,6 +510,7 @@ pub async fn submit_body(
         &input,
         Done {
             failed_checks,
+            projection: Some(projection),
             wait: true,
         },
         None,

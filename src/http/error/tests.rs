@@ -333,14 +333,6 @@ fn every_worker_error_maps_to_its_status_and_code() {
         ),
         (worker::Error::TooLarge { limit: 1 }, 413, "body_too_large"),
         (
-            worker::Error::ProjectionFailed {
-                path: "p".into(),
-                reason: "r".into(),
-            },
-            500,
-            "projection_failed",
-        ),
-        (
             worker::Error::WorkDirUnavailable {
                 path: "p".into(),
                 reason: "r".into(),

@@ -319,10 +319,16 @@ pub struct Submitted {
     /// thin with `claim_next.thin`), or `null` when none was ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<Option<ClaimAnswer>>,
-    /// Each problem of each failed contract check (pointer and keyword,
-    /// never a value); absent when none failed.
+    /// Each problem of each failed contract check (the field's pointer,
+    /// the rule and the JSON type found, never a value); absent when none
+    /// failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_checks: Vec<crate::worker::submit::FailedCheck>,
+    /// On the worker route: where the result was projected (`written`),
+    /// or why not (`skipped` under `check_policy: warn`, `failed` under
+    /// `strict`, which fails the attempt), as the receipt records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<crate::queue::receipt::ProjectionRecord>,
     /// After a failed attempt: how many attempts the task has left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts_left: Option<u32>,
