@@ -467,3 +467,34 @@ async fn a_regular_file_and_a_symlink_inside_the_work_dir_are_read() {
         json!({"out": "the answer", "parts": {"plan.md": "the plan"}})
     );
 }
+
+/// A body whose content starts with `@file:` itself goes inline escaped
+/// as `@@file:`, on a task that allows file bodies and on one that does
+/// not; an unescaped one on a task that does not is refused with a
+/// message that names the escape.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_escaped_at_file_body_is_taken_literally() {
+    let t = Team::start().await;
+    let output = |id: String| {
+        let c = &t.requester;
+        async move { body(&c.get(&format!("/v1/tasks/{id}/output")).await.unwrap())["out"].clone() }
+    };
+
+    let plain = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+    let w = start_work(&t.worker, &plain).await;
+    let refused = submit_body(&w.handle, b"@file:notes.md").await;
+    assert_status!(refused, 422, "invalid_file_ref");
+    assert!(
+        String::from_utf8_lossy(&refused.body).contains("@@file:"),
+        "the refusal names the escape: {}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert_status!(submit_body(&w.handle, b"@@file:notes.md").await, 201);
+    assert_eq!(output(plain).await, json!("@file:notes.md"));
+
+    let files = enqueue(&t.requester, &file_spec()).await;
+    let w = start_work(&t.worker, &files).await;
+    std::fs::write(w.work.join("own.md"), b"the file's bytes").unwrap();
+    assert_status!(submit_body(&w.handle, b"@@@file:own.md").await, 201);
+    assert_eq!(output(files).await, json!("@@file:own.md"));
+}

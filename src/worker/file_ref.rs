@@ -14,6 +14,11 @@
 //!
 //! Refusals are `Error::FileRef` (422); a missing file or work dir is
 //! `Error::FileRefMissing` (404).
+//!
+//! A body whose content really starts with `@file:` is sent escaped, with
+//! one more `@`: `@@file:x` is taken as the bytes `@file:x` (and
+//! `@@@file:x` as `@@file:x`), on any task, so every body can be sent
+//! inline.
 
 use std::io::Read;
 use std::path::Path;
@@ -39,14 +44,30 @@ fn on_this_host(store: &Store, why: String) -> String {
     )
 }
 
-/// The body to use: `body` itself, or the file it names.
-pub fn resolve(store: &Store, task: &Task, body: Vec<u8>, limit: usize) -> Result<Vec<u8>, Error> {
+/// Whether `body` is an escaped literal: two or more `@`, then `file:`.
+fn escaped(body: &[u8]) -> bool {
+    let ats = body.iter().take_while(|b| **b == b'@').count();
+    ats >= 2 && body[ats..].starts_with(&PREFIX[1..])
+}
+
+/// The body to use: `body` itself, the literal an escaped body stands for,
+/// or the file it names.
+pub fn resolve(
+    store: &Store,
+    task: &Task,
+    mut body: Vec<u8>,
+    limit: usize,
+) -> Result<Vec<u8>, Error> {
+    if escaped(&body) {
+        body.remove(0);
+        return Ok(body);
+    }
     let Some(rest) = body.strip_prefix(PREFIX) else {
         return Ok(body);
     };
     if !task.spec.allow_file_submit {
         return Err(Error::FileRef(
-            "@file: bodies are off for this task; enqueue it with allow_file_submit: true, or send the content inline".into(),
+            "@file: bodies are off for this task; enqueue it with allow_file_submit: true, or, to send content that starts with @file: itself, escape it with one more @ (@@file:…)".into(),
         ));
     }
     let text = std::str::from_utf8(rest)
@@ -134,4 +155,26 @@ fn not_regular(text: &str, kind: &str) -> Error {
     Error::FileRef(format!(
         "@file:{text} is {kind}; only a regular file is read"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn only_at_signs_then_file_colon_are_an_escape() {
+        let table: &[(&[u8], bool)] = &[
+            (b"@@file:x", true),
+            (b"@@@file:x", true),
+            (b"@@file:", true),
+            (b"@file:x", false),
+            (b"@@fil", false),
+            (b"@@ file:x", false),
+            (b"x@@file:x", false),
+            (b"", false),
+        ];
+        for (body, want) in table {
+            assert_eq!(escaped(body), *want, "{}", String::from_utf8_lossy(body));
+        }
+    }
 }
