@@ -345,7 +345,7 @@ async fn task_list_filters_and_show_receipts_and_output() {
     assert_eq!(
         header(&receipts),
         [
-            "ATTEMPT", "STATE", "OK", "BY_KEY", "AT", "OUTPUTS", "EVIDENCE", "SHA256"
+            "ATTEMPT", "STATE", "OK", "BY_KEY", "AT", "OUTPUTS", "EVIDENCE", "SHA256", "WHY"
         ]
     );
     let cells = row(&receipts, "1");
