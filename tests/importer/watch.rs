@@ -3,7 +3,8 @@
 //! an invalid edit prints its diagnostics and changes nothing. It rests:
 //! with no edit it sends no request at all (its own reads of the pack used
 //! to wake it: ~67 requests per 10 s), a burst of 100 saves leaves one
-//! version, and a pack folder replaced by a rename is still watched.
+//! version, and a pack folder replaced by a rename is still watched. The
+//! pack's warnings are printed once, and again only when they change.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -185,6 +186,89 @@ async fn watch_rests_when_idle_settles_bursts_and_follows_a_replaced_folder() {
         env.versions("work.inputs", "a").await == 4
     })
     .await;
+
+    child.kill().await.expect("stop the watcher");
+}
+
+/// A pack with noun `a` (body `n`) and `templates` templates, each with a
+/// brief key holding template syntax (one warning each).
+fn write_warned_pack(pack: &std::path::Path, n: u32, templates: usize) {
+    let mut yaml = format!(
+        "pack: warned\nversion: \"1\"\nnamespace: {NS}\nproducer_surface: {SURFACE}\n\
+         include: [\"nouns/*.yaml\"]\n\
+         defaults: {{queue: work.external, effect_class: write-internal, visibility_scope: surface_only}}\n\
+         templates:\n"
+    );
+    for t in 0..templates {
+        yaml.push_str(&format!(
+            "  - id: t{t}\n    kind: verb.solve_draft\n    items: [{{id: a, n: x}}]\n    \
+             brief:\n      \"{{{{ item.n }}}}\": 1\n"
+        ));
+    }
+    std::fs::create_dir_all(pack.join("nouns")).unwrap();
+    std::fs::write(pack.join("pack.yaml"), yaml).unwrap();
+    std::fs::write(pack.join("nouns/a.yaml"), noun_file("a", n)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_the_packs_warnings_once_and_again_when_they_change() {
+    let env = Env::start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let pack = tmp.path();
+    write_warned_pack(pack, 1, 1);
+    let mut child = env
+        .command(pack, &["--watch"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn tessera import --watch");
+    let out = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let sink = out.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let count = |prefix: &str| {
+        out.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    };
+    let first = "warning: pack.yaml:";
+    let t0 = "warning: pack.yaml:12: templates[0].brief[\"{{ item.n }}\"]: the key";
+    let t1 = "warning: pack.yaml:17: templates[1].brief[\"{{ item.n }}\"]: the key";
+    let limit = RUN_LIMIT.as_secs();
+
+    eventually(limit, || async { count("import: 2 create") == 1 }).await;
+    assert_eq!(count(first), 1, "{:#?}", out.lock().unwrap());
+    assert_eq!(count(t0), 1, "{:#?}", out.lock().unwrap());
+
+    // An edit that leaves the warnings as they were: the round imports and
+    // says so, the warning is not repeated (it is printed before the import).
+    write_warned_pack(pack, 2, 1);
+    eventually(limit, || async {
+        env.versions("work.inputs", "a").await == 2
+    })
+    .await;
+    eventually(limit, || async { count("import: ") == 2 }).await;
+    assert_eq!(
+        count(first),
+        1,
+        "an unchanged warning is not repeated: {:#?}",
+        out.lock().unwrap()
+    );
+
+    // A second template with the same kind of key: the set changed, so it
+    // is printed again, whole.
+    write_warned_pack(pack, 2, 2);
+    eventually(limit, || async { count("import: ") == 3 }).await;
+    assert_eq!(env.tasks().await.len(), 2);
+    assert_eq!(count(t1), 1, "{:#?}", out.lock().unwrap());
+    assert_eq!(count(t0), 2, "{:#?}", out.lock().unwrap());
+    assert_eq!(count(first), 3, "{:#?}", out.lock().unwrap());
 
     child.kill().await.expect("stop the watcher");
 }

@@ -93,9 +93,12 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if args.watch {
         return watch::run(&args.pack, &args.remote.client()?).await;
     }
-    let Some(plan) = planned(&args.pack, args.output) else {
+    let Some(plan) = planned(&args.pack) else {
         return Ok(ExitCode::FAILURE);
     };
+    if args.output == Output::Text {
+        outcome::print_warnings(&plan.warnings);
+    }
     let client = args.remote.client()?;
     let (mode, show) = if args.plan {
         (Mode::Plan, Show::All)
@@ -119,9 +122,10 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Plans the pack; on problems prints every diagnostic on stdout. Its
-/// warnings are printed first in text output (JSON output holds them in
-/// its document).
-fn planned(dir: &Path, output: Output) -> Option<Plan> {
+/// warnings are left to the caller: a plain import prints them first in
+/// text output (JSON output holds them in its document), a watch when they
+/// change.
+fn planned(dir: &Path) -> Option<Plan> {
     let started = std::time::Instant::now();
     match tessera_importer::plan(dir) {
         Ok(plan) => {
@@ -132,9 +136,6 @@ fn planned(dir: &Path, output: Output) -> Option<Plan> {
                 tasks = plan.tasks.len(),
                 "pack planned"
             );
-            if output == Output::Text {
-                outcome::print_warnings(&plan.warnings);
-            }
             Some(plan)
         }
         Err(report) => {

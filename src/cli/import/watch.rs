@@ -15,6 +15,9 @@
 //! 5. The pack folder itself being replaced (a `git checkout`, a rename
 //!    over it) is seen through a watch on its parent, and the folder is
 //!    watched again.
+//! 6. The pack's warnings are printed on the first round and then only
+//!    when they differ from the ones printed last, so an edit that leaves
+//!    them as they were does not repeat them.
 //!
 //! Events are hints (notify can miss files created right after their
 //! folder), so every round re-plans the whole pack from its files. An
@@ -28,11 +31,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use notify::event::{EventKind, MetadataKind, ModifyKind};
 use notify::{Event, RecursiveMode, Watcher};
-use tessera_importer::Plan;
+use tessera_importer::{Diagnostic, Plan};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::outcome::{self, Show};
-use super::{Mode, Output, import, planned};
+use super::{Mode, import, planned};
 use crate::client::Client;
 
 /// Quiet time after the last change before a round starts.
@@ -66,7 +69,8 @@ pub(super) async fn run(dir: &Path, client: &Client) -> anyhow::Result<ExitCode>
             .watch(parent, RecursiveMode::NonRecursive)
             .with_context(|| format!("watching {}", parent.display()))?;
     }
-    let mut last = round(dir, client, true, None).await;
+    let mut last = Rounds::default();
+    round(dir, client, true, &mut last).await;
     eprintln!("watching {} for changes; Ctrl-C stops", dir.display());
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);
@@ -94,7 +98,7 @@ pub(super) async fn run(dir: &Path, client: &Client) -> anyhow::Result<ExitCode>
                     let _ = watcher.unwatch(&root);
                     let _ = watcher.watch(&root, RecursiveMode::Recursive);
                 }
-                last = round(dir, client, false, last).await;
+                round(dir, client, false, &mut last).await;
             }
             _ = &mut stop => {
                 eprintln!("stopped watching {}", dir.display());
@@ -166,17 +170,32 @@ fn is_pack_file(rel: &Path) -> bool {
     !hidden && !scratch
 }
 
+/// What the earlier rounds left for the next one.
+#[derive(Debug, Default)]
+struct Rounds {
+    /// The plan applied last.
+    applied: Option<Plan>,
+    /// The pack's warnings as printed last (sorted, as a plan holds them).
+    warned: Vec<Diagnostic>,
+}
+
 /// Re-plans the pack from its files and applies it unless the plan is the
-/// one applied last (`last`). The first round shows what changed, like a
-/// plain import; later rounds print one summary line (and any failures)
-/// only when something changed or failed. Returns the plan now applied.
-async fn round(dir: &Path, client: &Client, first: bool, last: Option<Plan>) -> Option<Plan> {
-    let Some(plan) = planned(dir, Output::Text) else {
+/// one applied last. The pack's warnings are printed when they differ from
+/// the ones printed last (on the first round, when there are any). The
+/// first round shows what changed, like a plain import; later rounds print
+/// one summary line (and any failures) only when something changed or
+/// failed.
+async fn round(dir: &Path, client: &Client, first: bool, last: &mut Rounds) {
+    let Some(plan) = planned(dir) else {
         eprintln!("the records are left as they were; fix the pack and save again");
-        return last;
+        return;
     };
-    if last.as_ref() == Some(&plan) {
-        return last;
+    if plan.warnings != last.warned {
+        outcome::print_warnings(&plan.warnings);
+        last.warned.clone_from(&plan.warnings);
+    }
+    if last.applied.as_ref() == Some(&plan) {
+        return;
     }
     match import(client, &plan, Mode::Apply, false).await {
         Ok(done) => {
@@ -185,12 +204,9 @@ async fn round(dir: &Path, client: &Client, first: bool, last: Option<Plan>) -> 
             } else if done.tally.changed() || done.tally.failed() {
                 outcome::print(&done.lines, Show::Failures, &done.summary);
             }
-            Some(plan)
+            last.applied = Some(plan);
         }
-        Err(e) => {
-            eprintln!("error: {e:#}; trying again on the next change");
-            last
-        }
+        Err(e) => eprintln!("error: {e:#}; trying again on the next change"),
     }
 }
 
