@@ -52,12 +52,12 @@ pub(super) async fn enqueue_all(
     );
     let mut lines: Vec<Option<Line>> = vec![None; plan.tasks.len()];
     let mut known: HashMap<&str, Upstream> = HashMap::new();
+    let purpose = match mode {
+        Mode::Plan => Purpose::Plan,
+        Mode::Apply => Purpose::Apply,
+    };
     for layer in layers(&plan.tasks) {
         let (mut specs, mut sent) = (Vec::new(), Vec::new());
-        let purpose = match mode {
-            Mode::Plan => Purpose::Plan,
-            Mode::Apply => Purpose::Apply,
-        };
         for i in layer {
             let task = &plan.tasks[i];
             match spec(task, pins, &known, purpose) {
