@@ -27,7 +27,8 @@
 //! `nothing`), never a value from the input, the outputs or the contract:
 //! a receipt is read by keys that may not read the nouns it was checked
 //! against. Each failure is also a [`Problem`] (pointer, keyword, found),
-//! which a submit answers with.
+//! which a submit answers with; [`super::problem`] says what a problem
+//! shows and how much.
 //!
 //! Besides the checks, a contract tells the worker what to do: the
 //! instruction for a step is `directives.<step>`, else `directive` when the
@@ -39,6 +40,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use super::problem::Problem;
+use super::problem::{missing, plain, schema_problems};
 use crate::queue::receipt::CheckOutcome;
 
 /// The skill-pack schema every pinned contract must satisfy.
@@ -50,74 +53,6 @@ pub type Check = CheckOutcome;
 /// The step a contract's top-level `directive` is for, unless the contract
 /// names its own `step`.
 pub const DEFAULT_STEP: &str = "solve_draft";
-
-/// Where and why a check failed: a JSON pointer into the checked document
-/// (the field), the rule that failed (a JSON Schema keyword, or the check's
-/// own field such as `minimum` or `recompute`) and the JSON type found
-/// there, never a value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Problem {
-    /// Which output (by position) failed, for the output checks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<usize>,
-    /// Where, when the failure has a place.
-    pub pointer: Option<String>,
-    /// The rule that failed.
-    pub keyword: String,
-    /// What was found at `pointer`: a JSON type (`a string`, `an
-    /// object`) or `nothing`, never the value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found: Option<String>,
-    /// The same in words (field, rule and what was found).
-    #[serde(skip)]
-    pub message: String,
-}
-
-impl Problem {
-    fn at(pointer: Option<&str>, keyword: &str, message: String) -> Problem {
-        Problem {
-            output: None,
-            pointer: pointer.map(str::to_string),
-            keyword: keyword.into(),
-            found: None,
-            message,
-        }
-    }
-
-    /// A problem at `pointer`: the field breaks `keyword` (`rule` says
-    /// how, in words), and what is there is `found`.
-    fn found(pointer: &str, keyword: &str, rule: &str, found: Option<&Value>) -> Problem {
-        let found = kind_of(found);
-        Problem {
-            found: Some(found.to_string()),
-            ..Problem::at(
-                Some(pointer),
-                keyword,
-                format!("{pointer}: {rule} (`{keyword}`), found {found}"),
-            )
-        }
-    }
-}
-
-/// A value's JSON type as a failure names it (never the value itself).
-fn kind_of(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "nothing",
-        Some(Value::Null) => "null",
-        Some(Value::Bool(_)) => "a boolean",
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => "an integer",
-        Some(Value::Number(_)) => "a number",
-        Some(Value::String(_)) => "a string",
-        Some(Value::Array(_)) => "an array",
-        Some(Value::Object(_)) => "an object",
-    }
-}
-
-/// `parent`'s field `name` as a JSON pointer (RFC 6901 escapes).
-fn child(parent: &str, name: &str) -> String {
-    let parent = parent.trim_end_matches('/');
-    format!("{parent}/{}", name.replace('~', "~0").replace('/', "~1"))
-}
 
 /// A check's outcome with the problems behind a failure.
 #[derive(Clone, Debug)]
@@ -320,13 +255,8 @@ fn check(name: &str, result: Result<String, Vec<Problem>>) -> Evaluated {
     }
 }
 
-/// One problem without a place.
-fn plain(keyword: &str, message: impl Into<String>) -> Vec<Problem> {
-    vec![Problem::at(None, keyword, message.into())]
-}
-
-/// Validates `instance` against `schema`; every error as the instance's
-/// JSON pointer and the schema keyword that failed (never the value).
+/// Validates `instance` against `schema`: every problem (the field, the
+/// rule, the type found; never a value) in words, joined.
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), String> {
     schema_problems(schema, instance).map_err(|problems| {
         problems
@@ -335,73 +265,6 @@ pub fn validate(schema: &Value, instance: &Value) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join("; ")
     })
-}
-
-/// [`validate`], each error as a [`Problem`]: a missing or an unexpected
-/// field is named by its own pointer, one problem per field.
-fn schema_problems(schema: &Value, instance: &Value) -> Result<(), Vec<Problem>> {
-    use jsonschema::error::{TypeKind, ValidationErrorKind as Kind};
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|_| plain("schema", "the schema is not a valid JSON Schema"))?;
-    let mut errors = Vec::new();
-    for e in validator.iter_errors(instance) {
-        let at = e.instance_path().to_string();
-        let at = if at.is_empty() { "/".to_string() } else { at };
-        let here = instance.pointer(e.instance_path().as_str());
-        let keyword = e.kind().keyword();
-        match e.kind() {
-            Kind::Required { property } => {
-                let name = property
-                    .as_str()
-                    .map_or_else(|| property.to_string(), str::to_string);
-                errors.push(Problem::found(
-                    &child(&at, &name),
-                    keyword,
-                    "is required",
-                    None,
-                ));
-            }
-            Kind::AdditionalProperties { unexpected }
-            | Kind::UnevaluatedProperties { unexpected } => {
-                errors.extend(unexpected.iter().map(|name| {
-                    let field = here.and_then(|v| v.get(name));
-                    Problem::found(
-                        &child(&at, name),
-                        keyword,
-                        "is not a field the schema allows",
-                        field,
-                    )
-                }));
-            }
-            Kind::Type { kind } => {
-                let want = match kind {
-                    TypeKind::Single(t) => t.to_string(),
-                    TypeKind::Multiple(ts) => ts
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" or "),
-                };
-                errors.push(Problem::found(
-                    &at,
-                    keyword,
-                    &format!("must be {want}"),
-                    here,
-                ));
-            }
-            _ => errors.push(Problem::found(
-                &at,
-                keyword,
-                "breaks the schema's rule",
-                here,
-            )),
-        }
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
 }
 
 /// What a submit hands the checks besides the contract: the task's step,
@@ -524,11 +387,6 @@ fn parts_staged(required: &[&PartSpec], staged: &[String]) -> Result<String, Vec
     } else {
         Err(missing)
     }
-}
-
-/// No value at `pointer`.
-fn missing(pointer: &str) -> Vec<Problem> {
-    vec![Problem::found(pointer, "pointer", "must be present", None)]
 }
 
 fn bounds(c: &CheckSpec, got: Option<&Value>, pointer: &str) -> Result<(), Vec<Problem>> {

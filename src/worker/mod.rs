@@ -32,6 +32,7 @@ pub mod front_matter;
 pub mod order;
 pub mod output;
 pub mod pins;
+pub mod problem;
 pub mod projection;
 pub mod prompt;
 pub mod shim;

@@ -476,9 +476,12 @@ pub async fn submit_body(
         Err((path, reason)) if policy == CheckPolicy::Strict => {
             tracing::warn!(task = %task_id, path = %path, reason = %reason, "projection failed, so the attempt fails (check_policy: strict)");
             input.ok = false;
-            input.failure = Some(format!(
-                "the result could not be projected to {path} (check_policy: strict): {reason}"
-            ));
+            // A failed check's failure, set first, stays the receipt's.
+            input.failure.get_or_insert_with(|| {
+                format!(
+                    "the result could not be projected to {path} (check_policy: strict): {reason}"
+                )
+            });
             let record = ProjectionRecord {
                 status: ProjectionStatus::Failed,
                 path,
