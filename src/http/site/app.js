@@ -375,7 +375,11 @@ function taskPage(id) {
         ),
         section(
           "Output",
-          latest && latest.projection ? h("p", {}, "Projected to ", mono(latest.projection.path)) : null,
+          latest && latest.projection
+            ? latest.projection.status === "written"
+              ? h("p", {}, "Projected to ", mono(latest.projection.path))
+              : h("p", {}, "Not projected to ", mono(latest.projection.path), " (" + latest.projection.status + ": " + (latest.projection.reason || "no reason given") + ")")
+            : null,
           t.state === "claimed" && Object.keys(t.staged).length
             ? facts(Object.entries(t.staged).map(([n, sha]) => ["staged " + n, shortSha(sha)]))
             : null,
