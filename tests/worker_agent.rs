@@ -224,7 +224,7 @@ async fn a_verify_agent_with_only_a_handle_gets_its_own_step_and_leaves_through_
     assert_eq!(done["ok"], json!(false));
     assert_eq!(
         done["failed_checks"],
-        json!([{"name": "output_matches_schema", "output": 0, "pointer": "/sum_of_squares", "keyword": "type"}])
+        json!([{"name": "output_matches_schema", "output": 0, "pointer": "/sum_of_squares", "keyword": "type", "found": "a string"}])
     );
     let state = task(&t.requester, &id).await;
     let left = if state["state"] == json!("failed") {
