@@ -158,3 +158,62 @@ async fn queue_create_says_whether_it_created_or_updated() {
         (json!(120), json!(4))
     );
 }
+
+/// `--server-queue NAME` read NAME as the flag's value and exited 2; a
+/// value is now taken only after `=`. `--required-stage ''` clears the
+/// stages, as `--placement ''` removes the template.
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_create_reads_the_name_after_server_queue_and_clears_stages_with_an_empty_one() {
+    let d = TestDaemon::start().await;
+    let made = cli(
+        &d,
+        &[
+            "--server-queue",
+            "work.srv",
+            "--required-stage",
+            "verb.review",
+        ],
+    );
+    assert!(made.contains("created"), "{made}");
+    let q = listed(&d.admin, "work.srv").await;
+    assert_eq!(
+        (q["server"].clone(), q["required_stages"].clone()),
+        (json!(true), json!(["verb.review"]))
+    );
+
+    let updated = cli(
+        &d,
+        &["work.srv", "--server-queue=false", "--required-stage", ""],
+    );
+    let outcome = updated
+        .lines()
+        .find(|l| l.contains("queue work.srv exists; updated"))
+        .unwrap_or_else(|| panic!("no outcome: {updated}"));
+    assert!(
+        outcome.contains("required_stages") && outcome.contains("server"),
+        "{updated}"
+    );
+    // An empty list (the default pair) is left out of the listing.
+    let q = listed(&d.admin, "work.srv").await;
+    assert_eq!(
+        (q["server"].clone(), q.get("required_stages")),
+        (json!(false), None),
+        "{q}"
+    );
+
+    let replaced = cli(
+        &d,
+        &[
+            "work.srv",
+            "--required-stage",
+            "",
+            "--required-stage",
+            "verb.qa",
+        ],
+    );
+    assert!(replaced.contains("updated required_stages"), "{replaced}");
+    assert_eq!(
+        listed(&d.admin, "work.srv").await["required_stages"],
+        json!(["verb.qa"])
+    );
+}

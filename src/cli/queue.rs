@@ -60,16 +60,26 @@ pub struct CreateArgs {
     #[arg(long, requires = "backoff_base_ms")]
     backoff_cap_ms: Option<u64>,
     /// A server queue: claimable only by keys that name it in their grants
-    /// (`--server-queue=false` makes it an ordinary queue again).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    /// (`--server-queue=false` makes it an ordinary queue again; a value
+    /// is taken only after `=`, so `--server-queue NAME` reads NAME as the
+    /// queue).
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
     server_queue: Option<bool>,
     /// The ctx-dir placement template for its tasks (such as
     /// runs/{task_id}); an empty value removes it.
     #[arg(long)]
     placement: Option<String>,
-    /// A stage kind promotion to public requires (repeatable).
-    #[arg(long = "required-stage", value_parser = parse_name)]
-    required_stages: Vec<Name>,
+    /// A stage kind promotion to public requires (repeatable); the stages
+    /// given replace the queue's list, and an empty value names none, so
+    /// `--required-stage ''` alone clears it (back to the default pair,
+    /// verb.solve_draft and verb.verify_gate).
+    #[arg(long = "required-stage", value_parser = parse_stage)]
+    required_stages: Vec<Option<Name>>,
     #[command(flatten)]
     out: OutputArgs,
     #[command(flatten)]
@@ -94,7 +104,7 @@ impl CreateArgs {
                 .clone()
                 .map(|p| Some(p).filter(|p| !p.is_empty())),
             required_stages: (!self.required_stages.is_empty())
-                .then(|| self.required_stages.clone()),
+                .then(|| self.required_stages.iter().flatten().cloned().collect()),
         }
     }
 }
@@ -125,6 +135,16 @@ fn outcome(patch: &QueuePatch, created: bool) -> String {
 
 fn parse_name(s: &str) -> Result<Name, String> {
     Name::parse("name", s).map_err(|e| e.to_string())
+}
+
+/// A `--required-stage` value: a stage kind, or none for an empty value.
+fn parse_stage(s: &str) -> Result<Option<Name>, String> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    Name::parse("required-stage", s)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// `queue show`: the listed queue and its status line.
