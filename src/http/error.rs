@@ -218,6 +218,18 @@ impl ApiError {
         )
     }
 
+    /// The body this error is sent with:
+    /// `{"error": {"code", "message", "details"}}`. Code that answers for
+    /// the API without going through a route (`tessera mcp`) builds it
+    /// here too.
+    pub fn body(&self) -> Value {
+        json!({"error": {
+            "code": self.code.as_str(),
+            "message": self.message,
+            "details": self.details,
+        }})
+    }
+
     /// Records what the log line should say besides the message.
     pub fn because(mut self, cause: impl Into<String>) -> ApiError {
         self.cause = Some(cause.into());
@@ -253,9 +265,7 @@ impl ApiError {
         } else {
             tracing::debug!(status = status.as_u16(), code, message = %self.message, "request refused");
         }
-        let body =
-            json!({"error": {"code": code, "message": self.message, "details": self.details}});
-        let mut resp = Response::new(super::body::full(body.to_string()));
+        let mut resp = Response::new(super::body::full(self.body().to_string()));
         *resp.status_mut() = status;
         resp.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -252,11 +252,10 @@ fn malformed(holder: Holder, problem: &str) -> ApiReply {
         ApiErrorCode::Unauthenticated,
         format!("the {what} is malformed: {problem}; a credential is printable ASCII"),
     );
-    let body = serde_json::json!({"error": {"code": e.code.as_str(), "message": e.message, "details": e.details}});
     ApiReply {
         status: e.status(),
         headers: HeaderMap::new(),
-        body: Bytes::from(body.to_string()),
+        body: Bytes::from(e.body().to_string()),
     }
 }
 

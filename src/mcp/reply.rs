@@ -83,10 +83,9 @@ fn unreachable(why: &str) -> CallToolResult {
 /// A request the API's rules refuse before it is sent (tool arguments
 /// read as the API reads a body): the same status, code and details.
 pub fn refused(e: &ApiError) -> CallToolResult {
-    tool_error(json!({
-        "status": e.status().as_u16(),
-        "error": {"code": e.code.as_str(), "message": e.message, "details": e.details},
-    }))
+    let mut value = e.body();
+    value["status"] = json!(e.status().as_u16());
+    tool_error(value)
 }
 
 /// A tool error whose text is `<status> <code>: <message>` and whose
