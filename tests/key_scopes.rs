@@ -4,6 +4,12 @@
 //! cannot be issued (issue 32). It is now `400 invalid_grant` naming the
 //! scope and its place (`details.field`); a body of the wrong shape stays
 //! `invalid_body`, and nothing is issued either way.
+//!
+//! The first fix parsed the body a second time when serde refused it and
+//! answered `invalid_grant` whenever an unknown scope was among the
+//! causes, so a body too deep or of the wrong shape that also held one
+//! was told about the scope, not its shape. The body is now parsed once
+//! (scopes as text) and its scopes checked after: the shape's error wins.
 
 mod support;
 
@@ -106,4 +112,44 @@ async fn an_unknown_scope_is_an_invalid_grant_naming_it() {
         body(&r)["grants"]["scopes"],
         json!(["nouns:read", "verbs:claim"])
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_too_deep_or_of_the_wrong_shape_is_told_so_even_with_an_unknown_scope() {
+    let d = TestDaemon::start().await;
+    let before = keys(&d).await;
+    let deep = (0..70).fold(json!(1), |inner, _| json!([inner]));
+    // (body, code)
+    let cases: &[(Value, &str)] = &[
+        (
+            json!({"label": "x", "owner": deep, "grants": {"scopes": ["nouns:write"]}}),
+            "too_deep",
+        ),
+        (
+            json!({"label": 7, "grants": {"scopes": ["nouns:write"]}}),
+            "invalid_body",
+        ),
+        (
+            json!({"label": "x", "grants": {"scopes": ["nouns:write", 7]}}),
+            "invalid_body",
+        ),
+        (
+            json!({"label": "x", "grants": {"scopes": ["nouns:write"], "roles": []}}),
+            "unknown_field",
+        ),
+        (
+            json!({"grants": {"scopes": ["nouns:write"]}}),
+            "invalid_body",
+        ),
+    ];
+    for (request, code) in cases {
+        let r = d.admin.post_json("/v1/keys", request).await.unwrap();
+        let got = body(&r);
+        assert_eq!(
+            (r.status.as_u16(), got["error"]["code"].as_str()),
+            (400, Some(*code)),
+            "{request}: {got}"
+        );
+    }
+    assert_eq!(keys(&d).await, before, "nothing was issued");
 }

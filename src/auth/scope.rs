@@ -1,6 +1,9 @@
 //! `Scope`, `EffectClass` and `Grants`: the closed vocabulary of what a key
-//! may be issued. Strings are parsed once, at issuance; an unknown scope is
-//! refused there, so a stored key can only hold scopes this module knows.
+//! may be issued. Strings are parsed once, at issuance: a key request's
+//! grants arrive as [`RequestedGrants`] (scopes still text) and become
+//! [`Grants`] only through [`RequestedGrants::check`], which refuses an
+//! unknown scope by its place in the list, so a stored key can only hold
+//! scopes this module knows.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -112,6 +115,72 @@ pub struct Grants {
     /// Scopes.
     #[serde(default)]
     pub scopes: Vec<Scope>,
+}
+
+/// The grants a key request asks for: [`Grants`] with the scopes as sent,
+/// not yet checked. A body of the wrong shape is refused while it is read;
+/// a scope this daemon does not know is a grant that cannot be issued,
+/// found by [`RequestedGrants::check`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
+pub struct RequestedGrants {
+    /// Queues it may claim from or enqueue to.
+    #[serde(default)]
+    pub queues: Vec<Name>,
+    /// Task kinds it may claim or enqueue.
+    #[serde(default)]
+    pub kinds: Vec<Name>,
+    /// Effect classes it may claim or enqueue.
+    #[serde(default)]
+    pub effect_classes: Vec<EffectClass>,
+    /// Scopes.
+    #[serde(default)]
+    #[schema(value_type = Vec<Scope>)]
+    pub scopes: Vec<String>,
+}
+
+/// A requested scope this daemon does not know, and its place in the
+/// request's list (the first such; the key is not issued).
+#[derive(Debug, thiserror::Error)]
+#[error("{unknown}")]
+pub struct UnknownScopeAt {
+    /// Its index in `grants.scopes`.
+    pub index: usize,
+    /// The scope, as sent (cut at 200 characters).
+    pub unknown: UnknownScope,
+}
+
+impl RequestedGrants {
+    /// The grants, once every scope is one this daemon knows.
+    pub fn check(self) -> Result<Grants, UnknownScopeAt> {
+        let scopes = self
+            .scopes
+            .iter()
+            .enumerate()
+            .map(|(index, s)| {
+                s.parse()
+                    .map_err(|unknown| UnknownScopeAt { index, unknown })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Grants {
+            queues: self.queues,
+            kinds: self.kinds,
+            effect_classes: self.effect_classes,
+            scopes,
+        })
+    }
+}
+
+impl From<Grants> for RequestedGrants {
+    fn from(g: Grants) -> RequestedGrants {
+        RequestedGrants {
+            queues: g.queues,
+            kinds: g.kinds,
+            effect_classes: g.effect_classes,
+            scopes: g.scopes.iter().map(Scope::to_string).collect(),
+        }
+    }
 }
 
 /// `Grants` compiled into sets, for checks that never touch the disk.
@@ -270,5 +339,26 @@ mod tests {
         ] {
             assert!(bad.parse::<Scope>().is_err(), "{bad:?} must be refused");
         }
+    }
+
+    #[test]
+    fn a_request_s_first_unknown_scope_is_refused_by_its_place() {
+        let requested = |scopes: &[&str]| RequestedGrants {
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            ..RequestedGrants::default()
+        };
+        let granted = requested(&["nouns:read", "verbs:claim"]).check().unwrap();
+        assert_eq!(granted.scopes, vec![Scope::NounsRead, Scope::VerbsClaim]);
+        assert_eq!(
+            RequestedGrants::from(granted),
+            requested(&["nouns:read", "verbs:claim"])
+        );
+        let refused = requested(&["admin", "nouns:write", "verbs:fly"])
+            .check()
+            .unwrap_err();
+        assert_eq!(
+            (refused.index, refused.unknown.0.as_str()),
+            (1, "nouns:write")
+        );
     }
 }

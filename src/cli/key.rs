@@ -145,7 +145,8 @@ async fn issue(a: IssueArgs) -> anyhow::Result<()> {
             kinds: a.kinds,
             effect_classes: a.effect_classes,
             scopes: a.scopes,
-        },
+        }
+        .into(),
         expires_at: a.expires_at,
     };
     let issued = async {

@@ -365,6 +365,13 @@ impl From<auth::Error> for ApiError {
     }
 }
 
+impl From<auth::scope::UnknownScopeAt> for ApiError {
+    fn from(e: auth::scope::UnknownScopeAt) -> ApiError {
+        let field = format!("grants.scopes[{}]", e.index);
+        ApiError::new(ErrorCode::InvalidGrant, e.to_string()).with(json!({"field": field}))
+    }
+}
+
 impl From<queue::JournalError> for ApiError {
     fn from(e: queue::JournalError) -> ApiError {
         use queue::JournalError as E;

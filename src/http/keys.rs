@@ -2,13 +2,12 @@
 
 use http::StatusCode;
 use jiff::Timestamp;
-use serde_json::{Value, json};
 
 use super::error::{ApiError, ErrorCode};
-use super::request::{Req, parse_json};
+use super::request::Req;
 use super::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 use super::{Ctx, Resp, json_response};
-use crate::auth::{self, IssueRequest, Scope};
+use crate::auth::{self, IssueRequest};
 
 /// Longest label, account id or owner string accepted.
 const MAX_TEXT: usize = 256;
@@ -17,9 +16,8 @@ const MAX_TEXT: usize = 256;
 pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
     let principal = ctx.authenticate(&req).await?;
     auth::require_admin(&principal)?;
-    let bytes = req.bytes(ctx.limits.max_body_bytes).await?;
-    req.parsing(&bytes)?;
-    let body: IssueKey = parse_json(&bytes).map_err(|e| unknown_scope(&bytes).unwrap_or(e))?;
+    let body: IssueKey = req.json(ctx.limits.max_body_bytes).await?;
+    let grants = body.grants.check()?;
     for (field, value) in [
         ("label", Some(&body.label)),
         ("account_id", body.account_id.as_ref()),
@@ -43,7 +41,7 @@ pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
         label: body.label,
         account_id: body.account_id,
         owner: body.owner,
-        grants: body.grants,
+        grants,
         expires_at: body.expires_at,
     };
     let (record, secret) = ctx.keyring.issue(request).await?;
@@ -55,23 +53,6 @@ pub async fn issue(ctx: &Ctx, mut req: Req) -> Result<Resp, ApiError> {
             secret,
         },
     ))
-}
-
-/// For a key request serde refused: `400 invalid_grant` naming the first
-/// scope this daemon does not know (`details.field`: `grants.scopes[i]`),
-/// when that is among the causes. Scopes are a closed set checked at
-/// issuance ([`Scope`]), so a mistyped one is a grant that cannot be
-/// issued, not a body of the wrong shape.
-fn unknown_scope(bytes: &[u8]) -> Option<ApiError> {
-    let body: Value = serde_json::from_slice(bytes).ok()?;
-    let scopes = body.pointer("/grants/scopes")?.as_array()?;
-    scopes.iter().enumerate().find_map(|(i, scope)| {
-        let unknown = scope.as_str()?.parse::<Scope>().err()?;
-        Some(
-            ApiError::new(ErrorCode::InvalidGrant, unknown.to_string())
-                .with(json!({"field": format!("grants.scopes[{i}]")})),
-        )
-    })
 }
 
 /// `GET /v1/keys`.

@@ -419,6 +419,12 @@ fn every_auth_error_maps_and_hidden_equals_missing() {
             "not_found",
         ),
     ]);
+    let unknown = "nouns:write".parse::<auth::Scope>().unwrap_err();
+    let scope = ApiError::from(auth::scope::UnknownScopeAt { index: 2, unknown });
+    assert_eq!(
+        (scope.status().as_u16(), scope.code.as_str(), &scope.details),
+        (400, "invalid_grant", &json!({"field": "grants.scopes[2]"}))
+    );
     let hidden = ApiError::from(auth::Error::Hidden);
     let no_task = ApiError::from(queue::TaskCallError::NotFound);
     assert_eq!(

@@ -17,6 +17,7 @@ pub use tasks::*;
 
 use jiff::Timestamp;
 
+use crate::auth::scope::RequestedGrants;
 use crate::auth::{Grants, KeyRecord, PrincipalKind};
 pub use crate::store::Pin;
 use crate::store::{Sha256, Visibility};
@@ -150,8 +151,8 @@ pub struct IssueKey {
     /// Owner, for audit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// The grants.
-    pub grants: Grants,
+    /// The grants (scopes checked after the body is read).
+    pub grants: RequestedGrants,
     /// Optional expiry (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
