@@ -50,7 +50,7 @@ pub async fn get(gw: &Gateway<'_>, id: &str) -> Result<GetTaskResult, McpError> 
             }
         }
         TaskState::Failed => {
-            let error = failure(gw, &id, &view).await?;
+            let error = failure(gw, &id, &view).await;
             failed = error["message"].as_str().map(str::to_string);
             TaskPayload::Failed {
                 error: object(Ok(error)),
@@ -88,13 +88,19 @@ struct Listed {
 
 /// A failed task's error: why it failed (the task's reason, else its
 /// last receipt's failure or the worker's note) and the contract checks
-/// that failed, in the message and as data.
-async fn failure(gw: &Gateway<'_>, id: &str, view: &TaskView) -> Result<Value, McpError> {
-    let last = if view.receipts.is_empty() {
-        None
+/// that failed, in the message and as data. The API serves a task's
+/// receipts only as one list, so the list is read for its last; when
+/// that read fails, the error says what the task's view alone says
+/// (`receipt_unread` tells why), rather than failing `tasks/get`.
+async fn failure(gw: &Gateway<'_>, id: &str, view: &TaskView) -> Value {
+    let (last, unread) = if view.receipts.is_empty() {
+        (None, None)
     } else {
-        let list: Receipts = read(gw, Method::GET, format!("/v1/tasks/{id}/receipts")).await?;
-        list.receipts.into_iter().last()
+        let path = format!("/v1/tasks/{id}/receipts");
+        match read::<Receipts>(gw, Method::GET, path).await {
+            Ok(list) => (list.receipts.into_iter().last(), None),
+            Err(e) => (None, Some(e.message.into_owned())),
+        }
     };
     let receipt = last.as_ref().map(|l| &l.receipt);
     let failed_checks: Vec<&CheckOutcome> = receipt
@@ -121,18 +127,22 @@ async fn failure(gw: &Gateway<'_>, id: &str, view: &TaskView) -> Result<Value, M
             .collect();
         message.push_str(&format!("; failed checks: {}", checks.join(", ")));
     }
-    Ok(json!({
+    let mut data = json!({
+        "task_id": view.task_id,
+        "reason": reason,
+        "failed_checks": failed_checks,
+        "note": note,
+        "receipt": last.as_ref().map(|l| l.sha256).or(view.receipts.last().copied()),
+        "receipts": view.receipts,
+    });
+    if let Some(why) = unread {
+        data["receipt_unread"] = json!(why);
+    }
+    json!({
         "code": ErrorCode::INTERNAL_ERROR.0,
         "message": message,
-        "data": {
-            "task_id": view.task_id,
-            "reason": reason,
-            "failed_checks": failed_checks,
-            "note": note,
-            "receipt": last.as_ref().map(|l| l.sha256),
-            "receipts": view.receipts,
-        },
-    }))
+        "data": data,
+    })
 }
 
 /// `tasks/cancel`: cancels the Tessera task (its requester or an admin).
