@@ -48,10 +48,10 @@ async fn the_cli_says_the_key_is_malformed_not_that_the_daemon_is_unreachable() 
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert_ne!(
+    assert_eq!(
         out.status.code(),
-        Some(3),
-        "exit 3 means unreachable: {stderr}"
+        Some(2),
+        "nothing was sent, so it is usage (2), not refused (1) or unreachable (3): {stderr}"
     );
     assert!(
         stderr.contains("the key or handle is malformed: character 7 is U+0001"),

@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | 0 | done |
 //! | 1 | the daemon refused (its status, code, message and a next step are printed), or another failure |
-//! | 2 | usage: a bad flag, an unreadable or invalid input file, no key |
+//! | 2 | usage: a bad flag, an unreadable or invalid input file, no key, a malformed key or handle (nothing was sent) |
 //! | 3 | the daemon cannot be reached |
 //!
 //! `tessera import` keeps its own codes for a plan (see its `--help`).
@@ -33,6 +33,10 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
         Some(ClientError::Connect { .. }) => {
             eprintln!("error: {e:#}");
             UNREACHABLE
+        }
+        Some(ClientError::MalformedCredential(_)) => {
+            eprintln!("error: {e:#}");
+            USAGE
         }
         Some(ClientError::Api {
             status,

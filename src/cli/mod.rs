@@ -29,8 +29,8 @@ use crate::config::DEFAULT_ROOT;
 /// Exit codes of the client subcommands, shown under `--help`.
 const EXIT_CODES: &str = "Exit codes (client subcommands): 0 done; 1 the daemon refused \
 (its status, code, message and a next step are printed) or another failure; 2 usage \
-(a bad flag, an unreadable or invalid input file, no key); 3 the daemon cannot be reached. \
-`tessera import` exits 2 when a plan would change something.";
+(a bad flag, an unreadable or invalid input file, no key, a malformed key or handle); \
+3 the daemon cannot be reached. `tessera import` exits 2 when a plan would change something.";
 
 /// Routes agent work through versioned nouns and leased verbs.
 #[derive(Debug, Parser)]
