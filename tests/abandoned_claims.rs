@@ -145,7 +145,7 @@ async fn an_mcp_claim_whose_connection_closed_takes_nothing() {
 /// sent as request 2 and waiting.
 async fn stdio_claiming(base: &str, key: &str) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["mcp", "--server", base])
+        .args(["mcp", "--daemon", base])
         .env("TESSERA_KEY", key)
         .env_remove("TESSERA_HANDLE")
         .env("RUST_LOG", "warn")

@@ -576,6 +576,8 @@ async fn http_mcp(admin: &Client, bearer: &str, calls: &[(&str, Value)]) -> Vec<
 
 /// Each tool call's result from `tessera mcp` on stdio, holding `key`.
 async fn stdio_mcp(base: &str, key: &str, calls: &[(&str, Value)]) -> Vec<Value> {
+    // `--server` on purpose: the hidden alias kept for command lines
+    // written before `--daemon` must still reach the daemon.
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(["mcp", "--server", base])
         .env_remove("TESSERA_HANDLE")
