@@ -9,8 +9,7 @@ use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id, view};
 use super::wire::{
-    ClaimNext, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList, QueueView,
-    ThinClaimedMany,
+    ClaimAnswer, ClaimNext, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList, QueueView,
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::Claims;
@@ -178,7 +177,7 @@ pub async fn claim_for(
 /// `POST /v1/queues/{queue}/claim {kinds?, wait_ms?, max?, thin?}`: the
 /// next eligible task, long-polling up to `wait_ms`; 204 when none. With
 /// `max`, up to that many: `{claims: [...]}`. With `thin`, each claim
-/// without the task's content (`ThinClaimed`).
+/// without the task's content (`ThinClaimed`); [`ClaimAnswer`] decides.
 pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req).await?;
     let queue = Name::parse("queue", queue)?;
@@ -190,20 +189,18 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
         None => {
             let got = claim_for(ctx, &p, &queue, kinds, body.wait_ms, 1).await?;
             Ok(match got.delivered().pop() {
-                Some(c) if body.thin => json_response(StatusCode::OK, &c.thin()),
-                Some(c) => json_response(StatusCode::OK, &c),
+                Some(c) => json_response(StatusCode::OK, &ClaimAnswer::of(c, body.thin)),
                 None => super::empty(StatusCode::NO_CONTENT),
             })
         }
         Some(max @ 1..=MAX_CLAIMS) => {
             let got = claim_for(ctx, &p, &queue, kinds, body.wait_ms, max).await?;
-            let claims = got.delivered();
-            Ok(if body.thin {
-                let claims = claims.into_iter().map(Claimed::thin).collect();
-                json_response(StatusCode::OK, &ThinClaimedMany { claims })
-            } else {
-                json_response(StatusCode::OK, &ClaimedMany { claims })
-            })
+            let claims = got
+                .delivered()
+                .into_iter()
+                .map(|c| ClaimAnswer::of(c, body.thin))
+                .collect();
+            Ok(json_response(StatusCode::OK, &ClaimedMany { claims }))
         }
         Some(_) => Err(
             ApiError::new(ErrorCode::InvalidField, format!("max is 1 to {MAX_CLAIMS}"))

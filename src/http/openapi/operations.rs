@@ -11,7 +11,7 @@ use crate::http::wire::{
     IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
     ProvisionedQueue, PutNoun, PutNounReply, QueueList, ResumeBody, Retried, RetryBody, SplitBody,
     SplitDone, StateReply, Status, Submitted, TaskBatch, TaskList, TaskOutcome, TaskView,
-    ThinClaimed, ThinClaimedMany,
+    ThinClaimed,
 };
 use crate::queue::{QueuePatch, TaskSpec};
 use crate::store::{Name, NounRef, Sha256};
@@ -425,9 +425,8 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
              token).",
             json!({"oneOf": [
                 s.of::<Claimed>(),
-                s.of::<ClaimedMany>(),
                 s.of::<ThinClaimed>(),
-                s.of::<ThinClaimedMany>(),
+                s.of::<ClaimedMany>(),
             ]}),
         )
         .empty(204, "Nothing to claim.")

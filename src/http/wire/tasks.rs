@@ -184,11 +184,12 @@ pub struct ClaimNext {
     pub thin: bool,
 }
 
-/// The answer to a claim with `max`.
+/// The answer to a claim with `max`: each claim whole, or each thin with
+/// `thin`.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimedMany {
     /// The claims, in claim order.
-    pub claims: Vec<Claimed>,
+    pub claims: Vec<ClaimAnswer>,
 }
 
 /// A claim: the task and its lease, and the worker's credentials.
@@ -251,13 +252,6 @@ pub struct ThinClaimed {
     pub priority: i32,
     /// The cohorts it targets.
     pub target_cohorts: Vec<String>,
-}
-
-/// The answer to a thin claim with `max`.
-#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ThinClaimedMany {
-    /// The claims, in claim order.
-    pub claims: Vec<ThinClaimed>,
 }
 
 /// A claim as its asker wanted it: whole, or thin.
