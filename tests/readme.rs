@@ -141,8 +141,8 @@ fn script(blocks: &[Block]) -> String {
 fn last_block(output: &str) -> Option<&str> {
     output
         .lines()
-        .filter_map(|l| l.strip_prefix("::block "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("::block "))
 }
 
 #[test]
