@@ -167,9 +167,16 @@ impl RefTable for NounTable {
                 tx.execute(&make, &[&ns, &st, &key]).await?;
                 tx.query_one(&lock, &[&ns, &st, &key]).await?;
             }
-            let current = from_rows(path, &versions(&tx, path).await?).map_err(Failed::Store)?;
-            let Some(change) = decide(current.as_ref()).map_err(Failed::Store)? else {
-                return Ok(());
+            // A refusal or no change rolls back before answering, so the
+            // head row's lock is gone when the caller goes on.
+            let decided = from_rows(path, &versions(&tx, path).await?)
+                .and_then(|current| Ok((decide(current.as_ref())?, current)));
+            let (change, current) = match decided {
+                Ok((Some(change), current)) => (change, current),
+                other => {
+                    tx.rollback().await?;
+                    return other.map(|_| ()).map_err(Failed::Store);
+                }
             };
             let latest = match &change {
                 RefChange::Append(entry) => (**entry).clone(),

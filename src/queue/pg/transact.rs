@@ -13,6 +13,13 @@
 //! wait for each other instead of deadlocking; if the family grew while
 //! it was being locked (a task enqueued on it meanwhile), it is locked
 //! again as it is now.
+//!
+//! A change refused (or a provision that changes nothing) rolls its
+//! transaction back and waits for that before it answers. A transaction
+//! only dropped is rolled back when its connection gets to the message,
+//! and until then its row locks hold: a claim's `SKIP LOCKED` on another
+//! connection passed over the task, so a claim right after a refused
+//! resume answered 204.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -127,10 +134,14 @@ pub async fn provision<E>(
             .map_err(|e| Error::Corrupt(format!("queue {name}'s config: {e}")))?;
         let config = match merge(current.as_ref()) {
             Ok(c) => c,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => {
+                tx.rollback().await?;
+                return Ok(Err(e));
+            }
         };
         let created = current.is_none();
         if current.as_ref() == Some(&config) {
+            tx.rollback().await?;
             return Ok(Ok(Provision {
                 config,
                 created,
@@ -149,6 +160,7 @@ pub async fn provision<E>(
             .await?;
         if written == 0 {
             // Another daemon made the queue since the read: merge over its.
+            tx.rollback().await?;
             continue;
         }
         tx.commit().await?;
@@ -218,10 +230,14 @@ pub async fn run<T, E>(
     };
     let out = match decide(&mut step, now) {
         Ok(out) => out,
-        Err(e) => return Ok(Err(e)),
+        Err(e) => {
+            tx.rollback().await?;
+            return Ok(Err(e));
+        }
     };
     let Step { st, made, broken } = step;
     if let Some(why) = broken {
+        tx.rollback().await?;
         return Err(Error::Corrupt(format!(
             "a decided change does not apply to its family: {why}"
         )));
