@@ -2,8 +2,8 @@
 //! garbage collector (`crate::garbage`) reads.
 //!
 //! A write to the bucket first counts on its object: it upserts the
-//! object's row with `touched = now()`, committed before the bucket's PUT
-//! ([`ObjectLedger`]). Objects are named by content, so a put that finds
+//! object's row with `touched = now()`, committed (without waiting for
+//! its WAL flush: see [`ObjectLedger`]'s count) before the bucket's PUT. Objects are named by content, so a put that finds
 //! an object already there relies on it without writing it.
 //!
 //! The collector deletes an object only if all of these hold:
@@ -59,11 +59,21 @@ impl ObjectLedger {
 
 impl Ledger for ObjectLedger {
     fn count(&self, sha: &Sha256) -> Result<(), store::Error> {
+        // The count must be seen by the collector before the PUT, and it
+        // is, once committed; it need not be on disk then. The write that
+        // names the object commits synchronously after it, flushing the
+        // WAL that holds the count too, and a database that crashes
+        // before that fails the write. So the count commits without
+        // waiting for a flush of its own: one flush per put, not two.
         let key = sha.as_bytes().as_slice();
         wait(&self.handle, async {
-            let client = self.db.client().await?;
-            let count = client.prepare_cached(COUNT).await?;
-            client.execute(&count, &[&key]).await?;
+            let mut client = self.db.client().await?;
+            let tx = client.transaction().await?;
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await?;
+            let count = tx.prepare_cached(COUNT).await?;
+            tx.execute(&count, &[&key]).await?;
+            tx.commit().await?;
             Ok::<_, Error>(())
         })
         .map_err(|e| store::Error::Unavailable {
