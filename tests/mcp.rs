@@ -379,6 +379,14 @@ struct HttpMcp {
 }
 
 impl HttpMcp {
+    /// A client of `t`'s daemon's `/mcp`, its request ids from 1.
+    fn on(t: &Team) -> HttpMcp {
+        HttpMcp {
+            client: t.d.admin.clone(),
+            next_id: 1,
+        }
+    }
+
     /// Posts one JSON-RPC message as `bearer`; answers the response
     /// (from a JSON body, or the last `data:` event of an SSE body), or
     /// `Null` for an accepted notification.
@@ -468,10 +476,7 @@ impl HttpMcp {
 async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
     let t = Team::start().await;
     let key = agent_key(&t).await;
-    let mut mcp = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut mcp = HttpMcp::on(&t);
 
     let init = mcp
         .request(
@@ -650,10 +655,7 @@ async fn the_daemon_serves_the_same_cycle_at_mcp_over_http_with_tasks() {
 async fn tasks_cancel_over_mcp_cancels_the_tessera_task() {
     let t = Team::start().await;
     let key = agent_key(&t).await;
-    let mut mcp = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut mcp = HttpMcp::on(&t);
     let spec = spec("verb.solve_draft", json!({}));
     let created = mcp
         .with_tasks(
@@ -688,10 +690,7 @@ async fn tasks_cancel_over_mcp_cancels_the_tessera_task() {
 async fn a_parked_tessera_task_reads_as_input_required_over_mcp() {
     let t = Team::start().await;
     let key = agent_key(&t).await;
-    let mut mcp = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut mcp = HttpMcp::on(&t);
     let spec = spec("verb.solve_draft", json!({}));
     let created = mcp
         .with_tasks(
@@ -937,13 +936,7 @@ async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_
     ];
 
     let mut transports = vec![
-        Mcp::Http(
-            HttpMcp {
-                client: t.d.admin.clone(),
-                next_id: 1,
-            },
-            key.clone(),
-        ),
+        Mcp::Http(HttpMcp::on(&t), key.clone()),
         Mcp::Stdio(StdioMcp::start(t.d.admin.base(), &[("TESSERA_KEY", &key)]).await),
     ];
     for mcp in &mut transports {
@@ -996,10 +989,7 @@ async fn every_tool_refuses_an_unknown_argument_as_its_route_refuses_an_unknown_
 async fn the_claim_tool_answers_a_thin_claim_without_the_brief() {
     let t = Team::start().await;
     let key = agent_key(&t).await;
-    let mut mcp = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut mcp = HttpMcp::on(&t);
     let secret = "read-only-by-the-agent";
     let id = enqueue(
         &t.requester,
@@ -1062,10 +1052,7 @@ async fn fail_a_task(t: &Team, mcp: &mut HttpMcp, key: &str) -> String {
 async fn a_failed_task_reads_over_mcp_with_its_reason_and_failed_checks() {
     let t = Team::start().await;
     let key = agent_key(&t).await;
-    let mut mcp = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut mcp = HttpMcp::on(&t);
     let id = fail_a_task(&t, &mut mcp, &key).await;
 
     let got = mcp
@@ -1098,10 +1085,7 @@ async fn a_failed_task_whose_receipts_cannot_be_read_still_reads_as_failed() {
     }
     let t = Team::start().await;
     let key = agent_key(&t).await;
-    let mut mcp = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut mcp = HttpMcp::on(&t);
     let id = fail_a_task(&t, &mut mcp, &key).await;
     let receipt = task(&t.d.client(&key), &id).await["receipts"][0]
         .as_str()
@@ -1185,10 +1169,7 @@ async fn a_handle_with_a_control_character_is_malformed_not_unreachable_on_both_
     assert!(message(&got).contains(said), "{got}");
     stdio.finish().await;
 
-    let mut http = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut http = HttpMcp::on(&t);
     let got = http.tool(&key, "get_prompt", bad).await;
     assert_eq!(refused(&got), (401, "unauthenticated".to_string()), "{got}");
     assert!(message(&got).contains(said), "{got}");
@@ -1225,10 +1206,7 @@ async fn enqueue_answers_the_same_shape_over_stdio_and_http() {
         tasks_extension(),
     )
     .await;
-    let mut http = HttpMcp {
-        client: t.d.admin.clone(),
-        next_id: 1,
-    };
+    let mut http = HttpMcp::on(&t);
     let init = json!({
         "protocolVersion": "2025-11-25",
         "capabilities": tasks_extension(),

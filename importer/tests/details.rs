@@ -6,33 +6,11 @@
 //! for the toml parser was reported at line 1 (it is now reported at its
 //! own line).
 
-use std::path::Path;
-
 use serde_json::json;
-use tessera_importer::{Diagnostic, NounBody, Plan, plan};
+mod common;
 
-/// A temporary pack folder with these files.
-fn temp_pack(files: &[(&str, Vec<u8>)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, bytes) in files {
-        let path = dir.path().join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
-    dir
-}
-
-fn plan_ok(dir: &Path) -> Plan {
-    plan(dir).unwrap_or_else(|report| panic!("{} should plan:\n{report}", dir.display()))
-}
-
-/// The report's text when the pack must fail.
-fn plan_err(dir: &Path) -> String {
-    match plan(dir) {
-        Ok(_) => panic!("{} should not plan", dir.display()),
-        Err(report) => report.to_string(),
-    }
-}
+use common::{plan_err, plan_ok, temp_pack};
+use tessera_importer::{Diagnostic, NounBody};
 
 const HEAD: &str = "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: surface:s\n\
 defaults: {queue: q, effect_class: read, visibility_scope: surface_only}\n";

@@ -7,19 +7,12 @@
 use std::path::Path;
 
 use proptest::prelude::*;
+mod common;
+
+use common::temp_pack;
 use tessera_importer::{Plan, Report, plan};
 
 const HEAD: &str = "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: s\ndefaults: {queue: q, kind: k, effect_class: read, visibility_scope: public}\n";
-
-fn temp_pack(files: &[(&str, &[u8])]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, bytes) in files {
-        let path = dir.path().join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
-    dir
-}
 
 /// Plans `dir` twice: the result must be the same, and a report must
 /// locate every problem.

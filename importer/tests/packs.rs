@@ -7,30 +7,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+mod common;
+
+use common::{plan_ok, temp_pack};
 use tessera_importer::{NounBody, Plan, Source, plan};
 
 fn seeds(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../seeds")
         .join(name)
-}
-
-fn plan_ok(dir: &Path) -> Plan {
-    match plan(dir) {
-        Ok(p) => p,
-        Err(report) => panic!("{} should plan, got:\n{report}", dir.display()),
-    }
-}
-
-/// A temporary pack folder with these files.
-fn temp_pack(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in files {
-        let path = dir.path().join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
 }
 
 fn without_sources(mut p: Plan) -> Plan {
