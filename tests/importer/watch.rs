@@ -14,6 +14,29 @@ use tokio::io::AsyncBufReadExt;
 use crate::support::{NS, SURFACE, eventually};
 use crate::{Env, RUN_LIMIT};
 
+/// `tessera import PACK --watch`, started, with the lines it prints
+/// gathered as they come.
+fn watch(env: &Env, pack: &std::path::Path) -> (tokio::process::Child, Lines) {
+    let mut child = env
+        .command(pack, &["--watch"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn tessera import --watch");
+    let out: Lines = Arc::new(Mutex::new(Vec::new()));
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let sink = out.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    (child, out)
+}
+
+/// What a watcher printed so far, line by line.
+type Lines = Arc<Mutex<Vec<String>>>;
+
 fn noun_file(key: &str, n: u32) -> String {
     format!("nouns:\n  - {{store: work.inputs, key: {key}, type: noun.input, body: {{n: {n}}}}}\n")
 }
@@ -31,20 +54,7 @@ async fn watch_picks_up_an_edit_and_a_new_file_and_an_invalid_edit_changes_nothi
     std::fs::create_dir(pack.join("nouns")).unwrap();
     std::fs::write(pack.join("nouns/a.yaml"), noun_file("a", 1)).unwrap();
 
-    let mut child = env
-        .command(pack, &["--watch"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn tessera import --watch");
-    let out = Arc::new(Mutex::new(Vec::<String>::new()));
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let sink = out.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let (mut child, out) = watch(&env, pack);
     let printed = |prefix: &'static str| {
         let out = out.clone();
         move || {
@@ -216,20 +226,7 @@ async fn watch_prints_the_packs_warnings_once_and_again_when_they_change() {
     let tmp = tempfile::tempdir().unwrap();
     let pack = tmp.path();
     write_warned_pack(pack, 1, 1);
-    let mut child = env
-        .command(pack, &["--watch"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn tessera import --watch");
-    let out = Arc::new(Mutex::new(Vec::<String>::new()));
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let sink = out.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let (mut child, out) = watch(&env, pack);
     let count = |prefix: &str| {
         out.lock()
             .unwrap()
