@@ -3,7 +3,8 @@
 //! against seed 000's thin relay. A claim with `"thin": true` answers the
 //! handle, task id, attempt, lease and routing facts only; the agent
 //! fetches the rest with the handle (`GET /v1/worker/prompt`). Checked on
-//! the claim route, with `max`, and on a submit's `claim_next`.
+//! the claim route, with `max`, on a submit's `claim_next`, and on the
+//! claim by id.
 
 mod support;
 
@@ -121,4 +122,39 @@ async fn a_thin_claim_answers_the_handle_and_routing_facts_without_the_brief() {
         String::from_utf8_lossy(&r.body)
     );
     is_thin(&t, &body(&r)["next"], &next).await;
+}
+
+/// The claim by id answers thin too (with `{"thin": true}`), and whole
+/// with no body or `{}`; a field it does not know is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_by_id_answers_thin_when_asked() {
+    let t = Team::start().await;
+    let id = enqueue_one(&t).await;
+    let path = format!("/v1/tasks/{id}/claim");
+    let r = t
+        .worker
+        .post_json(&path, &json!({"thin": true, "wait": 1}))
+        .await
+        .unwrap();
+    assert_status!(r, 400, "unknown_field");
+    let r = t
+        .worker
+        .post_json(&path, &json!({"thin": true}))
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    is_thin(&t, &body(&r), &id).await;
+
+    for whole in [None, Some(json!({}))] {
+        let id = enqueue_one(&t).await;
+        let path = format!("/v1/tasks/{id}/claim");
+        let r = match &whole {
+            None => t.worker.post_bytes(&path, Vec::new()).await.unwrap(),
+            Some(b) => t.worker.post_json(&path, b).await.unwrap(),
+        };
+        assert_status!(r, 200);
+        let full = body(&r);
+        assert_eq!(full["task"]["brief"]["secret"], json!(SECRET), "{full}");
+        assert!(full["token"].is_string(), "{full}");
+    }
 }

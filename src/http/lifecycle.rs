@@ -251,10 +251,7 @@ pub async fn retry(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
     let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_retry).await?;
-    let raw = req.bytes(ctx.limits.max_body_bytes).await?;
-    if !raw.is_empty() {
-        let _: super::wire::RetryBody = super::request::parse_json(&raw)?;
-    }
+    let _: super::wire::RetryBody = req.json_or_default(ctx.limits.max_body_bytes).await?;
     let (state, attempt) = ctx.queue.retry(id, &p.key_id).await?;
     tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task retried");
     Ok(json_response(

@@ -9,7 +9,8 @@ use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id, view};
 use super::wire::{
-    ClaimAnswer, ClaimNext, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList, QueueView,
+    ClaimAnswer, ClaimNext, ClaimOne, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList,
+    QueueView,
 };
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::Claims;
@@ -209,15 +210,17 @@ pub async fn claim_next(ctx: &Ctx, mut req: Req, queue: &str) -> Result<Resp, Ap
     }
 }
 
-/// `POST /v1/tasks/{id}/claim`: claims one task by id.
-pub async fn claim_one(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
+/// `POST /v1/tasks/{id}/claim {thin?}` (or no body): claims one task by
+/// id, answered whole or thin as [`ClaimAnswer`] decides.
+pub async fn claim_one(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> {
     let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_claim).await?;
+    let body: ClaimOne = req.json_or_default(ctx.limits.max_body_bytes).await?;
     let got = ctx.queue.claim(id, &p.viewer).await?;
     tracing::debug!(task = %id, by = %p.key_id, "task claimed");
     let (answer, handover) = claimed(ctx, &p, got);
-    let answer = json_response(StatusCode::OK, &answer);
+    let answer = json_response(StatusCode::OK, &ClaimAnswer::of(answer, body.thin));
     handover.delivered();
     Ok(answer)
 }

@@ -335,6 +335,20 @@ impl Req {
         parse_json(&bytes)
     }
 
+    /// Reads an optional body: no bytes is `T::default()`, anything else
+    /// strict JSON of type `T`, as [`Req::json`] reads it.
+    pub async fn json_or_default<T: DeserializeOwned + Default>(
+        &mut self,
+        limit: usize,
+    ) -> Result<T, ApiError> {
+        let bytes = self.bytes(limit).await?;
+        if bytes.is_empty() {
+            return Ok(T::default());
+        }
+        self.parsing(&bytes)?;
+        parse_json(&bytes)
+    }
+
     /// Before `text` (this request's body) is parsed: grows the request's
     /// share of the body budget to the text and what parsing it may take
     /// ([`budget::parsed_cost`]), so bodies in flight hold their parsed

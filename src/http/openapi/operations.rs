@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::schemas::{Built, Schemas};
 use crate::http::wire::{
-    BatchReply, BulkBody, BulkReply, ClaimNext, Claimed, ClaimedMany, Enqueued, Health, Heartbeat,
-    IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
+    BatchReply, BulkBody, BulkReply, ClaimNext, ClaimOne, Claimed, ClaimedMany, Enqueued, Health,
+    Heartbeat, IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
     ProvisionedQueue, PutNoun, PutNounReply, QueueList, ResumeBody, Retried, RetryBody, SplitBody,
     SplitDone, StateReply, Status, Submitted, TaskBatch, TaskList, TaskOutcome, TaskView,
     ThinClaimed,
@@ -503,10 +503,11 @@ pub(super) fn operations(s: &mut Schemas) -> Vec<Operation> {
         )
         .ok(200, "The receipts.", s.built(Built::ReceiptList)),
         Operation::new(M::POST, "/v1/tasks/{id}/claim", Key, "Claim one task by id")
+            .json_optional(s.of::<ClaimOne>())
             .ok(
                 200,
-                "The claim: lease, token and handle.",
-                s.of::<Claimed>(),
+                "The claim: lease, token and handle; with `thin`, a thin claim (no brief, no token).",
+                json!({"oneOf": [s.of::<Claimed>(), s.of::<ThinClaimed>()]}),
             )
             .writes(),
         Operation::new(M::POST, "/v1/tasks/{id}/heartbeat", Key, "Extend the lease")

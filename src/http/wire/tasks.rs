@@ -380,6 +380,16 @@ pub struct StateReply {
     pub state: TaskState,
 }
 
+/// `POST /v1/tasks/{id}/claim` (or no body): how the claim is answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[derive(utoipa::ToSchema)]
+pub struct ClaimOne {
+    /// Answer a thin claim ([`ThinClaimed`]), as `ClaimNext::thin` does.
+    #[serde(default)]
+    pub thin: bool,
+}
+
 /// `POST /v1/tasks/{id}/retry`: an empty object (no fields yet).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
