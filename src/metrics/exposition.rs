@@ -5,7 +5,8 @@
 //!
 //! prometheus-client encodes OpenMetrics only, so the classic form is
 //! rewritten from its output ([`classic`]); what the registry holds and
-//! how samples are written stays the crate's.
+//! how samples are written stays the crate's. Each media range of
+//! `Accept` is parsed by the `mime` crate; this file only ranks them.
 
 /// The classic text format's content type.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -31,7 +32,7 @@ impl Format {
     /// classic text, also when nothing is named (no header, `*/*`) or
     /// neither is acceptable.
     pub fn from_accept<'a>(accept: impl IntoIterator<Item = &'a str>) -> Format {
-        let ranges: Vec<(&str, f32)> = accept
+        let ranges: Vec<(mime::Mime, f32)> = accept
             .into_iter()
             .flat_map(|v| v.split(','))
             .filter_map(media_range)
@@ -52,43 +53,38 @@ impl Format {
     }
 }
 
-/// One element of an `Accept` header as its media range (lowercase
-/// `type/subtype`) and q-value; `None` when empty or its q-value is not
-/// a number from 0 to 1.
-fn media_range(element: &str) -> Option<(&str, f32)> {
-    let mut parts = element.split(';');
-    let range = parts.next()?.trim();
-    if range.is_empty() {
-        return None;
-    }
-    let mut q = 1.0;
-    for param in parts {
-        if let Some((name, value)) = param.split_once('=')
-            && name.trim().eq_ignore_ascii_case("q")
-        {
-            q = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|q| (0.0..=1.0).contains(q))?;
-        }
-    }
+/// One element of an `Accept` header, parsed by `mime`, with its q-value;
+/// `None` when it is not a media range or its q-value is not a number
+/// from 0 to 1.
+fn media_range(element: &str) -> Option<(mime::Mime, f32)> {
+    let range: mime::Mime = element.trim().parse().ok()?;
+    let q = match range.get_param("q") {
+        None => 1.0,
+        Some(q) => q
+            .as_str()
+            .parse()
+            .ok()
+            .filter(|q| (0.0..=1.0).contains(q))?,
+    };
     Some((range, q))
 }
 
 /// The q-value `ranges` give `kind/sub`: that of the most specific range
 /// matching it (`kind/sub`, then `kind/*`, then `*/*`), the highest among
 /// equally specific ones; 0 when none matches.
-fn quality(ranges: &[(&str, f32)], kind: &str, sub: &str) -> f32 {
-    let specificity = |range: &str| match range.split_once('/')? {
-        (k, s) if k.eq_ignore_ascii_case(kind) && s.eq_ignore_ascii_case(sub) => Some(2),
-        (k, "*") if k.eq_ignore_ascii_case(kind) => Some(1),
-        ("*", "*") => Some(0),
-        _ => None,
+fn quality(ranges: &[(mime::Mime, f32)], kind: &str, sub: &str) -> f32 {
+    let specificity = |range: &mime::Mime| {
+        let (k, s) = (range.type_().as_str(), range.subtype().as_str());
+        match (k == kind, s == sub) {
+            (true, true) => Some(2),
+            (true, false) if s == "*" => Some(1),
+            _ if k == "*" && s == "*" => Some(0),
+            _ => None,
+        }
     };
     ranges
         .iter()
-        .filter_map(|&(range, q)| Some((specificity(range)?, q)))
+        .filter_map(|(range, q)| Some((specificity(range)?, *q)))
         .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
         .map_or(0.0, |(_, q)| q)
 }
