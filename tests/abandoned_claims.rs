@@ -7,7 +7,7 @@
 //! enqueues a task, which must stay queued with no attempt spent and go to
 //! the next live claim as its first attempt.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::time::Duration;

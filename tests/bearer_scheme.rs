@@ -4,7 +4,7 @@
 //! routes, the worker routes and, by a second copy of the rule, `/mcp`.
 //! Every surface now reads it by one rule.
 
-mod support;
+use crate::support;
 
 use http::Method;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The `tessera` command as an operator uses it: noun and key subcommands
 //! against a running daemon, their output, and the files they write.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 

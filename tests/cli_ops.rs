@@ -4,7 +4,7 @@
 //! issue 13 (a key issued into an existing secret file; a relative root
 //! in a config file).
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -9,7 +9,7 @@
 //! Every test talks to a real daemon on 127.0.0.1 over raw TCP where the
 //! point is what a misbehaving client does.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@
 //! attempts, a submit killed between its projection and its record), each
 //! case as its own task, across a graceful restart and across SIGKILL.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! the test for one claim no other test showed (fsck compares ctx-dirs
 //! with their receipts).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! SIGKILL the daemon in the middle of a write load, restart it on the same
 //! root, and check that every acknowledged write is there with its hash.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `Last-Event-ID`, and a reader that falls behind is cut off with the id
 //! to resume from instead of slowing the queue.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! only its own files, a task's state shows in its file, files of records
 //! that are gone are removed, and a folder holding other work is refused.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! asserts the exact status, that a refused write wrote nothing, and that a
 //! hidden record answers exactly like a missing one.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 

@@ -11,7 +11,7 @@
 //! silently (or under a "never acknowledged" torn-tail warning) and fsck
 //! exited 0 for every one of them.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! agent's handle reads (`GET /v1/worker/consumes/{name}`). A failed upstream and an upstream the claimant may not see are
 //! shown as missing, never dropped.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

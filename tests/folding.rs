@@ -4,7 +4,7 @@
 //! folds under load loses nothing acknowledged (`tessera fsck` clean).
 //! Segments of 1 MiB and a fold past 1 MiB make folds frequent.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

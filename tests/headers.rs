@@ -5,7 +5,7 @@
 //! holds markup) opened in a browser must run nothing: the writer chooses
 //! the media type, not what the browser may do with it.
 
-mod support;
+use crate::support;
 
 use http::Method;
 use serde_json::json;

@@ -20,7 +20,7 @@
 //! show it (HTTP, `/mcp`, `tessera mcp` on stdio, the CLI, export), and
 //! again after a restart where the state persists.
 
-mod support;
+use crate::support;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

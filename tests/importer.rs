@@ -7,7 +7,7 @@
 //! orphans, `--prune` and shared nouns in `importer/orphans.rs`, and
 //! what a plan says about edits in `importer/plans.rs`.
 
-mod support;
+use crate::support;
 
 #[path = "importer/batch_access.rs"]
 mod batch_access;

@@ -3,7 +3,7 @@
 //! message naming the file and the offset, `tessera fsck` reports it, and
 //! `tessera recover` shows it and salvages only when told to.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -11,7 +11,7 @@
 //! was told about the scope, not its shape. The body is now parsed once
 //! (scopes as text) and its scopes checked after: the shape's error wins.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;

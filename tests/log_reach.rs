@@ -7,7 +7,7 @@
 //! "torn tail" warning. Each is now refused, naming the file, by the start
 //! and by fsck; `tessera recover --salvage` keeps what precedes.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 //! such a header answers 400 or 401, never a 5xx, with the API's error
 //! body when the request reaches it.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -6,7 +6,7 @@
 //! lists its parts and submits), and API errors come back as tool errors
 //! carrying the HTTP status and error code.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio as Piped;
 use std::time::Duration;

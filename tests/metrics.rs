@@ -10,7 +10,7 @@
 //! (`promtool test rules`). promtool comes with Debian's `prometheus`
 //! package; these tests fail without it.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

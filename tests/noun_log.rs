@@ -6,7 +6,7 @@
 //! that fsck is clean; and that a torn log tail is cut while a damaged
 //! record with valid ones after it refuses the start.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

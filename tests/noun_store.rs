@@ -2,7 +2,7 @@
 //! anyone can check, compare-and-swap, names and traversal, planted
 //! symlinks, corruption, and the daemon's own lifecycle.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

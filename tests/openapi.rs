@@ -3,7 +3,7 @@
 //! route reaches a handler, and every operation names its credential, its
 //! error statuses with the error body, and only schemas the document holds.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -13,7 +13,7 @@
 //! on, and `--accept-loss` accepts a loss explicitly. A fresh root, which
 //! has no secret and no key until its first start, starts as before.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -7,7 +7,7 @@
 //! but whose parsed form does not is refused (`503 busy` while others
 //! hold the budget, `413` when it could never fit).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -102,16 +102,13 @@ fn the_parsed_cost_estimate_bounds_what_parsing_takes() {
         eprintln!("skipping: /proc/self/clear_refs is not writable here");
         return;
     }
+    // The test's name in this binary: its module path without the crate.
+    let (_, module) = module_path!().split_once("::").unwrap();
+    let measure = format!("{module}::measure_one_shape");
     for i in 0..SHAPES {
         let (what, text) = shape(i);
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "measure_one_shape",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
+            .args(["--exact", &measure, "--nocapture", "--test-threads", "1"])
             .env("TESSERA_MEASURE_SHAPE", i.to_string())
             .output()
             .unwrap();

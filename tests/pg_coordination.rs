@@ -7,7 +7,7 @@
 //! and wake-ups: one `NOTIFY` per tick for any number of commits, none
 //! when nothing was committed, heard by another daemon's listener.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::sync::Arc;

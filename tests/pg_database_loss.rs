@@ -4,7 +4,7 @@
 //! reached, task calls answer `503 queue_unavailable` instead of serving
 //! from memory, and both recover by themselves once it is back.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

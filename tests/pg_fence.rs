@@ -7,7 +7,7 @@
 //! last child queueing its parent, by counters in the completing
 //! statement.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 

@@ -9,7 +9,7 @@
 //! once the link is back its late submit under the lapsed lease is
 //! refused, the task keeping the one receipt it got.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! grants rules rendered as SQL giving the Rust predicate's answers over
 //! random grants and tasks.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::process::{Command, Output};

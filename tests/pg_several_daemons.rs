@@ -5,7 +5,7 @@
 //! its leases claimable again on the others once they lapse; every
 //! daemon's event stream carries every change, resumable on any of them.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

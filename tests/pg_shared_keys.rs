@@ -5,7 +5,7 @@
 //! once, a worker token minted on one verifies on another, and a root
 //! moving to the shared database brings its keys.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! fresh, claimed with staged parts, parked, split, ended with receipts
 //! (all made by one statement), and changed and written again.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -14,7 +14,7 @@
 //! task's path, so only that task ever creates it. Segments after
 //! `{task_id}` lie inside the task's own directory and stay allowed.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 

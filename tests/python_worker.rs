@@ -3,7 +3,7 @@
 //! with a handle it finishes the one attempt it was given. CI installs
 //! python3; without it these tests fail, they never skip.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{NS, SURFACE, Team, body, claim, enqueue, put_noun, spec, task};

@@ -7,7 +7,7 @@
 //! replays the same) and on PostgreSQL (the `queues` row), each across a
 //! restart, and through `tessera queue create`.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

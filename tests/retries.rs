@@ -6,7 +6,7 @@
 //! projected front matter carries the daemon's verdict; a retried task
 //! survives SIGKILL.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! acknowledged put; an object damaged in the bucket is refused, never
 //! served; `tessera fsck --objects-url` checks every version's object.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

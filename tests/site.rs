@@ -19,7 +19,7 @@
 
 #[path = "site/cdp.rs"]
 mod cdp;
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -861,9 +861,11 @@ async fn the_header_fits_a_phone_screen() {
     b.set_viewport(PHONE, 800).await;
     b.open(&format!("{}/#key={admin_key}", w.base)).await;
     b.wait_for(SETTLED).await;
+    // Each step changes the address (the page opened on `#/`): setting
+    // the one it is on would fire no hashchange and load nothing.
     for page in [
-        "#/",
         "#/tasks",
+        "#/",
         "#/nouns",
         &format!("#/noun/{NS}/work.notes/release"),
     ] {

@@ -6,7 +6,7 @@
 //! of space; freeing the ballast lets writes through again without a
 //! restart, and after SIGKILL every acknowledged write is there.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! the claim route, with `max`, on a submit's `claim_next`, and on the
 //! claim by id.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;

@@ -9,7 +9,7 @@
 //!   contract then read them through the checks, bit by bit.
 //! - A contract that only marked parts `required` was never checked.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{NS, Team, body, claim, enqueue, lease, put_noun, spec, submit, task};

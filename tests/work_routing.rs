@@ -3,7 +3,7 @@
 //! failed and cancelled upstreams, cancellation, server queues and
 //! admin-only effect classes.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! attempts left. A value the claimant may not read never appears in any
 //! answer.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;

@@ -9,7 +9,7 @@
 //! submit deleted the current ctx-dir; a part staged during a submit was
 //! acknowledged and never folded; the last admin key could be revoked.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@
 //! inside another task's directory, and `@file:` reads only a regular file
 //! with one link inside the task's own work dir, without ever blocking.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

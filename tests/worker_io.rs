@@ -4,7 +4,7 @@
 //! failure has its exact status (an ended attempt's credentials are dead:
 //! 401); placement failures follow check_policy.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 use tessera::client::{Client, Reply};
 
+use super::{Env, importer_grants};
 use crate::support::{NS, SURFACE, body};
-use crate::{Env, assert_status, importer_grants};
 
 fn noun(ns: &str, store: &str, key: &str, envelope: Value) -> Value {
     json!({"namespace": ns, "store": store, "key": key, "envelope": envelope})

@@ -9,8 +9,9 @@ use std::path::Path;
 
 use serde_json::json;
 
+use super::Env;
+use crate::assert_lines;
 use crate::support::{NS, body, claim, claimed_id, task};
-use crate::{Env, assert_lines, assert_status};
 
 /// Writes `pack.yaml` of pack `name` with these nouns and tasks.
 fn write_pack(dir: &Path, name: &str, nouns: &str, tasks: &str) {
@@ -253,7 +254,7 @@ async fn two_packs_writing_one_noun_get_a_warning_in_the_plan() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_without_nouns_read_still_imports_and_is_told_nouns_were_not_checked() {
     let env = Env::start().await;
-    let secret = Env::issue(&env.d, crate::importer_grants(&["nouns:read"])).await;
+    let secret = Env::issue(&env.d, super::importer_grants(&["nouns:read"])).await;
     std::fs::write(&env.key_file, secret).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("tidy");
@@ -279,7 +280,7 @@ struct Squatter {
 /// Issues the squatter's key and has it enqueue its labelled tasks, as a
 /// single enqueue and as a batch.
 async fn squat(env: &Env) -> Squatter {
-    let secret = Env::issue(&env.d, crate::importer_grants(&[])).await;
+    let secret = Env::issue(&env.d, super::importer_grants(&[])).await;
     let client = env.d.client(&secret);
     let alone = crate::support::spec("verb.solve_draft", json!({"squat": 1}));
     let r = client

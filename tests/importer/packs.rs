@@ -5,8 +5,9 @@ use serde_json::json;
 use tessera::store::{Sha256, canonical_json};
 use tessera_importer::NounBody;
 
+use super::{Env, copy_pack, seeds};
+use crate::assert_lines;
 use crate::support::{NS, body};
-use crate::{Env, assert_lines, copy_pack, seeds};
 
 const EXAMPLE_PLAN: [&str; 7] = [
     "create       noun  work.contracts/sum-squares  (nouns/contract.yaml:5)",

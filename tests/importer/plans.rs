@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use crate::Env;
+use super::Env;
 use crate::support::{NS, SURFACE};
 
 /// A pack with one noun and one task, their fields as given.

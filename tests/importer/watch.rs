@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 
+use super::{Env, RUN_LIMIT};
 use crate::support::{NS, SURFACE, eventually};
-use crate::{Env, RUN_LIMIT};
 
 /// `tessera import PACK --watch`, started, with the lines it prints
 /// gathered as they come.

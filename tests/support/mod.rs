@@ -1,7 +1,6 @@
 //! Test support: a real daemon on 127.0.0.1:0 with a temporary root, either
 //! in-process (`TestDaemon`) or as a child process that can be SIGKILLed and
 //! restarted (`DaemonProcess`), plus helpers that read like the domain.
-#![allow(dead_code)]
 
 pub mod flow;
 pub mod netns;
