@@ -1,6 +1,6 @@
 //! `GET /v1/openapi.json` against the router: the document lists exactly
-//! the routes the router's table serves (both directions), every listed
-//! route reaches a handler, and every operation names its credential, its
+//! the routes the router's table serves, every listed route reaches a
+//! handler, a method a listed path does not take answers 405 with `Allow`, and every operation names its credential, its
 //! error statuses with the error body, and only schemas the document holds.
 
 use crate::support;
@@ -45,12 +45,88 @@ async fn document_lists_exactly_the_routes_the_router_serves() {
     assert_eq!(doc["openapi"], "3.1.0");
     let routed = routed();
     let documented = documented(&doc);
-    let undocumented: Vec<_> = routed.difference(&documented).collect();
-    let unrouted: Vec<_> = documented.difference(&routed).collect();
-    assert!(
-        undocumented.is_empty() && unrouted.is_empty(),
-        "routes missing from the document: {undocumented:?}; documented routes the router lacks: {unrouted:?}"
+    assert_eq!(
+        routed, documented,
+        "the document's routes against the table's"
     );
+}
+
+/// Every path the document lists, under each standard method it does not
+/// take, answers 405 `method_not_allowed` with an `Allow` header (and
+/// `details.allow`) naming exactly the methods the document lists there:
+/// `GET` and `DELETE /mcp` among them, which MCP clients probe. A path no
+/// route serves stays 404 `no_route`.
+#[tokio::test]
+async fn a_method_the_path_does_not_take_answers_405_with_allow() {
+    let d = TestDaemon::start().await;
+    let doc = fetch_document(&d).await;
+    let c = &d.admin;
+    let standard = [
+        Method::GET,
+        Method::PUT,
+        Method::POST,
+        Method::DELETE,
+        Method::PATCH,
+        Method::HEAD,
+        Method::OPTIONS,
+    ];
+    let paths = doc["paths"].as_object().unwrap();
+    let mut checked = 0;
+    for template in paths.keys() {
+        let path = concrete(template);
+        // The methods of every template the path fits (`/v1/tasks/cancel`
+        // fits `/v1/tasks/{id}` too).
+        let takes: BTreeSet<String> = paths
+            .iter()
+            .filter(|(t, _)| fits(t, &path))
+            .flat_map(|(_, item)| item.as_object().unwrap().keys())
+            .map(|m| m.to_ascii_uppercase())
+            .collect();
+        for method in &standard {
+            if takes.contains(method.as_str()) {
+                continue;
+            }
+            let reply = c.send(method.clone(), &path, None, &[]).await.unwrap();
+            let what = format!("{method} {path}");
+            assert_eq!(reply.status, 405, "{what}: {:?}", reply.body);
+            let allow: BTreeSet<String> = reply
+                .header("allow")
+                .unwrap_or_else(|| panic!("{what}: no Allow header"))
+                .split(", ")
+                .map(str::to_string)
+                .collect();
+            assert_eq!(allow, takes, "{what}: Allow");
+            if *method != Method::HEAD {
+                let body = support::body(&reply);
+                assert_eq!(body["error"]["code"], "method_not_allowed", "{what}");
+                let details: BTreeSet<String> =
+                    serde_json::from_value(body["error"]["details"]["allow"].clone()).unwrap();
+                assert_eq!(details, takes, "{what}: details.allow");
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 150,
+        "only {checked} method and path pairs checked"
+    );
+    for method in [Method::GET, Method::DELETE] {
+        let reply = c.send(method.clone(), "/mcp", None, &[]).await.unwrap();
+        assert_status!(reply, 405, "method_not_allowed");
+        assert_eq!(reply.header("allow"), Some("POST"), "{method} /mcp");
+    }
+    for path in ["/v1/task", "/v1/tasks/t1/nope", "/v1/nouns/a/b"] {
+        let reply = c.send(Method::GET, path, None, &[]).await.unwrap();
+        assert_status!(reply, 404, "no_route");
+        assert_eq!(reply.header("allow"), None, "{path}");
+    }
+}
+
+/// Whether `path` fits `template`, whose `{name}` segments stand for any
+/// one segment.
+fn fits(template: &str, path: &str) -> bool {
+    let (t, p): (Vec<_>, Vec<_>) = (template.split('/').collect(), path.split('/').collect());
+    t.len() == p.len() && t.iter().zip(&p).all(|(t, p)| t.starts_with('{') || t == p)
 }
 
 /// A concrete path for a template: a real site file for `/ui/{name}`, a
@@ -83,7 +159,7 @@ async fn every_listed_route_reaches_a_handler() {
         );
     }
     let reply = anon
-        .send(Method::PATCH, "/v1/tasks", None, &[])
+        .send(Method::GET, "/v1/no/such/route", None, &[])
         .await
         .unwrap();
     assert_status!(reply, 404, "no_route");

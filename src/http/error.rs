@@ -93,6 +93,9 @@ error_codes! {
     FileNotFound = "file_not_found", NOT_FOUND;
     /// No route for this method and path.
     NoRoute = "no_route", NOT_FOUND;
+    /// A method no route takes on a path some route serves (`Allow` and
+    /// `details.allow` list those that do).
+    MethodNotAllowed = "method_not_allowed", METHOD_NOT_ALLOWED;
     /// Compare-and-swap lost: `details.current` is the current version.
     VersionConflict = "version_conflict", CONFLICT;
     /// A pin's sha256 differs from the version's.

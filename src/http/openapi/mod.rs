@@ -1,9 +1,10 @@
 //! `GET /v1/openapi.json`: the API as an OpenAPI 3.1 document, assembled
-//! once from the operation table (`operations.rs`, checked against the
-//! router's `ROUTES` by `tests/openapi.rs`) and the wire types' schemas
-//! (`utoipa::ToSchema` derives). It holds no secrets, so it is served
-//! without a credential. `/mcp` is not in it: MCP clients discover its
-//! tools over MCP itself.
+//! once from the router's table (`routes/table.rs`: each route's
+//! credential, summary, query, body and answers) and the wire types'
+//! schemas (`utoipa::ToSchema` derives). It holds no secrets, so it is
+//! served without a credential. `POST /mcp` is in it as one operation
+//! taking and answering JSON-RPC: MCP clients discover its tools over MCP
+//! itself.
 
 use std::sync::LazyLock;
 
@@ -12,6 +13,7 @@ use http::{HeaderValue, Response, header};
 use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
+use super::routes::ROUTES;
 use super::{Resp, body};
 
 mod flattened;
@@ -19,8 +21,9 @@ mod operations;
 mod scalars;
 mod schemas;
 
-use operations::{Auth, Operation};
-use schemas::{Built, Schemas};
+pub use operations::Auth;
+pub(crate) use operations::{Operation, boolean, count};
+pub(crate) use schemas::{Built, Schemas};
 
 /// The document, serialized once.
 static DOCUMENT: LazyLock<Bytes> = LazyLock::new(|| {
@@ -40,7 +43,7 @@ pub fn serve() -> Result<Resp, ApiError> {
 /// The OpenAPI 3.1 document of every route.
 pub fn document() -> Value {
     let mut s = Schemas::default();
-    let ops = operations::operations(&mut s);
+    let ops: Vec<Operation> = ROUTES.iter().map(|r| r.operation(&mut s)).collect();
     let error = s.built(Built::Error);
     let mut paths = Map::new();
     for op in &ops {

@@ -11,7 +11,7 @@ use crate::store::Sha256;
 
 /// The document's `components.schemas`, filled as operations name bodies.
 #[derive(Default)]
-pub(super) struct Schemas(Map<String, Value>);
+pub(crate) struct Schemas(Map<String, Value>);
 
 impl Schemas {
     /// A `$ref` to `T`'s schema, registering it and every type it names.
@@ -66,7 +66,7 @@ fn object(properties: Value) -> Value {
 /// The bodies handlers assemble as JSON; each is a schema named after its
 /// variant.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Built {
+pub(crate) enum Built {
     /// `{"error": {code, message, details}}`, listing every code.
     Error,
     /// `GET /v1/worker/prompt`.
