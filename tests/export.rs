@@ -213,3 +213,89 @@ async fn export_shows_only_what_the_key_may_read_and_refuses_a_folder_of_other_w
     assert!(stderr.contains("is not empty"), "{stderr}");
     assert_eq!(files_under(&busy), ["notes.txt"]);
 }
+
+/// Every field of a task's spec reaches the task view and the export. The
+/// fields are the spec's own, read from its schema in the OpenAPI document:
+/// a spec field added without a value here fails at once, and each value
+/// below differs from the field's default so a field left out of the view
+/// or the export cannot pass by chance. `depends_on` shows as `upstream`'s
+/// ids; `max_attempts` as the claims allowed (the spec's when it sets one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spec_field_shows_in_the_task_view_and_the_export() {
+    let t = Team::start().await;
+    let upstream = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+    let sent = json!({
+        "namespace": NS,
+        "queue": "work.external",
+        "kind": "verb.compute",
+        "effect_class": "read",
+        "producer_surface": support::SURFACE,
+        "visibility_scope": "allowlist_surfaces",
+        "allowed_surfaces": ["reviewers"],
+        "target_cohorts": ["cohort-a", "cohort-b"],
+        "tags": ["t1", "t2"],
+        "idempotency_key": "every-field",
+        "brief": {"goal": "show every field"},
+        "depends_on": [upstream],
+        "on_upstream_failure": "cancel",
+        "priority": 7,
+        "not_before": "2030-01-02T03:04:05Z",
+        "max_attempts": 9,
+        "lease_ttl_s": 77,
+        "check_policy": "strict",
+        "allow_file_submit": true,
+        "placement": "fields/{task_id}",
+    });
+    let doc = body(&t.d.admin.get("/v1/openapi.json").await.unwrap());
+    let fields: std::collections::BTreeSet<&String> =
+        doc["components"]["schemas"]["TaskSpec"]["properties"]
+            .as_object()
+            .expect("the TaskSpec schema's properties")
+            .keys()
+            .collect();
+    let given: std::collections::BTreeSet<&String> = sent.as_object().unwrap().keys().collect();
+    assert_eq!(
+        fields, given,
+        "the spec's fields against the values given here"
+    );
+    let id = enqueue(&t.requester, &sent).await;
+
+    let view = body(&t.requester.get(&format!("/v1/tasks/{id}")).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = export(
+        &t,
+        &t.d.admin_key,
+        dir.path(),
+        &["--queue", "work.external"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let file = dir
+        .path()
+        .join(NS)
+        .join("_tasks")
+        .join("work.external")
+        .join(format!("{id}.json"));
+    let exported: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for field in fields {
+        let want = &sent[field];
+        let shown = match field.as_str() {
+            "depends_on" => json!(
+                view["upstream"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|u| u["task_id"].clone())
+                    .collect::<Vec<_>>()
+            ),
+            _ => view[field].clone(),
+        };
+        assert_eq!(&shown, want, "GET /v1/tasks/{id}: {field}");
+        let in_export = match field.as_str() {
+            "max_attempts" => &exported["max_attempts"],
+            _ => &exported["spec"][field],
+        };
+        assert_eq!(in_export, want, "the export's {}: {field}", file.display());
+    }
+}

@@ -8,7 +8,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::auth::EffectClass;
-use crate::queue::{ChildSpec, QueueConfig, TaskId, TaskState};
+use crate::queue::{CheckPolicy, ChildSpec, QueueConfig, TaskId, TaskState, UpstreamFailure};
 use crate::store::{Name, Pin, Sha256, Visibility};
 
 /// A queue as listed, with its task counts per state.
@@ -119,6 +119,16 @@ pub struct TaskView {
     /// The brief (with `input_ref` as last resumed).
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
+    /// What it does when an upstream fails or is cancelled.
+    pub on_upstream_failure: UpstreamFailure,
+    /// Its own lease length in seconds; `null`: its queue's.
+    pub lease_ttl_s: Option<u32>,
+    /// What a failed projection does to its submit.
+    pub check_policy: CheckPolicy,
+    /// Whether its worker may submit `@file:` bodies from its work dir.
+    pub allow_file_submit: bool,
+    /// Its ctx-dir placement template, if it has one.
+    pub placement: Option<String>,
     /// The requester key.
     pub requester: Name,
     /// The seed pack whose import enqueued it.
