@@ -8,7 +8,7 @@ use crate::support;
 use std::collections::BTreeSet;
 
 use http::Method;
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::TestDaemon;
 use tessera::http::routes::ROUTES;
 
@@ -222,4 +222,91 @@ fn collect_refs(v: &Value, out: &mut Vec<String>) {
         Value::Array(a) => a.iter().for_each(|v| collect_refs(v, out)),
         _ => {}
     }
+}
+
+/// Integer fields take integer-valued JSON numbers (`3.0`, `3e0`), as the
+/// document's `integer` type allows, through a body of each kind: a task
+/// spec, a noun put, a queue's settings, a claim, and an `/mcp` tool's
+/// arguments. A number with a fraction stays a 400 naming it, and a
+/// float in free-form JSON (the brief) keeps its bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integer_fields_take_integer_valued_numbers() {
+    let t = support::Team::start().await;
+    let mut s = support::spec("verb.solve_draft", json!({"ratio": 2.0}));
+    s["priority"] = json!(3.0);
+    s["max_attempts"] = json!(2e0);
+    let r = t.requester.post_json("/v1/tasks", &s).await.unwrap();
+    assert_status!(r, 201);
+    let id = support::body(&r)["task_id"].as_str().unwrap().to_string();
+    let view = support::body(&t.requester.get(&format!("/v1/tasks/{id}")).await.unwrap());
+    assert_eq!(
+        (view["priority"].clone(), view["max_attempts"].clone()),
+        (json!(3), json!(2))
+    );
+    assert_eq!(view["brief"].to_string(), r#"{"ratio":2.0}"#);
+
+    let put = json!({"expected_version": 0.0, "body": {"n": 1}});
+    let r = t
+        .requester
+        .put_json(
+            &format!("/v1/nouns/{}/work.inputs/whole", support::NS),
+            &put,
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 201);
+    let r =
+        t.d.admin
+            .post_json(
+                "/v1/queues",
+                &json!({"name": "work.external", "max_attempts": 4.0}),
+            )
+            .await
+            .unwrap();
+    assert_status!(r, 200);
+    let r = t
+        .worker
+        .post_json(
+            "/v1/queues/work.external/claim",
+            &json!({"wait_ms": 0.0, "max": 1.0}),
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "put_noun",
+        "arguments": {"namespace": support::NS, "store": "work.inputs", "key": "whole", "expected_version": 1.0, "body": {"n": 2}},
+    }});
+    let r = t
+        .requester
+        .send(
+            Method::POST,
+            "/mcp",
+            Some(serde_json::to_vec(&call).unwrap().into()),
+            &[
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_status!(r, 200);
+    let answer = support::body(&r);
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["version"],
+        json!(2),
+        "{answer}"
+    );
+
+    s["priority"] = json!(3.5);
+    let r = t.requester.post_json("/v1/tasks", &s).await.unwrap();
+    assert_status!(r, 400, "invalid_body");
+    assert!(
+        support::body(&r)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3.5")
+    );
 }

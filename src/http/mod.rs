@@ -39,6 +39,7 @@ pub mod routes;
 mod site;
 mod status;
 mod tasks;
+pub mod whole_numbers;
 pub mod wire;
 mod worker;
 

@@ -407,7 +407,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
         .with(json!({"limit": MAX_JSON_DEPTH})));
     }
-    serde_json::from_slice(bytes).map_err(|e| json_refusal(&e))
+    super::whole_numbers::from_slice(bytes).map_err(|e| json_refusal(&e))
 }
 
 /// The answer to JSON that `serde_json` refused, for a body or for values

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use super::{Gateway, Holder, reply, tasks};
 use crate::http::request::json_refusal;
+use crate::http::whole_numbers;
 use crate::http::wire::{ClaimNext, PutNoun};
 use crate::queue::{TaskId, TaskSpec};
 use crate::store::{Name, Pin};
@@ -263,7 +264,7 @@ pub async fn call(
 /// Tool arguments as `T`, or the tool error the API gives a body it
 /// refuses the same way (`unknown_field`, `invalid_body`).
 fn parse<T: DeserializeOwned>(args: Value) -> Result<T, CallToolResult> {
-    serde_json::from_value(args).map_err(|e| reply::refused(&json_refusal(&e)))
+    whole_numbers::from_value(args).map_err(|e| reply::refused(&json_refusal(&e)))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Bytes {
