@@ -22,6 +22,7 @@ mod external_access_edge;
 mod fault_matrix;
 mod flows;
 mod folding;
+mod generated_client;
 mod headers;
 mod hidden_is_missing;
 mod importer;

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::exit::Usage;
 use super::remote::RemoteArgs;
 use super::table::{Format, OutputArgs};
-use crate::http::wire::{Enqueued, TaskOutcome};
+use crate::wire::{Enqueued, TaskOutcome};
 
 /// Arguments of `task enqueue`. Without a brief (in the file or
 /// `--brief`), the brief is `{}`.

@@ -10,8 +10,8 @@ use clap::{Args, Subcommand};
 use super::exit::Usage;
 use super::remote::RemoteArgs;
 use crate::auth::{EffectClass, Grants, Scope};
-use crate::http::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 use crate::store::Name;
+use crate::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 
 /// Key subcommands (need an admin key).
 #[derive(Debug, Subcommand)]

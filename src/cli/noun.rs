@@ -9,8 +9,8 @@ use base64::Engine;
 use clap::{Args, Subcommand};
 
 use super::remote::RemoteArgs;
-use crate::http::wire::{PutNoun, PutNounReply};
 use crate::store::{NounRef, Visibility};
+use crate::wire::{PutNoun, PutNounReply};
 
 /// Noun subcommands.
 #[derive(Debug, Subcommand)]

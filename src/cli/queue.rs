@@ -9,10 +9,10 @@ use serde::Serialize;
 use super::remote::RemoteArgs;
 use super::table::{self, OutputArgs, Table};
 use crate::client::ClientError;
-use crate::http::wire::{ProvisionedQueue, QueueList, QueueStatus, QueueView, Status};
 use crate::queue::spec::Backoff;
 use crate::queue::{QueueConfig, QueuePatch, TaskState};
 use crate::store::Name;
+use crate::wire::{ProvisionedQueue, QueueList, QueueStatus, QueueView, Status};
 
 /// Queue subcommands.
 #[derive(Debug, Subcommand)]

@@ -10,8 +10,8 @@ use clap::Args;
 use super::queue::state_headers;
 use super::remote::RemoteArgs;
 use super::table::{self, Format, OutputArgs, Table};
-use crate::http::wire::Status;
 use crate::queue::TaskState;
+use crate::wire::Status;
 
 /// Arguments of `status`.
 #[derive(Debug, Args)]

@@ -14,8 +14,8 @@ use super::enqueue::{self, EnqueueArgs};
 use super::remote::RemoteArgs;
 use super::table::{self, Format, OutputArgs, Table};
 use crate::client::Client;
-use crate::http::wire::{LeaseRef, StateReply, TaskList, TaskView};
 use crate::queue::TaskState;
+use crate::wire::{LeaseRef, StateReply, TaskList, TaskView};
 
 /// Task subcommands.
 #[derive(Debug, Subcommand)]
@@ -270,7 +270,7 @@ async fn list(a: ListArgs) -> anyhow::Result<()> {
 /// A task as FIELD / VALUE rows.
 fn fields(v: &TaskView, now: Timestamp) -> Table {
     let mut t = Table::new(&["FIELD", "VALUE"]);
-    let related = |r: &[crate::http::wire::Related]| {
+    let related = |r: &[crate::wire::Related]| {
         table::list(
             &r.iter()
                 .map(|r| match r.state {

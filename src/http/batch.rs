@@ -22,16 +22,17 @@ use tokio::task::JoinSet;
 
 use super::error::{ApiError, ErrorCode};
 use super::nouns::Prepared;
-use super::request::{Req, parse_json};
+use super::request::Req;
 use super::tasks::{authorize_spec, enqueue_outcome, query_name};
-use super::wire::{
-    BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS, NounBatch, NounBatchItem, PutNoun,
-    PutNounReply, TaskBatch, TaskOutcome,
-};
 use super::{Ctx, Resp, json_response};
 use crate::auth::{Principal, Scope, access};
 use crate::queue::TaskSpec;
 use crate::store::{Name, NounPath};
+use crate::wire::json::parse_json;
+use crate::wire::{
+    BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS, NounBatch, NounBatchItem, PutNoun,
+    PutNounReply, TaskBatch, TaskOutcome,
+};
 
 /// A batch body may be this many times the single-request body limit.
 const BATCH_BODY_FACTOR: usize = 4;

@@ -18,6 +18,7 @@
 //! at info, at most one line a second. Timeouts on a connection (its head,
 //! its keep-alive wait) are hyper's, set in `mod.rs`.
 
+use crate::metrics::ConnCounts;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -111,19 +112,6 @@ pub struct Slot {
     id: u64,
     activity: Arc<Activity>,
     table: Arc<Connections>,
-}
-
-/// What the table holds at one moment, and what it turned away since start.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Connections open.
-    pub open: usize,
-    /// Open connections with a request in flight.
-    pub busy: usize,
-    /// Connections refused with `503` because every one was busy.
-    pub refused: u64,
-    /// Idle connections closed to make room for a new one.
-    pub evicted: u64,
 }
 
 /// A connection's id in the table.
@@ -312,13 +300,13 @@ impl Connections {
     }
 
     /// The table's figures now, for `/metrics`.
-    pub fn counts(&self) -> Counts {
+    pub fn counts(&self) -> ConnCounts {
         let (open, busy) = {
             let open = self.lock();
             let busy = open.values().filter(|o| !o.activity.idle()).count();
             (open.len(), busy)
         };
-        Counts {
+        ConnCounts {
             open,
             busy,
             refused: self.refused(),

@@ -5,9 +5,9 @@ use jiff::Timestamp;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 use super::{Ctx, Resp, json_response};
 use crate::auth::{self, IssueRequest};
+use crate::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 
 /// Longest label, account id or owner string accepted.
 const MAX_TEXT: usize = 256;

@@ -7,13 +7,13 @@ use http::StatusCode;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, queue_server, task_id};
-use super::wire::{
-    BulkBody, BulkReply, Heartbeat, LeaseRef, ParkBody, ResumeBody, Retried, SplitBody, SplitDone,
-    StateReply, SubmitBody, Submitted,
-};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access;
 use crate::queue::{BulkAction, ClaimAfter, LeaseId, Park, TaskId, TaskState};
+use crate::wire::{
+    BulkBody, BulkReply, Heartbeat, LeaseRef, ParkBody, ResumeBody, Retried, SplitBody, SplitDone,
+    StateReply, SubmitBody, Submitted,
+};
 use crate::worker::{pins, submit};
 
 /// The answer to a completed submit: 201, or 200 for an idempotent resend.
@@ -25,7 +25,7 @@ pub fn submitted(id: TaskId, done: &submit::Completed) -> Resp {
 fn submitted_then(
     id: TaskId,
     done: &submit::Completed,
-    next: Option<Option<super::wire::ClaimAnswer>>,
+    next: Option<Option<crate::wire::ClaimAnswer>>,
 ) -> Resp {
     let status = if done.created {
         StatusCode::CREATED
@@ -121,7 +121,7 @@ pub async fn submit(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError>
     ctx.queue.synced(done.unsynced).await?;
     let next = next.map(|made| {
         let claim = made.delivered().pop();
-        claim.map(|c| super::wire::ClaimAnswer::of(c, thin))
+        claim.map(|c| crate::wire::ClaimAnswer::of(c, thin))
     });
     Ok(submitted_then(id, &done, next))
 }
@@ -251,7 +251,7 @@ pub async fn retry(ctx: &Ctx, mut req: Req, id: &str) -> Result<Resp, ApiError> 
     let p = ctx.authenticate(&req).await?;
     let id = task_id(id)?;
     check(ctx, id, &p, access::may_retry).await?;
-    let _: super::wire::RetryBody = req.json_or_default(ctx.limits.max_body_bytes).await?;
+    let _: crate::wire::RetryBody = req.json_or_default(ctx.limits.max_body_bytes).await?;
     let (state, attempt) = ctx.queue.retry(id, &p.key_id).await?;
     tracing::info!(task = %id, by = %p.key_id, state = state.as_str(), "task retried");
     Ok(json_response(

@@ -15,9 +15,10 @@ use tower_service::Service;
 
 use super::body::Chunks;
 use super::error::{ApiError, ErrorCode};
-use super::request::{Req, parse_json};
+use super::request::Req;
 use super::{Ctx, Resp, routes};
 use crate::mcp::{Api, ApiCall, ApiReply, Credentials, Peer, Pending, Server};
+use crate::wire::json::parse_json;
 
 /// Chunks of an answer held for a slow reader.
 const CHUNK_DEPTH: usize = 16;

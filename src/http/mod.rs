@@ -39,8 +39,6 @@ pub mod routes;
 mod site;
 mod status;
 mod tasks;
-pub mod whole_numbers;
-pub mod wire;
 mod worker;
 
 use std::convert::Infallible;

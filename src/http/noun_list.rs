@@ -11,11 +11,11 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::query_name;
-use super::wire::{NounList, NounSummary};
 use super::{Ctx, Resp, json_response};
 use crate::auth::{Principal, Scope, access};
 use crate::store::listing::Within;
 use crate::store::{Name, NounPath, NounRef};
+use crate::wire::{NounList, NounSummary};
 
 /// Largest page.
 const MAX_PAGE: usize = 1000;

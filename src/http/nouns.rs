@@ -7,11 +7,11 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::query_name;
-use super::wire::{PutNoun, PutNounReply};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, WantedMeta};
 use crate::auth::{self, Principal, parse_surface};
 use crate::store::{self, Name, NounPath, PutOutcome, PutRequest, Sha256, Store, canonical_json};
+use crate::wire::{PutNoun, PutNounReply};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}[?source_pack=P]`.
 pub async fn put(ctx: &Ctx, mut req: Req, path: [&str; 3]) -> Result<Resp, ApiError> {

@@ -7,9 +7,9 @@ use http::{Response, StatusCode};
 use super::error::ApiError;
 use super::request::Req;
 use super::{Ctx, Resp, json_response};
-use crate::http::wire::{Health, HealthIncident};
 use crate::metrics::Format;
 use crate::store::Condition;
+use crate::wire::{Health, HealthIncident};
 
 /// `GET /healthz`: the root's health, then whether the queue's backend
 /// answers now (asked on every call, so a database that is back is

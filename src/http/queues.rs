@@ -8,15 +8,15 @@ use serde_json::json;
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
 use super::tasks::{check, task_id, view};
-use super::wire::{
-    ClaimAnswer, ClaimNext, ClaimOne, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList,
-    QueueView,
-};
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::Claims;
 use crate::auth::{self, Principal, access};
 use crate::queue::{self, Handover, QueuePatch};
 use crate::store::Name;
+use crate::wire::{
+    ClaimAnswer, ClaimNext, ClaimOne, Claimed, ClaimedMany, LeaseView, ProvisionedQueue, QueueList,
+    QueueView,
+};
 
 /// Longest long-poll a claim may ask for.
 const MAX_WAIT_MS: u64 = 30_000;
@@ -53,7 +53,7 @@ pub async fn list(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .into_iter()
         .map(|q| QueueView {
             config: q.config,
-            counts: super::wire::counts_by_state(q.counts),
+            counts: crate::wire::counts_by_state(q.counts),
         })
         .collect();
     Ok(json_response(StatusCode::OK, &QueueList { queues }))

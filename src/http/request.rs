@@ -21,7 +21,8 @@ use serde_json::json;
 
 use super::budget::{BodyBudget, Reservation};
 use super::error::{ApiError, ErrorCode};
-use crate::store::canonical::{MAX_JSON_DEPTH, json_depth};
+use crate::wire::bearer::bearer;
+use crate::wire::json::parse_json;
 
 /// Where a request's body comes from.
 enum Source {
@@ -369,71 +370,6 @@ impl Req {
         }
         self.reserve(cost)
     }
-}
-
-/// The bearer credential of a request head, the one rule every route and
-/// `/mcp` read it by: `Ok(None)` when there is no `Authorization` header,
-/// an error when it is not `Bearer <token>`. The scheme is matched without
-/// regard to case (RFC 9110 §11.1): `bearer` and `BEARER` are `Bearer`.
-pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Ok(None);
-    };
-    value
-        .to_str()
-        .ok()
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
-        .filter(|t| !t.is_empty())
-        .map(Some)
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::Unauthenticated,
-                "malformed Authorization header; send `Authorization: Bearer <key>`",
-            )
-        })
-}
-
-/// Parses strict JSON: JSON nested deeper than `MAX_JSON_DEPTH`, unknown
-/// fields, wrong types and syntax errors are 400s naming the limit, the
-/// field or the position.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if json_depth(bytes) > MAX_JSON_DEPTH {
-        return Err(ApiError::new(ErrorCode::TooDeep,
-            format!(
-                "the JSON body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels; flatten it"
-            ),
-        )
-        .with(json!({"limit": MAX_JSON_DEPTH})));
-    }
-    super::whole_numbers::from_slice(bytes).map_err(|e| json_refusal(&e))
-}
-
-/// The answer to JSON that `serde_json` refused, for a body or for values
-/// taken out of one (an MCP tool's arguments): an unknown field, a wrong
-/// shape, or a syntax error, with the position when the error has one.
-pub fn json_refusal(e: &serde_json::Error) -> ApiError {
-    let mut details = serde_json::Map::new();
-    if e.line() > 0 {
-        details.insert("line".into(), json!(e.line()));
-        details.insert("column".into(), json!(e.column()));
-    }
-    let msg = e.to_string();
-    let (code, message) = match e.classify() {
-        serde_json::error::Category::Data => match msg
-            .strip_prefix("unknown field `")
-            .and_then(|rest| rest.split('`').next())
-        {
-            Some(field) => {
-                details.insert("field".into(), json!(field));
-                (ErrorCode::UnknownField, format!("unknown field `{field}`"))
-            }
-            None => (ErrorCode::InvalidBody, msg),
-        },
-        _ => (ErrorCode::MalformedJson, format!("malformed JSON: {msg}")),
-    };
-    ApiError::new(code, message).with(serde_json::Value::Object(details))
 }
 
 impl Drop for Req {

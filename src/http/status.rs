@@ -9,9 +9,9 @@ use jiff::Timestamp;
 
 use super::error::ApiError;
 use super::request::Req;
-use super::wire::{FoldStatus, QueueStatus, Status, StorageStatus};
 use super::{Ctx, Resp, json_response, ops};
 use crate::store::{Store, io_err};
+use crate::wire::{FoldStatus, QueueStatus, Status, StorageStatus};
 
 /// `GET /v1/status`.
 pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
@@ -24,7 +24,7 @@ pub async fn status(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .into_iter()
         .map(|q| QueueStatus {
             name: q.name,
-            counts: super::wire::counts_by_state(q.counts),
+            counts: crate::wire::counts_by_state(q.counts),
             oldest_queued_since: q.oldest_queued_since,
             live_leases: q.live_leases,
         })

@@ -6,15 +6,16 @@ use serde_json::json;
 
 use super::error::{ApiError, ErrorCode};
 use super::request::Req;
-use super::wire::{
-    Enqueued as EnqueuedReply, LeaseView, Related as WireRelated, TaskList, TaskOutcome, TaskView,
-};
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, TaskFacts};
 use crate::auth::{self, Principal};
 use crate::queue::query::{Filter, Related, TaskSnap};
 use crate::queue::{Enqueued, Task, TaskId, TaskSpec, TaskState};
 use crate::store::Name;
+use crate::wire::{
+    Enqueued as EnqueuedReply, LeaseView, ReceiptEntry, ReceiptList, Related as WireRelated,
+    TaskList, TaskOutcome, TaskView,
+};
 
 /// Largest page of `GET /v1/tasks`.
 const MAX_PAGE: usize = 1000;
@@ -307,17 +308,22 @@ pub async fn receipts(ctx: &Ctx, req: Req, id: &str) -> Result<Resp, ApiError> {
             shas.iter()
                 .map(|sha| {
                     let bytes = store.get_object(sha)?;
-                    let record: serde_json::Value =
-                        serde_json::from_slice(&bytes).map_err(|e| {
-                            ApiError::internal(&format!("receipt {sha} is not JSON: {e}"))
-                        })?;
-                    Ok(json!({"sha256": sha, "receipt": record}))
+                    let receipt = serde_json::from_slice(&bytes).map_err(|e| {
+                        ApiError::internal(&format!("receipt {sha} is not a receipt: {e}"))
+                    })?;
+                    Ok(ReceiptEntry {
+                        sha256: *sha,
+                        receipt,
+                    })
                 })
                 .collect::<Result<Vec<_>, ApiError>>()
         })
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"task_id": t.id, "receipts": records}),
+        &ReceiptList {
+            task_id: t.id,
+            receipts: records,
+        },
     ))
 }

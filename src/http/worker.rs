@@ -15,6 +15,7 @@ use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
 use crate::queue::brief::Address;
 use crate::store::{NounPath, Sha256};
+use crate::wire::{PartView, StagedPart, WorkerHeartbeat, WorkerParts};
 use crate::worker::{
     self, Route, Session, artifact, consumes, file_ref, output, prompt, shim, submit,
 };
@@ -154,7 +155,11 @@ pub async fn heartbeat(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"task_id": s.task.id, "attempt": s.attempt.0, "expires_at": expires_at}),
+        &WorkerHeartbeat {
+            task_id: s.task.id,
+            attempt: s.attempt.0,
+            expires_at,
+        },
     ))
 }
 
@@ -168,15 +173,23 @@ pub async fn parts(ctx: &Ctx, req: Req) -> Result<Resp, ApiError> {
             staged
                 .into_iter()
                 .map(|(name, sha)| {
-                    let size = store.get_object(&sha)?.len();
-                    Ok(json!({"name": name, "sha256": sha, "size": size}))
+                    let size = store.get_object(&sha)?.len() as u64;
+                    Ok(PartView {
+                        name,
+                        sha256: sha,
+                        size,
+                    })
                 })
                 .collect::<Result<Vec<_>, worker::Error>>()
         })
         .await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({"task_id": s.task.id, "attempt": s.attempt.0, "parts": parts}),
+        &WorkerParts {
+            task_id: s.task.id,
+            attempt: s.attempt.0,
+            parts,
+        },
     ))
 }
 
@@ -199,7 +212,15 @@ pub async fn stage(ctx: &Arc<Ctx>, mut req: Req) -> Result<Resp, ApiError> {
     tracing::debug!(task = %s.task.id, part = %name, "part staged");
     Ok(json_response(
         StatusCode::OK,
-        &json!({"task_id": s.task.id, "attempt": s.attempt.0, "name": name, "sha256": sha, "size": size}),
+        &StagedPart {
+            task_id: s.task.id,
+            attempt: s.attempt.0,
+            part: PartView {
+                name,
+                sha256: sha,
+                size: size as u64,
+            },
+        },
     ))
 }
 

@@ -57,7 +57,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 
-use crate::http::error::{ApiError, ErrorCode as ApiErrorCode};
+use crate::wire::error::{ApiError, ErrorCode as ApiErrorCode};
 
 pub use input::{InputEnd, Watched, watch_input};
 pub use remote::Remote;
@@ -179,7 +179,7 @@ async fn unless_cancelled<T>(
 /// (`http::request::bearer`); a malformed header sends none, which the
 /// API answers with the same `401 unauthenticated`.
 fn bearer(parts: &Parts) -> Option<String> {
-    crate::http::request::bearer(&parts.headers)
+    crate::wire::bearer::bearer(&parts.headers)
         .ok()
         .flatten()
         .map(str::to_string)

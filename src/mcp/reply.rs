@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
 use super::ApiReply;
-use crate::http::error::ApiError;
+use crate::wire::error::ApiError;
 
 /// A JSON answer as a tool result.
 pub fn json(sent: Result<ApiReply, String>) -> CallToolResult {

@@ -22,10 +22,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiReply, Gateway, Holder};
-use crate::http::wire::TaskView;
 use crate::queue::receipt::CheckOutcome;
 use crate::queue::{Receipt, TaskState};
 use crate::store::Sha256;
+use crate::wire::TaskView;
 
 /// How often a client should poll a working task, in milliseconds.
 const POLL_INTERVAL_MS: u64 = 2000;

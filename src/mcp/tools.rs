@@ -22,11 +22,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{Gateway, Holder, reply, tasks};
-use crate::http::request::json_refusal;
-use crate::http::whole_numbers;
-use crate::http::wire::{ClaimNext, PutNoun};
 use crate::queue::{TaskId, TaskSpec};
 use crate::store::{Name, Pin};
+use crate::wire::json::json_refusal;
+use crate::wire::whole_numbers;
+use crate::wire::{ClaimNext, PutNoun};
 
 /// `claim`: the next task of a queue, with its lease and worker handle.
 #[derive(Debug, Deserialize, JsonSchema)]

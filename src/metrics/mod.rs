@@ -38,11 +38,24 @@ use prometheus_client::registry::{Registry, Unit};
 mod exposition;
 mod observe;
 
-use crate::http::conns::Counts;
 use crate::queue::{Op, TaskId, TaskState};
 use crate::store::Name;
 
 pub use exposition::{Format, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
+
+/// What the server's connection table holds at one moment, and what it
+/// turned away since start (`http::conns` counts, the scrape shows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnCounts {
+    /// Connections open.
+    pub open: usize,
+    /// Open connections with a request in flight.
+    pub busy: usize,
+    /// Connections refused with `503` because every one was busy.
+    pub refused: u64,
+    /// Idle connections closed to make room for a new one.
+    pub evicted: u64,
+}
 
 /// A submit's outcome label: the daemon's verdict on its receipt.
 const OUTCOMES: [&str; 2] = ["ok", "failed"];
@@ -133,7 +146,7 @@ pub struct Readings {
     /// Requests refused for a bad credential since start.
     pub failed_authentications: u64,
     /// The connection table's figures.
-    pub connections: Counts,
+    pub connections: ConnCounts,
 }
 
 /// Every metric the daemon keeps between scrapes.

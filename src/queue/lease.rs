@@ -144,8 +144,9 @@ mod tests {
 
     use serde_json::json;
 
-    use super::super::{Enqueued, Handover, Journal as Queue, TaskId, TaskState};
-    use crate::config::QueueLimits;
+    use super::super::{
+        Enqueued, FoldAfter, Handover, Journal as Queue, SplitLimits, TaskId, TaskState,
+    };
     use crate::store::envelope::Viewer;
     use crate::store::{Access, Name, Store};
 
@@ -170,12 +171,15 @@ mod tests {
     /// A queue `q` on a fresh root with one ready task, and its id.
     async fn one_ready(root: &std::path::Path) -> (Queue, TaskId) {
         let store = Store::open(root, Access::Exclusive).unwrap();
-        let limits = QueueLimits::default();
+        let limits = SplitLimits {
+            max_depth: 4,
+            max_children: 64,
+        };
         let (queue, _) = Queue::open(
             &store,
-            limits.split_limits(),
-            limits.segment_bytes(),
-            limits.fold_after(),
+            limits,
+            crate::store::log::segment::SEGMENT_BYTES,
+            FoldAfter::default(),
         )
         .unwrap();
         let config = serde_json::from_value(json!({"name": "q"})).unwrap();

@@ -12,7 +12,7 @@ use super::task::{Attempt, TaskId, TaskState};
 use crate::store::{self, Name, Pin, Sha256, Store, canonical_sorted};
 
 /// A stored body: its hash and size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BodyRef {
     /// sha256 of the bytes (an object under `objects/`).
     pub sha256: Sha256,
@@ -61,7 +61,7 @@ pub struct WorkerResult {
 
 /// One contract check's outcome. `detail` names JSON pointers and schema
 /// keywords, never a value the receipt's readers may not see.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CheckOutcome {
     /// What was checked, or why it failed.
     pub detail: String,
@@ -122,9 +122,10 @@ impl SubmitInput {
 /// The receipt record, as stored (canonical JSON) and read back. Its
 /// fields, and those of the records in it, are declared in key order: it
 /// is written by `canonical_sorted`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Receipt {
     /// When.
+    #[schema(value_type = String, format = DateTime)]
     pub at: Timestamp,
     /// The attempt it ends.
     pub attempt: Attempt,

@@ -68,6 +68,7 @@ impl<'de> Deserialize<'de> for TaskId {
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
 #[serde(transparent)]
+#[derive(utoipa::ToSchema)]
 pub struct Attempt(pub u32);
 
 impl Attempt {

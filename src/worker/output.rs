@@ -10,10 +10,25 @@ use super::Error;
 use crate::queue::{Receipt, Task};
 use crate::store::Store;
 
+/// `GET /v1/tasks/{id}/output`: the final pull of the last receipt.
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Output {
+    /// The final body: JSON when it parses (a fenced JSON block too),
+    /// else text, else `{"$base64": ...}`; `null` before any receipt.
+    #[schema(value_type = serde_json::Value)]
+    pub out: Value,
+    /// Each staged part, shown as `out` is.
+    #[schema(value_type = Object)]
+    pub parts: Map<String, Value>,
+}
+
 /// The fold for a task (null and empty before a worker submitted).
-pub fn fold(store: &Store, task: &Task) -> Result<Value, Error> {
+pub fn fold(store: &Store, task: &Task) -> Result<Output, Error> {
     let Some(last) = task.receipts.last() else {
-        return Ok(json!({"out": null, "parts": {}}));
+        return Ok(Output {
+            out: Value::Null,
+            parts: Map::new(),
+        });
     };
     let receipt = Receipt::read(store, last)?;
     let out = match &receipt.out {
@@ -24,7 +39,7 @@ pub fn fold(store: &Store, task: &Task) -> Result<Value, Error> {
     for (name, sha) in receipt.parts.iter().flatten() {
         parts.insert(name.clone(), value_of(&store.get_object(sha)?));
     }
-    Ok(json!({"out": out, "parts": parts}))
+    Ok(Output { out, parts })
 }
 
 /// How one stored body is shown in the fold.

@@ -18,14 +18,131 @@
 //! the contract does not address (a `verify_gate` reviewing a
 //! `solve_draft`) never gets the solver's instruction.
 
+use std::path::PathBuf;
+
+use jiff::Timestamp;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::contract::Contract;
 use super::{Error, area, consumes, pins, shim};
+use crate::auth::EffectClass;
 use crate::auth::Principal;
 use crate::queue::receipt::ProjectionStatus;
-use crate::queue::{Queue, Receipt, Task, placement};
-use crate::store::Store;
+use crate::queue::{Queue, Receipt, Task, TaskId, TaskState, placement};
+use crate::store::{Name, Pin, Sha256, Store};
+
+/// `GET /v1/worker/prompt`: a claimed attempt's prompt, assembled at fetch
+/// time.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct Prompt {
+    /// The task.
+    pub task_id: TaskId,
+    /// The attempt the credential is bound to.
+    pub attempt: u32,
+    /// The agent to run: the brief's `agent`, else the task's kind.
+    pub agent: String,
+    /// The contract's system prompt, when it has one the claimant may read.
+    pub system: Option<String>,
+    /// The instruction: the brief's directive, else the contract's for this
+    /// step, else the brief itself as JSON text.
+    pub prompt: String,
+    /// The step's name (the brief's `step`, else from the kind).
+    #[schema(value_type = String)]
+    pub step: Name,
+    /// The brief.
+    #[schema(value_type = Object)]
+    pub brief: Value,
+    /// The pinned contract as the claimant sees it: `{pin, name,
+    /// directive, input_schema, output_schema, parts}`, or `{pin,
+    /// unavailable}` when it may not read it; `null` without a contract.
+    #[schema(value_type = Option<Object>)]
+    pub contract: Option<Value>,
+    /// Each pin of the brief, as the claimant sees it: `{field, pin, ...}`.
+    #[schema(value_type = Vec<Object>)]
+    pub shim: Vec<Value>,
+    /// The flow step's `consumes`, resolved: pointers to the upstream
+    /// outputs it reads, small ones inline.
+    #[schema(value_type = Vec<Object>)]
+    pub consumes: Vec<Value>,
+    /// Where it runs and what it follows.
+    pub context: PromptContext,
+}
+
+/// Where an attempt runs, what it is, and the finished steps it follows.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct PromptContext {
+    /// The namespace area, absolute.
+    #[schema(value_type = String)]
+    pub project_root: PathBuf,
+    /// The task's work dir, absolute (made when the prompt is fetched).
+    #[schema(value_type = String)]
+    pub work_dir: PathBuf,
+    /// The task's descriptive fields and its attempt.
+    pub task_metadata: TaskMetadata,
+    /// Pointers to the related tasks that have finished.
+    pub steps: Vec<StepPointer>,
+}
+
+/// What a worker knows of the task it runs.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct TaskMetadata {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its namespace.
+    #[schema(value_type = String)]
+    pub namespace: Name,
+    /// Its queue.
+    #[schema(value_type = String)]
+    pub queue: Name,
+    /// Its kind.
+    #[schema(value_type = String)]
+    pub kind: Name,
+    /// Its step's name.
+    #[schema(value_type = String)]
+    pub step: Name,
+    /// Its effect class.
+    pub effect_class: EffectClass,
+    /// Its tags.
+    pub tags: Vec<String>,
+    /// Its cohorts.
+    pub target_cohorts: Vec<String>,
+    /// Its priority.
+    pub priority: i32,
+    /// This attempt.
+    pub attempt: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// The task it was split from.
+    pub parent: Option<TaskId>,
+    /// When the lease ends unless extended.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub lease_expires_at: Option<Timestamp>,
+}
+
+/// A pointer to a finished task's output, never its content.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct StepPointer {
+    /// The step's name.
+    pub name: String,
+    /// The task.
+    pub task_id: TaskId,
+    /// Its state.
+    pub state: TaskState,
+    /// Whether it succeeded; `null` while it has not ended.
+    pub ok: Option<bool>,
+    /// Its projected file, when its output was written to one.
+    #[schema(value_type = Option<String>)]
+    pub file_path: Option<PathBuf>,
+    /// Its final body's hash.
+    pub sha256: Option<Sha256>,
+    /// Its final body's size.
+    pub size_bytes: Option<u64>,
+    /// The output pins of its last receipt.
+    pub outputs: Vec<Pin>,
+    /// The evidence pins of its last receipt.
+    pub evidence: Vec<Pin>,
+}
 
 /// What the prompt needs from the queue, copied out under its lock.
 #[derive(Clone, Debug)]
@@ -61,7 +178,7 @@ impl Facts {
 /// contract, shim, consumes, context}`, first
 /// creating the task's work dir if it is missing. `context.project_root`
 /// is the namespace area, `context.work_dir` the work dir (both absolute).
-pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Value, Error> {
+pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Prompt, Error> {
     let t = &facts.task;
     let ns = &t.spec.namespace;
     let work_dir = area::make_work_dir(store, ns, t.id).map_err(|e| match e {
@@ -112,48 +229,48 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Valu
         .map(|(field, pin)| shim::entry(store, holder, field, pin, ns))
         .collect::<Result<Vec<Value>, Error>>()?;
     let consumed = consumes::resolve(store, t, &facts.related)?;
-    let steps: Vec<Value> = facts
+    let steps = facts
         .related
         .iter()
         .filter(|r| r.state.is_terminal())
         .map(|r| step_pointer(store, r, &store.root().absolute))
         .collect();
-    Ok(json!({
-        "task_id": t.id,
-        "attempt": t.attempt.0,
-        "agent": agent,
-        "system": system,
-        "prompt": prompt,
-        "step": step,
-        "brief": serde_json::from_str::<Value>(t.spec.brief.get()).unwrap_or(Value::Null),
-        "contract": contract_view,
-        "shim": shim,
-        "consumes": consumed,
-        "context": {
-            "project_root": area::absolute(store, ns, ""),
-            "work_dir": work_dir,
-            "task_metadata": {
-                "task_id": t.id,
-                "namespace": t.spec.namespace,
-                "queue": t.spec.queue,
-                "kind": t.spec.kind,
-                "step": t.spec.step_name(),
-                "effect_class": t.spec.effect_class,
-                "tags": t.spec.tags,
-                "target_cohorts": t.spec.target_cohorts,
-                "priority": t.spec.priority,
-                "attempt": t.attempt.0,
-                "max_attempts": facts.max_attempts,
-                "parent": t.parent,
-                "lease_expires_at": t.lease.as_ref().map(|l| l.expires_at),
+    Ok(Prompt {
+        task_id: t.id,
+        attempt: t.attempt.0,
+        agent,
+        system,
+        prompt,
+        step: step.clone(),
+        brief: serde_json::from_str::<Value>(t.spec.brief.get()).unwrap_or(Value::Null),
+        contract: contract_view,
+        shim,
+        consumes: consumed,
+        context: PromptContext {
+            project_root: area::absolute(store, ns, ""),
+            work_dir,
+            task_metadata: TaskMetadata {
+                task_id: t.id,
+                namespace: t.spec.namespace.clone(),
+                queue: t.spec.queue.clone(),
+                kind: t.spec.kind.clone(),
+                step,
+                effect_class: t.spec.effect_class,
+                tags: t.spec.tags.to_vec(),
+                target_cohorts: t.spec.target_cohorts.to_vec(),
+                priority: t.spec.priority,
+                attempt: t.attempt.0,
+                max_attempts: facts.max_attempts,
+                parent: t.parent,
+                lease_expires_at: t.lease.as_ref().map(|l| l.expires_at),
             },
-            "steps": steps,
+            steps,
         },
-    }))
+    })
 }
 
 /// A pointer to a finished task's output.
-fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> Value {
+fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> StepPointer {
     let receipt = r
         .receipts
         .last()
@@ -170,18 +287,16 @@ fn step_pointer(store: &Store, r: &Task, root: &std::path::Path) -> Value {
         .filter(|p| p.status == ProjectionStatus::Written)
         .map(|p| root.join(&p.path).join(format!("{name}.md")));
     let out = receipt.as_ref().and_then(|rc| rc.out);
-    let pins = |f: fn(&Receipt) -> &Vec<crate::store::Pin>| {
-        receipt.as_ref().map(f).cloned().unwrap_or_default()
-    };
-    json!({
-        "name": name,
-        "task_id": r.id,
-        "state": r.state,
-        "ok": r.ok(),
-        "file_path": file_path,
-        "sha256": out.map(|o| o.sha256),
-        "size_bytes": out.map(|o| o.size),
-        "outputs": pins(|rc| &rc.outputs),
-        "evidence": pins(|rc| &rc.evidence),
-    })
+    let pins = |f: fn(&Receipt) -> &Vec<Pin>| receipt.as_ref().map(f).cloned().unwrap_or_default();
+    StepPointer {
+        task_id: r.id,
+        state: r.state,
+        ok: r.ok(),
+        file_path,
+        sha256: out.map(|o| o.sha256),
+        size_bytes: out.map(|o| o.size),
+        outputs: pins(|rc| &rc.outputs),
+        evidence: pins(|rc| &rc.evidence),
+        name,
+    }
 }

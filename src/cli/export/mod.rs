@@ -36,8 +36,8 @@ use tokio::task::JoinSet;
 
 use super::remote::RemoteArgs;
 use crate::client::Client;
-use crate::http::wire::{NounList, NounSummary, TaskList, TaskView};
 use crate::store::{canonical_json, canonical_record};
+use crate::wire::{NounList, NounSummary, TaskList, TaskView};
 use mirror::{Files, TASKS};
 
 /// Bodies fetched at once.

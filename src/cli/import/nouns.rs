@@ -13,8 +13,8 @@ use tessera_importer::{NounBody, NounItem, Pack, Plan};
 use super::Mode;
 use super::outcome::{Kind, Line, Outcome, Progress};
 use super::{diff, send};
-use crate::http::wire::{NounBatchItem, PutNoun, PutNounReply};
 use crate::store::Sha256;
+use crate::wire::{NounBatchItem, PutNoun, PutNounReply};
 
 /// The pins of the pack's nouns, by `(store, key)`: each a brief-ready
 /// `{store, key, version, sha256}`. Nouns that failed are absent.

@@ -17,7 +17,7 @@ use super::outcome::Progress;
 use serde_json::{Value, json};
 
 use crate::client::{Client, ClientError};
-use crate::http::wire::{BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS};
+use crate::wire::{BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS};
 
 /// Bytes of items per request: well inside the daemon's default batch
 /// limit (four times its 8 MiB body limit). A request the daemon still

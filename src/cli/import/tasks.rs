@@ -22,8 +22,8 @@ use super::nouns::Pins;
 use super::outcome::{Kind, Line, Outcome, Progress};
 use super::send;
 use crate::client::Client;
-use crate::http::wire::{ItemReply, TaskOutcome};
 use crate::queue::TaskId;
+use crate::wire::{ItemReply, TaskOutcome};
 
 /// What a task's dependents can know of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,7 @@
 //! Every error code and every domain error variant, walked.
 
+use http::StatusCode;
+
 use super::*;
 use crate::queue::{Attempt, TaskId, TaskState};
 use crate::store::{Incident, Sha256, Writer};

@@ -8,8 +8,8 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::http::wire::{ProvisionedQueue, QueueView};
 use crate::queue::QueueConfig;
+use crate::wire::{ProvisionedQueue, QueueView};
 
 /// [`QueueConfig`]'s schema, open to other fields, with `field` added
 /// (required) and `description` as its own.

@@ -23,7 +23,7 @@ mod schemas;
 
 pub use operations::Auth;
 pub(crate) use operations::{Operation, boolean, count};
-pub(crate) use schemas::{Built, Schemas};
+pub(crate) use schemas::Schemas;
 
 /// The document, serialized once.
 static DOCUMENT: LazyLock<Bytes> = LazyLock::new(|| {
@@ -44,7 +44,7 @@ pub fn serve() -> Result<Resp, ApiError> {
 pub fn document() -> Value {
     let mut s = Schemas::default();
     let ops: Vec<Operation> = ROUTES.iter().map(|r| r.operation(&mut s)).collect();
-    let error = s.built(Built::Error);
+    let error = s.error();
     let mut paths = Map::new();
     for op in &ops {
         let item = paths.entry(op.path).or_insert_with(|| json!({}));

@@ -8,20 +8,22 @@ use serde_json::json;
 
 use super::{Params, Route, Served};
 use crate::http::mcp;
-use crate::http::openapi::{Auth, Built, boolean, count};
-use crate::http::wire::{
-    BatchReply, BulkBody, BulkReply, ClaimNext, ClaimOne, Claimed, ClaimedMany, Enqueued, Health,
-    Heartbeat, IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
-    ProvisionedQueue, PutNoun, PutNounReply, QueueList, ResumeBody, Retried, RetryBody, SplitBody,
-    SplitDone, StateReply, Status, Submitted, TaskBatch, TaskList, TaskOutcome, TaskView,
-    ThinClaimed,
-};
+use crate::http::openapi::{Auth, boolean, count};
 use crate::http::{
     batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues, site,
     status, tasks, worker,
 };
 use crate::queue::{BulkAction, QueuePatch, TaskId, TaskSpec, TaskState};
 use crate::store::{Name, NounRef};
+use crate::wire::{
+    BatchReply, BulkBody, BulkReply, ClaimNext, ClaimOne, Claimed, ClaimedMany, Enqueued, Health,
+    Heartbeat, IssueKey, IssuedKey, KeyList, KeyView, LeaseRef, NounBatch, NounList, ParkBody,
+    PromotionReply, ProvisionedQueue, PutNoun, PutNounReply, QueueList, ReceiptList, ResumeBody,
+    Retried, RetryBody, SplitBody, SplitDone, StagedPart, StateReply, Status, Submitted, TaskBatch,
+    TaskList, TaskOutcome, TaskView, ThinClaimed, WorkerHeartbeat, WorkerParts,
+};
+use crate::worker::output::Output;
+use crate::worker::prompt::Prompt;
 use crate::worker::submit::SubmitBody;
 
 use Auth::{Key, None, Worker};
@@ -411,7 +413,7 @@ pub static ROUTES: &[Route] = &[
         Key,
         "A task's receipts, in order",
         serve!(|ctx, req, p| tasks::receipts(&ctx, req, p.get("id"))),
-        |op, s| op.ok(200, "The receipts.", s.built(Built::ReceiptList)),
+        |op, s| op.ok(200, "The receipts.", s.of::<ReceiptList>()),
     ),
     Route::new(
         M::POST,
@@ -550,7 +552,7 @@ pub static ROUTES: &[Route] = &[
                 "One piece: `$.out` or `$.parts[\"<name>\"]`; answered raw with \
                  x-tessera-sha256.",
             )
-            .ok(200, "The last receipt's output.", s.built(Built::Output))
+            .ok(200, "The last receipt's output.", s.of::<Output>())
             .raw("With ?path=: that piece's bytes, in its own media type.")
         },
     ),
@@ -562,7 +564,7 @@ pub static ROUTES: &[Route] = &[
         serve!(|ctx, req, _| promotions::promote(&ctx, req)),
         |op, s| {
             op.json(s.of::<crate::promotion::Request>())
-                .ok(201, "The promotion record.", s.built(Built::PromotionReply))
+                .ok(201, "The promotion record.", s.of::<PromotionReply>())
                 .writes()
         },
     ),
@@ -572,7 +574,7 @@ pub static ROUTES: &[Route] = &[
         Worker,
         "The attempt's prompt, assembled now",
         serve!(|ctx, req, _| worker::prompt(&ctx, req)),
-        |op, s| op.task_id(s).ok(200, "The prompt.", s.built(Built::Prompt)),
+        |op, s| op.task_id(s).ok(200, "The prompt.", s.of::<Prompt>()),
     ),
     Route::new(
         M::POST,
@@ -584,7 +586,7 @@ pub static ROUTES: &[Route] = &[
             op.task_id(s)
                 .query("name", json!({"type": "string"}), "The part's name.")
                 .bytes()
-                .ok(200, "The staged part.", s.built(Built::StagedPart))
+                .ok(200, "The staged part.", s.of::<StagedPart>())
                 .writes()
         },
     ),
@@ -628,7 +630,7 @@ pub static ROUTES: &[Route] = &[
         serve!(|ctx, req, _| worker::heartbeat(&ctx, req)),
         |op, s| {
             op.task_id(s)
-                .ok(200, "The new expiry.", s.built(Built::WorkerHeartbeat))
+                .ok(200, "The new expiry.", s.of::<WorkerHeartbeat>())
                 .writes()
         },
     ),
@@ -638,10 +640,7 @@ pub static ROUTES: &[Route] = &[
         Worker,
         "The parts staged so far",
         serve!(|ctx, req, _| worker::parts(&ctx, req)),
-        |op, s| {
-            op.task_id(s)
-                .ok(200, "The parts.", s.built(Built::WorkerParts))
-        },
+        |op, s| op.task_id(s).ok(200, "The parts.", s.of::<WorkerParts>()),
     ),
     Route::new(
         M::GET,

@@ -35,9 +35,9 @@ use tessera_importer::Plan;
 use super::Mode;
 use crate::auth::keyring::key_id_of;
 use crate::client::Client;
-use crate::http::wire::{NounList, NounSummary, TaskList, TaskView};
 use crate::queue::{TaskId, TaskState};
 use crate::store::Name;
+use crate::wire::{NounList, NounSummary, TaskList, TaskView};
 pub(super) use report::Report;
 
 /// The states a prune cancels: the task has not started, or waits for input.

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use tessera_importer::Plan;
 
 use super::{Found, PRUNABLE, Pruned};
-use crate::http::wire::TaskView;
 use crate::queue::TaskId;
+use crate::wire::TaskView;
 
 /// A note about another key's labelled tasks names at most this many.
 const NOTE_IDS: usize = 5;

@@ -460,3 +460,21 @@ pub struct BulkReply {
     /// Selected tasks still to act on: call again while it is not 0.
     pub remaining: u64,
 }
+
+/// One receipt of a task, with its hash.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReceiptEntry {
+    /// The receipt's hash.
+    pub sha256: Sha256,
+    /// The receipt.
+    pub receipt: crate::queue::Receipt,
+}
+
+/// `GET /v1/tasks/{id}/receipts`: a task's receipts, in order.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReceiptList {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its receipts, oldest first.
+    pub receipts: Vec<ReceiptEntry>,
+}

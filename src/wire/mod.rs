@@ -6,14 +6,20 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 mod batch;
+pub mod bearer;
+pub mod error;
+pub mod json;
 mod noun_list;
 mod status;
 mod tasks;
+pub mod whole_numbers;
+mod worker;
 
 pub use batch::*;
 pub use noun_list::*;
 pub use status::*;
 pub use tasks::*;
+pub use worker::*;
 
 use jiff::Timestamp;
 
@@ -226,4 +232,13 @@ pub fn counts_by_state(
         .into_iter()
         .map(|(s, n)| (s.as_str().to_string(), n))
         .collect()
+}
+
+/// `POST /v1/promotions`: the promotion record and its hash.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PromotionReply {
+    /// The record's hash.
+    pub promotion_sha256: Sha256,
+    /// The record.
+    pub promotion: crate::promotion::Promoted,
 }
