@@ -9,14 +9,15 @@
 //! ```text
 //! cli        the `tessera` command                   -> daemon, mcp, config, promotion,
 //!                                                       wire, worker, queue, auth, database,
-//!                                                       store, client
+//!                                                       store, paths, client
 //! daemon     opens the root, recovers the queue,
 //!            serves, drains                          -> http, config, garbage, metrics, events,
 //!                                                       worker, queue, auth, database, store
 //! http       hyper server, one route table, errors
 //!            as responses                            -> mcp, config, metrics, events, promotion,
-//!                                                       wire, worker, queue, auth, store
-//! mcp        MCP tools over any way to the HTTP API  -> wire, queue, store, client
+//!                                                       wire, worker, queue, auth, store,
+//!                                                       paths
+//! mcp        MCP tools over any way to the HTTP API  -> wire, queue, store, paths, client
 //! config     defaults, config file, flags            -> events, queue, auth, store
 //! garbage    collects unreferenced objects           -> promotion, queue, database, store
 //! metrics    the counters a scrape renders           -> queue, store
@@ -25,7 +26,7 @@
 //!            shared by both ends                     -> promotion, worker, queue, auth, store
 //! promotion  the public promotion gate               -> queue, auth, store
 //! worker     worker credentials, prompt, parts,
-//!            submit, projection, contract checks     -> queue, auth, store
+//!            submit, projection, contract checks     -> queue, auth, store, paths
 //! queue      tasks, leases, fencing, receipts,
 //!            journal; one interface (`Queue`, its
 //!            calls and their durability listed in
@@ -37,6 +38,8 @@
 //!            pool, settings, schema migrations       -> store
 //! store      the sandboxed root: objects, noun refs,
 //!            the logs, envelope vocabulary           (bottom)
+//! paths      every endpoint's method and path
+//!            template, and paths built from them     (bottom)
 //! client     a small HTTP client for the CLI, tests,
 //!            benches, example                        (bottom)
 //! ```
@@ -55,6 +58,7 @@ pub mod garbage;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod paths;
 pub mod promotion;
 pub mod queue;
 pub mod store;

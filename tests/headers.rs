@@ -90,11 +90,11 @@ async fn every_route_answers_nosniff_and_only_the_site_may_run() {
     let anon = d.admin.anonymous();
     let base = d.admin.base().to_string();
     for r in ROUTES {
-        let path = concrete(r.path);
-        let what = format!("{} {}", r.method, r.path);
-        if r.path == "/v1/events" {
+        let path = concrete(r.endpoint.path);
+        let what = format!("{} {}", r.endpoint.method, r.endpoint.path);
+        if r.endpoint.path == "/v1/events" {
             for bearer in [None, Some(d.admin_key.as_str())] {
-                let h = head(&base, r.method.as_str(), &path, bearer).await;
+                let h = head(&base, r.endpoint.method.as_str(), &path, bearer).await;
                 let what = format!("{what}: {h}");
                 let nosniff = header_in(&h, "x-content-type-options");
                 let csp = header_in(&h, "content-security-policy");
@@ -103,8 +103,11 @@ async fn every_route_answers_nosniff_and_only_the_site_may_run() {
             continue;
         }
         for c in [&anon, &d.admin] {
-            let body = (r.method != Method::GET).then(|| "{}".into());
-            let reply = c.send(r.method.clone(), &path, body, &[]).await.unwrap();
+            let body = (r.endpoint.method != Method::GET).then(|| "{}".into());
+            let reply = c
+                .send(r.endpoint.method.clone(), &path, body, &[])
+                .await
+                .unwrap();
             check(&what, &path, &reply);
         }
     }

@@ -16,7 +16,7 @@ use tessera::http::routes::ROUTES;
 fn routed() -> BTreeSet<(String, String)> {
     ROUTES
         .iter()
-        .map(|r| (r.method.to_string(), r.path.to_string()))
+        .map(|r| (r.endpoint.method.to_string(), r.endpoint.path.to_string()))
         .collect()
 }
 
@@ -149,13 +149,16 @@ async fn every_listed_route_reaches_a_handler() {
     let d = TestDaemon::start().await;
     let anon = d.admin.anonymous();
     for r in ROUTES {
-        let path = concrete(r.path);
-        let reply = anon.send(r.method.clone(), &path, None, &[]).await.unwrap();
+        let path = concrete(r.endpoint.path);
+        let reply = anon
+            .send(r.endpoint.method.clone(), &path, None, &[])
+            .await
+            .unwrap();
         assert_ne!(
             reply.error_code().as_deref(),
             Some("no_route"),
             "{} {path} is in the table but no handler answers it",
-            r.method
+            r.endpoint.method
         );
     }
     let reply = anon

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::exit::Usage;
 use super::remote::RemoteArgs;
 use super::table::{Format, OutputArgs};
+use crate::paths;
 use crate::wire::{Enqueued, TaskOutcome};
 
 /// Arguments of `task enqueue`. Without a brief (in the file or
@@ -80,12 +81,16 @@ pub struct EnqueueArgs {
 /// Enqueues and prints the outcome.
 pub async fn run(a: EnqueueArgs) -> anyhow::Result<()> {
     let spec = spec(&a)?;
-    let path = if a.dry_run {
-        "/v1/tasks?dry_run=true"
-    } else {
-        "/v1/tasks"
-    };
-    let reply = a.remote.client()?.post_json(path, &spec).await?.success()?;
+    let mut path = paths::TASK_ENQUEUE.at(&[]);
+    if a.dry_run {
+        path.push_str("?dry_run=true");
+    }
+    let reply = a
+        .remote
+        .client()?
+        .post_json(&path, &spec)
+        .await?
+        .success()?;
     let value = reply.value();
     if a.out.output == Format::Json {
         println!("{}", serde_json::to_string_pretty(&value)?);

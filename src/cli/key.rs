@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use super::exit::Usage;
 use super::remote::RemoteArgs;
 use crate::auth::{EffectClass, Grants, Scope};
+use crate::paths;
 use crate::store::Name;
 use crate::wire::{IssueKey, IssuedKey, KeyList, KeyView};
 
@@ -152,7 +153,7 @@ async fn issue(a: IssueArgs) -> anyhow::Result<()> {
     let issued = async {
         Ok::<IssuedKey, anyhow::Error>(
             client
-                .post_json("/v1/keys", &body)
+                .post_json(&paths::KEY_ISSUE.at(&[]), &body)
                 .await?
                 .success()?
                 .json()?,
@@ -203,8 +204,7 @@ async fn issue(a: IssueArgs) -> anyhow::Result<()> {
 }
 
 fn key_path(key_id: &str) -> String {
-    let enc = percent_encoding::utf8_percent_encode(key_id, percent_encoding::NON_ALPHANUMERIC);
-    format!("/v1/keys/{enc}")
+    paths::KEY_REVOKE.at(&[key_id])
 }
 
 /// Runs a key subcommand.
@@ -212,7 +212,12 @@ pub async fn run(cmd: KeyCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         KeyCommand::Issue(a) => issue(a).await?,
         KeyCommand::List { remote } => {
-            let list: KeyList = remote.client()?.get("/v1/keys").await?.success()?.json()?;
+            let list: KeyList = remote
+                .client()?
+                .get(&paths::KEY_LIST.at(&[]))
+                .await?
+                .success()?
+                .json()?;
             for k in &list.keys {
                 print_key(k);
             }

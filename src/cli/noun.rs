@@ -9,6 +9,7 @@ use base64::Engine;
 use clap::{Args, Subcommand};
 
 use super::remote::RemoteArgs;
+use crate::paths;
 use crate::store::{NounRef, Visibility};
 use crate::wire::{PutNoun, PutNounReply};
 
@@ -91,10 +92,7 @@ fn noun_path(noun: &str) -> anyhow::Result<String> {
     let [ns, store, key] = parts.as_slice() else {
         bail!("name the noun as NAMESPACE/STORE/KEY, not {noun:?}");
     };
-    let enc = |s: &str| {
-        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
-    Ok(format!("/v1/nouns/{}/{}/{}", enc(ns), enc(store), enc(key)))
+    Ok(paths::NOUN_GET.at(&[ns, store, key]))
 }
 
 /// Runs a noun subcommand.

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::remote::RemoteArgs;
 use super::table::{self, OutputArgs, Table};
 use crate::client::ClientError;
+use crate::paths;
 use crate::queue::spec::Backoff;
 use crate::queue::{QueueConfig, QueuePatch, TaskState};
 use crate::store::Name;
@@ -164,7 +165,7 @@ pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
             let got: ProvisionedQueue = a
                 .remote
                 .client()?
-                .post_json("/v1/queues", &patch)
+                .post_json(&paths::QUEUE_PROVISION.at(&[]), &patch)
                 .await?
                 .success()?
                 .json()?;
@@ -177,7 +178,7 @@ pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
         QueueCommand::List { out, remote } => {
             let list: QueueList = remote
                 .client()?
-                .get("/v1/queues")
+                .get(&paths::QUEUE_LIST.at(&[]))
                 .await?
                 .success()?
                 .json()?;
@@ -206,7 +207,11 @@ pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
         }
         QueueCommand::Show { name, out, remote } => {
             let client = remote.client()?;
-            let list: QueueList = client.get("/v1/queues").await?.success()?.json()?;
+            let list: QueueList = client
+                .get(&paths::QUEUE_LIST.at(&[]))
+                .await?
+                .success()?
+                .json()?;
             let Some(queue) = list
                 .queues
                 .into_iter()
@@ -220,7 +225,11 @@ pub async fn run(cmd: QueueCommand) -> anyhow::Result<ExitCode> {
                 }
                 .into());
             };
-            let status: Status = client.get("/v1/status").await?.success()?.json()?;
+            let status: Status = client
+                .get(&paths::STATUS.at(&[]))
+                .await?
+                .success()?
+                .json()?;
             let now = status.now;
             let shown = Shown {
                 status: status.queues.into_iter().find(|q| q.name.as_str() == name),

@@ -10,6 +10,7 @@ use clap::Args;
 use super::queue::state_headers;
 use super::remote::RemoteArgs;
 use super::table::{self, Format, OutputArgs, Table};
+use crate::paths;
 use crate::queue::TaskState;
 use crate::wire::Status;
 
@@ -27,7 +28,7 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let status: Status = a
         .remote
         .client()?
-        .get("/v1/status")
+        .get(&paths::STATUS.at(&[]))
         .await?
         .success()?
         .json()?;

@@ -14,6 +14,7 @@ use super::enqueue::{self, EnqueueArgs};
 use super::remote::RemoteArgs;
 use super::table::{self, Format, OutputArgs, Table};
 use crate::client::Client;
+use crate::paths;
 use crate::queue::TaskState;
 use crate::wire::{LeaseRef, StateReply, TaskList, TaskView};
 
@@ -107,8 +108,7 @@ fn parse_state(s: &str) -> Result<TaskState, String> {
 }
 
 fn task_path(id: &str, tail: &str) -> String {
-    let enc = percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC);
-    format!("/v1/tasks/{enc}{tail}")
+    format!("{}{tail}", paths::TASK_GET.at(&[id]))
 }
 
 /// Runs a task subcommand.
@@ -226,7 +226,7 @@ async fn list(a: ListArgs) -> anyhow::Result<()> {
             q.append_pair("cursor", c);
         }
         let page: TaskList = client
-            .get(&format!("/v1/tasks?{}", q.finish()))
+            .get(&format!("{}?{}", paths::TASK_LIST.at(&[]), q.finish()))
             .await?
             .success()?
             .json()?;

@@ -11,6 +11,7 @@ use super::tasks::{check, task_id, view};
 use super::{Ctx, Resp, json_response};
 use crate::auth::token::Claims;
 use crate::auth::{self, Principal, access};
+use crate::paths;
 use crate::queue::{self, Handover, QueuePatch};
 use crate::store::Name;
 use crate::wire::{
@@ -79,7 +80,7 @@ fn claimed(ctx: &Ctx, p: &Principal, c: queue::Claimed) -> (Claimed, Handover) {
         },
         token: ctx.tokens.mint(&claims),
         handle: lease.handle,
-        prompt_url: "/v1/worker/prompt".into(),
+        prompt_url: paths::WORKER_PROMPT.at(&[]),
     };
     (answer, handover)
 }

@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiReply, Gateway, Holder};
+use crate::paths::{self, Endpoint};
 use crate::queue::receipt::CheckOutcome;
 use crate::queue::{Receipt, TaskState};
 use crate::store::Sha256;
@@ -32,8 +33,7 @@ const POLL_INTERVAL_MS: u64 = 2000;
 
 /// `tasks/get`: the task's state now.
 pub async fn get(gw: &Gateway<'_>, id: &str) -> Result<GetTaskResult, McpError> {
-    let id = segment(id);
-    let view: TaskView = read(gw, Method::GET, format!("/v1/tasks/{id}")).await?;
+    let view: TaskView = read(gw, &paths::TASK_GET, id).await?;
     let mut failed = None;
     let payload = match view.state {
         TaskState::Pending | TaskState::Queued | TaskState::Claimed | TaskState::Waiting => {
@@ -43,14 +43,14 @@ pub async fn get(gw: &Gateway<'_>, id: &str) -> Result<GetTaskResult, McpError> 
             input_requests: Default::default(),
         },
         TaskState::Succeeded => {
-            let output: Value = read(gw, Method::GET, format!("/v1/tasks/{id}/output")).await?;
+            let output: Value = read(gw, &paths::TASK_OUTPUT, id).await?;
             let result = CallToolResult::structured(json!({"task": view, "output": output}));
             TaskPayload::Completed {
                 result: object(serde_json::to_value(result)),
             }
         }
         TaskState::Failed => {
-            let error = failure(gw, &id, &view).await;
+            let error = failure(gw, id, &view).await;
             failed = error["message"].as_str().map(str::to_string);
             TaskPayload::Failed {
                 error: object(Ok(error)),
@@ -96,8 +96,7 @@ async fn failure(gw: &Gateway<'_>, id: &str, view: &TaskView) -> Value {
     let (last, unread) = if view.receipts.is_empty() {
         (None, None)
     } else {
-        let path = format!("/v1/tasks/{id}/receipts");
-        match read::<Receipts>(gw, Method::GET, path).await {
+        match read::<Receipts>(gw, &paths::TASK_RECEIPTS, id).await {
             Ok(list) => (list.receipts.into_iter().last(), None),
             Err(e) => (None, Some(e.message.into_owned())),
         }
@@ -147,14 +146,8 @@ async fn failure(gw: &Gateway<'_>, id: &str, view: &TaskView) -> Value {
 
 /// `tasks/cancel`: cancels the Tessera task (its requester or an admin).
 pub async fn cancel(gw: &Gateway<'_>, id: &str) -> Result<(), McpError> {
-    let path = format!("/v1/tasks/{}/cancel", segment(id));
-    let _: Value = read(gw, Method::POST, path).await?;
+    let _: Value = read(gw, &paths::TASK_CANCEL, id).await?;
     Ok(())
-}
-
-/// A task id as one path segment, whatever the client sent.
-fn segment(id: &str) -> String {
-    percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 fn object(value: Result<Value, serde_json::Error>) -> JsonObject {
@@ -164,17 +157,19 @@ fn object(value: Result<Value, serde_json::Error>) -> JsonObject {
     }
 }
 
-/// A key route's JSON answer; an error answer is a JSON-RPC error (a
-/// `tasks/*` method has no tool result to carry it): `404` and other
-/// client errors are invalid params, with the API's status and body as data.
+/// A key route's JSON answer for the task `id`; an error answer is a
+/// JSON-RPC error (a `tasks/*` method has no tool result to carry it):
+/// `404` and other client errors are invalid params, with the API's
+/// status and body as data.
 async fn read<T: serde::de::DeserializeOwned>(
     gw: &Gateway<'_>,
-    method: Method,
-    path: String,
+    endpoint: &Endpoint,
+    id: &str,
 ) -> Result<T, McpError> {
+    let method = endpoint.method.clone();
     let body = (method == Method::POST).then(|| "{}".into());
     let reply: ApiReply = gw
-        .send(Holder::Key, None, method, path, body)
+        .send(Holder::Key, None, method, endpoint.at(&[id]), body)
         .await
         .map_err(|why| McpError::internal_error(why, None))?;
     if !reply.status.is_success() {

@@ -12,7 +12,6 @@
 //! `additionalProperties: false` like every other input's.
 
 use bytes::Bytes;
-use http::Method;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, JsonObject, Tool};
@@ -22,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{Gateway, Holder, reply, tasks};
+use crate::paths::{self, Endpoint};
 use crate::queue::{TaskId, TaskSpec};
 use crate::store::{Name, Pin};
 use crate::wire::json::json_refusal;
@@ -199,28 +199,28 @@ pub async fn call(
             Err(e) => e,
         },
         "get_task" => match parse::<GetTaskArgs>(args) {
-            Ok(a) => key_json(gw, Method::GET, format!("/v1/tasks/{}", a.task_id), None).await,
+            Ok(a) => key_json(gw, &paths::TASK_GET, &[&a.task_id.to_string()], None).await,
             Err(e) => e,
         },
         "put_noun" => match parse::<PutNounArgs>(args) {
             Ok(a) => {
-                let path = format!("/v1/nouns/{}/{}/{}", a.namespace, a.store, a.key);
-                key_json(gw, Method::PUT, path, Some(to_json(&a.noun))).await
+                let at = [a.namespace.as_str(), a.store.as_str(), a.key.as_str()];
+                key_json(gw, &paths::NOUN_PUT, &at, Some(to_json(&a.noun))).await
             }
             Err(e) => e,
         },
         "get_prompt" | "heartbeat" | "list_parts" => match parse::<HandleArgs>(args) {
             Ok(a) => {
-                let (method, path, body) = match name {
-                    "get_prompt" => (Method::GET, "/v1/worker/prompt", None),
-                    "heartbeat" => (Method::POST, "/v1/worker/heartbeat", Some("{}".into())),
-                    _ => (Method::GET, "/v1/worker/parts", None),
+                let (endpoint, body) = match name {
+                    "get_prompt" => (&paths::WORKER_PROMPT, None),
+                    "heartbeat" => (&paths::WORKER_HEARTBEAT, Some("{}".into())),
+                    _ => (&paths::WORKER_PARTS, None),
                 };
                 let sent = gw.send(
                     Holder::Handle,
                     a.handle.as_deref(),
-                    method,
-                    path.into(),
+                    endpoint.method.clone(),
+                    endpoint.at(&[]),
                     body,
                 );
                 reply::json(sent.await)
@@ -234,12 +234,12 @@ pub async fn call(
         "stage_part" => match parse::<StagePartArgs>(args) {
             Ok(a) => {
                 let name: String = form_urlencoded::byte_serialize(a.name.as_bytes()).collect();
-                let path = format!("/v1/worker/artifact?name={name}");
+                let path = format!("{}?name={name}", paths::WORKER_ARTIFACT.at(&[]));
                 let body = Some(Bytes::from(a.content));
                 let sent = gw.send(
                     Holder::Handle,
                     a.handle.as_deref(),
-                    Method::POST,
+                    paths::WORKER_ARTIFACT.method.clone(),
                     path,
                     body,
                 );
@@ -274,10 +274,11 @@ fn to_json<T: serde::Serialize>(value: &T) -> Bytes {
 /// A key route answering JSON.
 async fn key_json(
     gw: &Gateway<'_>,
-    method: Method,
-    path: String,
+    endpoint: &Endpoint,
+    at: &[&str],
     body: Option<Bytes>,
 ) -> CallToolResult {
+    let (method, path) = (endpoint.method.clone(), endpoint.at(at));
     reply::json(gw.send(Holder::Key, None, method, path, body).await)
 }
 
@@ -285,7 +286,7 @@ async fn key_json(
 /// dropped (so the API claims nothing, or releases what it claimed) and
 /// answers none, as the route does when the daemon stops.
 async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
-    let path = format!("/v1/queues/{}/claim", a.queue);
+    let path = paths::QUEUE_CLAIM.at(&[a.queue.as_str()]);
     let none = if a.next.contains_key("max") {
         json!({"claims": []})
     } else {
@@ -294,7 +295,7 @@ async fn claim(gw: &Gateway<'_>, a: ClaimArgs) -> CallToolResult {
     let sent = gw.send(
         Holder::Key,
         None,
-        Method::POST,
+        paths::QUEUE_CLAIM.method.clone(),
         path,
         Some(to_json(&a.next)),
     );
@@ -319,8 +320,8 @@ async fn enqueue(
     let sent = gw.send(
         Holder::Key,
         None,
-        Method::POST,
-        "/v1/tasks".into(),
+        paths::TASK_ENQUEUE.method.clone(),
+        paths::TASK_ENQUEUE.at(&[]),
         Some(to_json(&a.spec)),
     );
     let answer = reply::json(sent.await);
@@ -346,8 +347,8 @@ async fn read_noun(gw: &Gateway<'_>, a: ReadNounArgs) -> CallToolResult {
             let sent = gw.send(
                 Holder::Handle,
                 handle,
-                Method::GET,
-                "/v1/worker/prompt".into(),
+                paths::WORKER_PROMPT.method.clone(),
+                paths::WORKER_PROMPT.at(&[]),
                 None,
             );
             let prompt = reply::json(sent.await);
@@ -363,13 +364,22 @@ async fn read_noun(gw: &Gateway<'_>, a: ReadNounArgs) -> CallToolResult {
         }
     };
     let p = &a.pin;
+    let at = [namespace.as_str(), p.store.as_str(), p.key.as_str()];
     let path = format!(
-        "/v1/worker/nouns/{namespace}/{}/{}?version={}&sha256={}",
-        p.store, p.key, p.version, p.sha256
+        "{}?version={}&sha256={}",
+        paths::WORKER_NOUN.at(&at),
+        p.version,
+        p.sha256
     );
     reply::noun(
-        gw.send(Holder::Handle, handle, Method::GET, path, None)
-            .await,
+        gw.send(
+            Holder::Handle,
+            handle,
+            paths::WORKER_NOUN.method.clone(),
+            path,
+            None,
+        )
+        .await,
     )
 }
 
@@ -379,11 +389,15 @@ async fn submit(gw: &Gateway<'_>, a: SubmitArgs) -> CallToolResult {
         other => to_json(&other),
     };
     let ok = a.ok.unwrap_or(true);
-    let path = format!("/v1/worker/submit?ok={ok}&final={}", a.final_failure);
+    let path = format!(
+        "{}?ok={ok}&final={}",
+        paths::WORKER_SUBMIT.at(&[]),
+        a.final_failure
+    );
     let sent = gw.send(
         Holder::Handle,
         a.handle.as_deref(),
-        Method::POST,
+        paths::WORKER_SUBMIT.method.clone(),
         path,
         Some(body),
     );

@@ -19,6 +19,7 @@
 use serde_json::{Value, json};
 
 use super::{Error, shim};
+use crate::paths;
 use crate::queue::brief::{Address, Consume};
 use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Receipt, Task, TaskState};
@@ -171,5 +172,5 @@ pub fn raw(store: &Store, task: &Task, path: &Address) -> Result<Option<(Sha256,
 
 /// The worker route's URL for an entry.
 fn url(name: &Name) -> String {
-    format!("/v1/worker/consumes/{name}")
+    paths::WORKER_CONSUMES.at(&[name.as_str()])
 }

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use super::{Error, pins};
 use crate::auth::Principal;
+use crate::paths;
 use crate::queue::{Receipt, Task};
 use crate::store::{self, Name, NounPath, Pin, Sha256, Store, VersionEntry};
 
@@ -30,11 +31,14 @@ pub const UNREADABLE: &str = "not readable by this key";
 /// The worker noun route's URL for a pin (with its namespace filled in).
 pub fn url(pin: &Pin, ns: &Name) -> String {
     let path = pin.path(ns);
+    let at = [
+        path.namespace.as_str(),
+        path.store.as_str(),
+        path.key.as_str(),
+    ];
     format!(
-        "/v1/worker/nouns/{}/{}/{}?version={}&sha256={}",
-        path.namespace,
-        path.store,
-        path.key,
+        "{}?version={}&sha256={}",
+        paths::WORKER_NOUN.at(&at),
         pin.version,
         pin.sha256.hex()
     )

@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 
 use super::remote::RemoteArgs;
 use crate::client::Client;
+use crate::paths;
 use crate::store::{canonical_json, canonical_record};
 use crate::wire::{NounList, NounSummary, TaskList, TaskView};
 use mirror::{Files, TASKS};
@@ -110,7 +111,10 @@ async fn nouns(client: &Client) -> anyhow::Result<Vec<NounSummary>> {
     let mut cursor = String::new();
     loop {
         let page: NounList = client
-            .get(&format!("/v1/nouns?limit={PAGE}{cursor}"))
+            .get(&format!(
+                "{}?limit={PAGE}{cursor}",
+                paths::NOUN_LIST.at(&[])
+            ))
             .await?
             .success()
             .context("listing nouns")?
@@ -136,9 +140,16 @@ async fn bodies(
         let client = client.clone();
         running.spawn(async move {
             let _permit = permit;
+            let at = [
+                noun.namespace.as_str(),
+                noun.store.as_str(),
+                noun.key.as_str(),
+            ];
             let path = format!(
-                "/v1/nouns/{}/{}/{}?version={}&sha256={}",
-                noun.namespace, noun.store, noun.key, noun.latest.version, noun.latest.sha256
+                "{}?version={}&sha256={}",
+                paths::NOUN_GET.at(&at),
+                noun.latest.version,
+                noun.latest.sha256
             );
             let reply = client.get(&path).await?.success();
             let body = reply
@@ -178,7 +189,10 @@ async fn queue_tasks(client: &Client, queue: &crate::store::Name) -> anyhow::Res
     let mut cursor = String::new();
     loop {
         let page: TaskList = client
-            .get(&format!("/v1/tasks?queue={queue}&limit={PAGE}{cursor}"))
+            .get(&format!(
+                "{}?queue={queue}&limit={PAGE}{cursor}",
+                paths::TASK_LIST.at(&[])
+            ))
             .await?
             .success()
             .with_context(|| format!("listing the tasks of queue {queue}"))?

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use super::outcome::{Kind, Line, Outcome};
 use crate::client::Client;
+use crate::paths;
 
 /// Pin checks in flight at once.
 const CONCURRENCY: usize = 16;
@@ -23,9 +24,12 @@ pub(super) async fn check(client: &Client, catalog: &[CatalogItem]) -> anyhow::R
     for (i, pin) in catalog.iter().enumerate() {
         let permit = permits.clone().acquire_owned().await?;
         let client = client.clone();
+        let at = [pin.namespace.as_str(), pin.store.as_str(), pin.key.as_str()];
         let path = format!(
-            "/v1/nouns/{}/{}/{}?version={}&sha256={}",
-            pin.namespace, pin.store, pin.key, pin.version, pin.sha256
+            "{}?version={}&sha256={}",
+            paths::NOUN_GET.at(&at),
+            pin.version,
+            pin.sha256
         );
         running.spawn(async move {
             let _permit = permit;

@@ -13,6 +13,7 @@ use tessera_importer::{NounBody, NounItem, Pack, Plan};
 use super::Mode;
 use super::outcome::{Kind, Line, Outcome, Progress};
 use super::{diff, send};
+use crate::paths;
 use crate::store::Sha256;
 use crate::wire::{NounBatchItem, PutNoun, PutNounReply};
 
@@ -34,7 +35,11 @@ pub(super) async fn put_all(
         .iter()
         .map(|n| item(&plan.pack, n, mode))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let path = format!("/v1/batch/nouns?source_pack={}", plan.pack.name);
+    let path = format!(
+        "{}?source_pack={}",
+        paths::BATCH_NOUNS.at(&[]),
+        plan.pack.name
+    );
     let answers = send::batch::<_, PutNounReply>(client, &path, &items, progress).await?;
     let mut lines = Vec::with_capacity(answers.len());
     let mut pins = Pins::new();
@@ -124,7 +129,7 @@ pub(super) async fn explain(client: &crate::client::Client, plan: &Plan, lines: 
 /// The latest version as a record: `{body, type, media_type, visibility,
 /// allowed_surfaces}`.
 async fn held(client: &crate::client::Client, namespace: &str, noun: &NounItem) -> Option<Value> {
-    let path = format!("/v1/nouns/{namespace}/{}/{}", noun.store, noun.key);
+    let path = paths::NOUN_PUT.at(&[namespace, &noun.store, &noun.key]);
     let versions = client.get(&format!("{path}/versions")).await.ok()?;
     let versions: Value = versions.success().ok()?.json().ok()?;
     let latest = versions["versions"].as_array()?.last()?.clone();

@@ -17,6 +17,7 @@ use super::outcome::Progress;
 use serde_json::{Value, json};
 
 use crate::client::{Client, ClientError};
+use crate::paths;
 use crate::wire::{BatchReply, ItemError, ItemReply, MAX_BATCH_ITEMS};
 
 /// Bytes of items per request: well inside the daemon's default batch
@@ -53,7 +54,11 @@ pub(super) async fn batch<I: Serialize, T: DeserializeOwned>(
                 let details: Option<Value> = reply.json().ok();
                 details.and_then(|d| d["error"]["details"]["limit"].as_u64())
             }
-            Err(ClientError::Connect { .. }) if client.get("/healthz").await.is_ok() => None,
+            Err(ClientError::Connect { .. })
+                if client.get(&paths::HEALTHZ.at(&[])).await.is_ok() =>
+            {
+                None
+            }
             Ok(reply) => {
                 let reply = reply
                     .success()

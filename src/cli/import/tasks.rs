@@ -22,6 +22,7 @@ use super::nouns::Pins;
 use super::outcome::{Kind, Line, Outcome, Progress};
 use super::send;
 use crate::client::Client;
+use crate::paths;
 use crate::queue::TaskId;
 use crate::wire::{ItemReply, TaskOutcome};
 
@@ -46,7 +47,8 @@ pub(super) async fn enqueue_all(
     progress: &Progress,
 ) -> anyhow::Result<Vec<Line>> {
     let path = format!(
-        "/v1/batch/tasks?dry_run={}&source_pack={}",
+        "{}?dry_run={}&source_pack={}",
+        paths::BATCH_TASKS.at(&[]),
         mode == Mode::Plan,
         plan.pack.name
     );
@@ -228,7 +230,7 @@ fn holder(answer: &ItemReply<TaskOutcome>) -> Option<String> {
 /// sorted text. Empty when it cannot be read.
 async fn differs(client: &Client, holder: &str, sent: &Value) -> Vec<Change> {
     let Some(view) = async {
-        let reply = client.get(&format!("/v1/tasks/{holder}")).await.ok()?;
+        let reply = client.get(&paths::TASK_GET.at(&[holder])).await.ok()?;
         reply.success().ok()?.json::<Value>().ok()
     }
     .await

@@ -21,6 +21,7 @@ use super::openapi::{Auth, Operation, Schemas};
 use super::request::Req;
 
 use super::{Ctx, Resp, headers};
+use crate::paths::Endpoint;
 
 mod table;
 
@@ -47,7 +48,7 @@ pub async fn answer(ctx: Arc<Ctx>, req: Req) -> Resp {
     let method = req.method().clone();
     let found = req.segments().map(|segs| find(&method, segs));
     let template = match &found {
-        Ok(Found::Route(route, _)) => route.path,
+        Ok(Found::Route(route, _)) => route.endpoint.path,
         _ => NO_ROUTE,
     };
     let mut allow = None;
@@ -104,15 +105,13 @@ pub type Handler = fn(Arc<Ctx>, Req, Params) -> Served;
 pub(crate) type Describe = fn(Operation, &mut Schemas) -> Operation;
 
 /// One endpoint of the API, declared once: its method and path template
-/// (whose `{name}` segments stand for any one segment), the credential it
-/// takes, a one-line summary, the handler that serves it and what the
-/// OpenAPI document says it takes and answers. The router, `/metrics`'
+/// (a `paths` constant, which clients build paths from), the
+/// credential it takes, a one-line summary, the handler that serves it and
+/// what the OpenAPI document says it takes and answers. The router, `/metrics`'
 /// route label and the document all read this one declaration.
 pub struct Route {
-    /// The method.
-    pub method: Method,
-    /// The path template, as the OpenAPI document spells it.
-    pub path: &'static str,
+    /// Its method and path template (`paths`).
+    pub endpoint: &'static Endpoint,
     /// The credential it takes.
     pub auth: Auth,
     /// One line on what it does.
@@ -125,16 +124,14 @@ pub struct Route {
 
 impl Route {
     const fn new(
-        method: Method,
-        path: &'static str,
+        endpoint: &'static Endpoint,
         auth: Auth,
         summary: &'static str,
         handler: Handler,
         describe: Describe,
     ) -> Route {
         Route {
-            method,
-            path,
+            endpoint,
             auth,
             summary,
             handler,
@@ -144,7 +141,8 @@ impl Route {
 
     /// The route's OpenAPI operation, its schemas filed in `s`.
     pub(crate) fn operation(&self, s: &mut Schemas) -> Operation {
-        let op = Operation::new(self.method.clone(), self.path, self.auth, self.summary);
+        let e = self.endpoint;
+        let op = Operation::new(e.method.clone(), e.path, self.auth, self.summary);
         (self.describe)(op, s)
     }
 }
@@ -182,7 +180,7 @@ type Split = (&'static Route, Vec<&'static str>);
 static BY_LENGTH: LazyLock<HashMap<usize, Vec<Split>>> = LazyLock::new(|| {
     let mut by: HashMap<usize, Vec<_>> = HashMap::new();
     for r in ROUTES {
-        let segs: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        let segs: Vec<&str> = r.endpoint.path.trim_matches('/').split('/').collect();
         by.entry(segs.len()).or_default().push((r, segs));
     }
     by
@@ -210,15 +208,16 @@ fn find(method: &Method, segments: Vec<String>) -> Found {
         if !fits {
             continue;
         }
-        if route.method == method {
+        let e = route.endpoint;
+        if e.method == method {
             let params = Params {
-                template: route.path,
+                template: e.path,
                 segments,
             };
             return Found::Route(route, params);
         }
-        if !others.contains(&route.method) {
-            others.push(route.method.clone());
+        if !others.contains(&e.method) {
+            others.push(e.method.clone());
         }
     }
     if others.is_empty() {

@@ -3,7 +3,6 @@
 //! document). The router, `/metrics`' route label and the document read
 //! this table and nothing else.
 
-use http::Method;
 use serde_json::json;
 
 use super::{Params, Route, Served};
@@ -13,6 +12,7 @@ use crate::http::{
     batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues, site,
     status, tasks, worker,
 };
+use crate::paths;
 use crate::queue::{BulkAction, QueuePatch, TaskId, TaskSpec, TaskState};
 use crate::store::{Name, NounRef};
 use crate::wire::{
@@ -27,7 +27,6 @@ use crate::worker::prompt::Prompt;
 use crate::worker::submit::SubmitBody;
 
 use Auth::{Key, None, Worker};
-use Method as M;
 
 /// Serves a route by an `async` expression over the context `$ctx`, the
 /// request `$req` and the path's segments `$p`.
@@ -42,8 +41,7 @@ macro_rules! serve {
 /// `no_route` to any other request.
 pub static ROUTES: &[Route] = &[
     Route::new(
-        M::GET,
-        "/healthz",
+        &paths::HEALTHZ,
         None,
         "Whether writes are accepted",
         serve!(|ctx, _, _| ops::healthz(&ctx)),
@@ -57,8 +55,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/metrics",
+        &paths::METRICS,
         Key,
         "Prometheus text, or OpenMetrics when Accept prefers it (admin or metrics:read)",
         serve!(|ctx, req, _| ops::metrics(&ctx, &req)),
@@ -78,16 +75,14 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/openapi.json",
+        &paths::OPENAPI,
         None,
         "This document",
         serve!(|_, _, _| async { openapi::serve() }),
         |op, _| op.ok(200, "The OpenAPI 3.1 document.", json!({"type": "object"})),
     ),
     Route::new(
-        M::GET,
-        "/v1/events",
+        &paths::EVENTS,
         Key,
         "Server-Sent Events of transitions and noun writes the key may see",
         serve!(|ctx, req, _| events::stream(&ctx, req)),
@@ -106,24 +101,21 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/status",
+        &paths::STATUS,
         Key,
         "Queues the key may see, and (admin) storage",
         serve!(|ctx, req, _| status::status(&ctx, req)),
         |op, s| op.ok(200, "The overview.", s.of::<Status>()),
     ),
     Route::new(
-        M::GET,
-        "/",
+        &paths::SITE_INDEX,
         None,
         "The overview site",
         serve!(|_, req, _| async move { site::index(&req) }),
         |op, _| op.ok_as(200, "The page.", "text/html", json!({"type": "string"})),
     ),
     Route::new(
-        M::GET,
-        "/ui/{name}",
+        &paths::SITE_FILE,
         None,
         "A stylesheet or script of the overview site",
         serve!(|_, req, p| async move { site::file(&req, p.get("name")) }),
@@ -139,8 +131,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/nouns",
+        &paths::NOUN_LIST,
         Key,
         "The nouns the key may read, with their latest readable version, a page at a time",
         serve!(|ctx, req, _| noun_list::list(&ctx, req)),
@@ -162,8 +153,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::PUT,
-        "/v1/nouns/{namespace}/{store}/{key}",
+        &paths::NOUN_PUT,
         Key,
         "Add a noun version (compare-and-swap on expected_version)",
         serve!(|ctx, req, p| nouns::put(&ctx, req, p.noun())),
@@ -180,8 +170,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/nouns/{namespace}/{store}/{key}",
+        &paths::NOUN_GET,
         Key,
         "A noun version's exact bytes",
         serve!(|ctx, req, p| nouns::get(&ctx, req, p.noun())),
@@ -193,32 +182,28 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/nouns/{namespace}/{store}/{key}/versions",
+        &paths::NOUN_VERSIONS,
         Key,
         "The versions the key may read",
         serve!(|ctx, req, p| nouns::versions(&ctx, req, p.noun())),
         |op, s| op.ok(200, "The noun's ref, filtered.", s.of::<NounRef>()),
     ),
     Route::new(
-        M::POST,
-        "/v1/nouns/{namespace}/{store}/{key}/quarantine",
+        &paths::NOUN_QUARANTINE,
         Key,
         "Quarantine the latest version (admin)",
         serve!(|ctx, req, p| nouns::quarantine(&ctx, req, p.noun(), true)),
         |op, s| op.ok(200, "The noun's ref.", s.of::<NounRef>()).writes(),
     ),
     Route::new(
-        M::POST,
-        "/v1/nouns/{namespace}/{store}/{key}/unquarantine",
+        &paths::NOUN_UNQUARANTINE,
         Key,
         "Lift the quarantine (admin)",
         serve!(|ctx, req, p| nouns::quarantine(&ctx, req, p.noun(), false)),
         |op, s| op.ok(200, "The noun's ref.", s.of::<NounRef>()).writes(),
     ),
     Route::new(
-        M::POST,
-        "/v1/batch/nouns",
+        &paths::BATCH_NOUNS,
         Key,
         "Many noun puts, each answered on its own",
         serve!(|ctx, req, _| batch::nouns(&ctx, req)),
@@ -234,8 +219,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/batch/tasks",
+        &paths::BATCH_TASKS,
         Key,
         "Many enqueues, each answered on its own",
         serve!(|ctx, req, _| batch::tasks(&ctx, req)),
@@ -252,8 +236,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/keys",
+        &paths::KEY_ISSUE,
         Key,
         "Issue a key (admin); the secret is shown once",
         serve!(|ctx, req, _| keys::issue(&ctx, req)),
@@ -264,24 +247,21 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/keys",
+        &paths::KEY_LIST,
         Key,
         "Every key (admin)",
         serve!(|ctx, req, _| keys::list(&ctx, req)),
         |op, s| op.ok(200, "The keys, without secrets.", s.of::<KeyList>()),
     ),
     Route::new(
-        M::DELETE,
-        "/v1/keys/{key_id}",
+        &paths::KEY_REVOKE,
         Key,
         "Revoke a key (admin)",
         serve!(|ctx, req, p| keys::revoke(&ctx, req, p.get("key_id"))),
         |op, s| op.ok(200, "The revoked key.", s.of::<KeyView>()).writes(),
     ),
     Route::new(
-        M::POST,
-        "/v1/queues",
+        &paths::QUEUE_PROVISION,
         Key,
         "Provision a queue, or change the settings named of an existing one (admin)",
         serve!(|ctx, req, _| queues::provision(&ctx, req)),
@@ -301,16 +281,14 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/queues",
+        &paths::QUEUE_LIST,
         Key,
         "The queues the key may use, with counts",
         serve!(|ctx, req, _| queues::list(&ctx, req)),
         |op, s| op.ok(200, "The queues.", s.of::<QueueList>()),
     ),
     Route::new(
-        M::POST,
-        "/v1/queues/{queue}/claim",
+        &paths::QUEUE_CLAIM,
         Key,
         "Claim the next task (long poll up to wait_ms)",
         serve!(|ctx, req, p| queues::claim_next(&ctx, req, p.get("queue"))),
@@ -332,8 +310,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks",
+        &paths::TASK_ENQUEUE,
         Key,
         "Enqueue a task (idempotent by idempotency_key)",
         serve!(|ctx, req, _| tasks::enqueue(&ctx, req)),
@@ -351,8 +328,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/retry",
+        &paths::TASKS_RETRY,
         Key,
         "Retry the failed or cancelled tasks a filter matches",
         serve!(|ctx, req, _| lifecycle::bulk(&ctx, req, BulkAction::Retry)),
@@ -363,8 +339,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/cancel",
+        &paths::TASKS_CANCEL,
         Key,
         "Cancel the tasks a filter matches",
         serve!(|ctx, req, _| lifecycle::bulk(&ctx, req, BulkAction::Cancel)),
@@ -379,8 +354,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/tasks",
+        &paths::TASK_LIST,
         Key,
         "Tasks the key may see, a page at a time",
         serve!(|ctx, req, _| tasks::list(&ctx, req)),
@@ -400,24 +374,21 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/tasks/{id}",
+        &paths::TASK_GET,
         Key,
         "One task",
         serve!(|ctx, req, p| tasks::show(&ctx, req, p.get("id"))),
         |op, s| op.ok(200, "The task.", s.of::<TaskView>()),
     ),
     Route::new(
-        M::GET,
-        "/v1/tasks/{id}/receipts",
+        &paths::TASK_RECEIPTS,
         Key,
         "A task's receipts, in order",
         serve!(|ctx, req, p| tasks::receipts(&ctx, req, p.get("id"))),
         |op, s| op.ok(200, "The receipts.", s.of::<ReceiptList>()),
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/claim",
+        &paths::TASK_CLAIM,
         Key,
         "Claim one task by id",
         serve!(|ctx, req, p| queues::claim_one(&ctx, req, p.get("id"))),
@@ -434,8 +405,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/heartbeat",
+        &paths::TASK_HEARTBEAT,
         Key,
         "Extend the lease",
         serve!(|ctx, req, p| lifecycle::heartbeat(&ctx, req, p.get("id"))),
@@ -446,8 +416,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/release",
+        &paths::TASK_RELEASE,
         Key,
         "Give the task back to its queue",
         serve!(|ctx, req, p| lifecycle::release(&ctx, req, p.get("id"))),
@@ -458,8 +427,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/submit",
+        &paths::TASK_SUBMIT,
         Key,
         "Finish the attempt with a receipt",
         serve!(|ctx, req, p| lifecycle::submit(&ctx, req, p.get("id"))),
@@ -475,8 +443,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/park",
+        &paths::TASK_PARK,
         Key,
         "Park the task until another principal resumes it",
         serve!(|ctx, req, p| lifecycle::park(&ctx, req, p.get("id"))),
@@ -487,8 +454,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/resume",
+        &paths::TASK_RESUME,
         Key,
         "Resume a parked task with a new input pin",
         serve!(|ctx, req, p| lifecycle::resume(&ctx, req, p.get("id"))),
@@ -499,8 +465,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/split",
+        &paths::TASK_SPLIT,
         Key,
         "Split the task into children",
         serve!(|ctx, req, p| lifecycle::split(&ctx, req, p.get("id"))),
@@ -511,8 +476,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/cancel",
+        &paths::TASK_CANCEL,
         Key,
         "Cancel the task and its children",
         serve!(|ctx, req, p| lifecycle::cancel(&ctx, req, p.get("id"))),
@@ -528,8 +492,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/tasks/{id}/retry",
+        &paths::TASK_RETRY,
         Key,
         "Queue a failed or cancelled task again",
         serve!(|ctx, req, p| lifecycle::retry(&ctx, req, p.get("id"))),
@@ -540,8 +503,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/tasks/{id}/output",
+        &paths::TASK_OUTPUT,
         Key,
         "The final pull: {out, parts}, or with ?path= one piece's raw bytes",
         serve!(|ctx, req, p| worker::output(&ctx, req, p.get("id"))),
@@ -557,8 +519,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/promotions",
+        &paths::PROMOTE,
         Key,
         "Promote a noun version to public (admin)",
         serve!(|ctx, req, _| promotions::promote(&ctx, req)),
@@ -569,16 +530,14 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/worker/prompt",
+        &paths::WORKER_PROMPT,
         Worker,
         "The attempt's prompt, assembled now",
         serve!(|ctx, req, _| worker::prompt(&ctx, req)),
         |op, s| op.task_id(s).ok(200, "The prompt.", s.of::<Prompt>()),
     ),
     Route::new(
-        M::POST,
-        "/v1/worker/artifact",
+        &paths::WORKER_ARTIFACT,
         Worker,
         "Stage a part (last write wins)",
         serve!(|ctx, req, _| worker::stage(&ctx, req)),
@@ -591,8 +550,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/worker/submit",
+        &paths::WORKER_SUBMIT,
         Worker,
         "Submit the final body; completes the attempt",
         serve!(|ctx, req, _| worker::submit(&ctx, req)),
@@ -611,8 +569,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/worker/nouns/{namespace}/{store}/{key}",
+        &paths::WORKER_NOUN,
         Worker,
         "A noun the task pins, read as the claimant",
         serve!(|ctx, req, p| worker::noun(&ctx, req, p.noun())),
@@ -623,8 +580,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/v1/worker/heartbeat",
+        &paths::WORKER_HEARTBEAT,
         Worker,
         "Extend the attempt's lease",
         serve!(|ctx, req, _| worker::heartbeat(&ctx, req)),
@@ -635,16 +591,14 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::GET,
-        "/v1/worker/parts",
+        &paths::WORKER_PARTS,
         Worker,
         "The parts staged so far",
         serve!(|ctx, req, _| worker::parts(&ctx, req)),
         |op, s| op.task_id(s).ok(200, "The parts.", s.of::<WorkerParts>()),
     ),
     Route::new(
-        M::GET,
-        "/v1/worker/consumes/{name}",
+        &paths::WORKER_CONSUMES,
         Worker,
         "A ready consumes entry's raw bytes (an upstream step's output)",
         serve!(|ctx, req, p| worker::consumed(&ctx, req, p.get("name"))),
@@ -654,8 +608,7 @@ pub static ROUTES: &[Route] = &[
         },
     ),
     Route::new(
-        M::POST,
-        "/mcp",
+        &paths::MCP,
         Worker,
         "The MCP server over streamable HTTP (stateless JSON-RPC; see the README's Agents \
          section)",

@@ -35,6 +35,7 @@ use tessera_importer::Plan;
 use super::Mode;
 use crate::auth::keyring::key_id_of;
 use crate::client::Client;
+use crate::paths;
 use crate::queue::{TaskId, TaskState};
 use crate::store::Name;
 use crate::wire::{NounList, NounSummary, TaskList, TaskView};
@@ -173,7 +174,10 @@ async fn tasks(client: &Client, query: &str) -> anyhow::Result<Vec<TaskView>> {
     let mut cursor = String::new();
     loop {
         let page: TaskList = client
-            .get(&format!("/v1/tasks?{query}&limit={PAGE}{cursor}"))
+            .get(&format!(
+                "{}?{query}&limit={PAGE}{cursor}",
+                paths::TASK_LIST.at(&[])
+            ))
             .await?
             .success()
             .context("listing the tasks this pack created")?
@@ -193,7 +197,10 @@ async fn listed(client: &Client, query: &str) -> anyhow::Result<Option<Vec<NounS
     let mut cursor = String::new();
     loop {
         let reply = client
-            .get(&format!("/v1/nouns?{query}&limit={PAGE}{cursor}"))
+            .get(&format!(
+                "{}?{query}&limit={PAGE}{cursor}",
+                paths::NOUN_LIST.at(&[])
+            ))
             .await?;
         if reply.status == http::StatusCode::FORBIDDEN {
             return Ok(None);
@@ -214,8 +221,8 @@ async fn listed(client: &Client, query: &str) -> anyhow::Result<Option<Vec<NounS
 async fn cancel(client: &Client, t: &TaskView) -> anyhow::Result<Pruned> {
     let states: Vec<&str> = PRUNABLE.iter().map(|s| s.as_str()).collect();
     let path = format!(
-        "/v1/tasks/{}/cancel?if_state={}",
-        t.task_id,
+        "{}?if_state={}",
+        paths::TASK_CANCEL.at(&[&t.task_id.to_string()]),
         states.join(",")
     );
     let reply = client.send(http::Method::POST, &path, None, &[]).await?;
