@@ -46,6 +46,8 @@
 //!
 //! The seed-pack importer is its own crate (`importer/`, pure: files in, a
 //! validated plan out); `cli::import` applies a plan through the HTTP API.
+//! What both read (today a flow's output address) is in a third, pure
+//! crate, `core/`, so the daemon never depends on the importer's.
 
 pub mod auth;
 pub mod cli;

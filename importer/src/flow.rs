@@ -23,11 +23,11 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::address::Address;
 use crate::plan::{FlowConsume, FlowItem, FlowStep, NounBody, NounItem};
 use crate::report::{did_you_mean, push_pointer};
 use crate::resolve::Ctx;
 use crate::task::Draft;
+use tessera_core::Address;
 
 /// Brief fields the flow writes; a step's own brief may not set them.
 const FLOW_FIELDS: &[&str] = &["step", "consumes"];

@@ -18,8 +18,9 @@
 //! - `schema`: JSON Schema checks, errors worded for authors;
 //! - `source`: the folder: pack file, sorted walk, includes, confined reads;
 //! - `raw`: YAML and TOML into one JSON value plus a pointer → line map;
-//! - `plan` and `report`: the output types; `address`: `$.out` and
-//!   `$.parts["name"]`, shared with the daemon.
+//! - `plan` and `report`: the output types (a flow's addresses, `$.out`
+//!   and `$.parts["name"]`, are `tessera_core::Address`, which the daemon
+//!   reads too).
 //!
 //! `plan` runs in two phases. First every file is read, parsed and checked
 //! against the schema; problems in any file are all reported, and meaning
@@ -27,7 +28,6 @@
 //! follow-on errors). Then `resolve` checks meaning and reports every
 //! problem it finds.
 
-mod address;
 mod flow;
 mod json;
 mod noun;
@@ -42,12 +42,12 @@ mod template;
 
 use std::path::Path;
 
-pub use address::Address;
 pub use plan::{
     CatalogItem, FlowConsume, FlowItem, FlowStep, NounBody, NounItem, NounRef, Pack, Plan, Source,
     TaskItem,
 };
 pub use report::{Diagnostic, Report};
+pub use tessera_core::Address;
 
 pub use raw::MAX_PACK_BYTES;
 use raw::{Budget, Format};

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::address::Address;
 use crate::report::Diagnostic;
+use tessera_core::Address;
 
 /// A validated pack, ready to apply.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::store::canonical::json_depth;
 use crate::store::{Name, Pin};
-pub use tessera_importer::Address;
+pub use tessera_core::Address;
 
 /// Deepest nesting of arrays and objects a brief may have.
 pub const MAX_DEPTH: usize = 64;
