@@ -37,7 +37,6 @@
 mod input;
 mod remote;
 mod reply;
-mod schema;
 mod tasks;
 mod tools;
 

@@ -1,6 +1,6 @@
-//! The tools: their input types (schemas generated from the HTTP API's own
-//! request types by `schemars`), their descriptions, and the API request
-//! each one makes.
+//! The tools: their input types (schemas from the same `utoipa` derives
+//! as the OpenAPI document's, made standalone by `wire::schema`), their
+//! descriptions, and the API request each one makes.
 //!
 //! Arguments are as strict as the API's bodies, by one mechanism: every
 //! input type refuses unknown fields, and is read by the API's own rule
@@ -13,9 +13,7 @@
 
 use bytes::Bytes;
 use rmcp::ErrorData as McpError;
-use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, JsonObject, Tool};
-use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -27,31 +25,33 @@ use crate::store::{Name, Pin};
 use crate::wire::json::json_refusal;
 use crate::wire::whole_numbers;
 use crate::wire::{ClaimNext, PutNoun};
+use crate::wire::{flattened, schema};
+use utoipa::PartialSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{RefBuilder, Schema};
 
 /// `claim`: the next task of a queue, with its lease and worker handle.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[derive(Debug, Deserialize)]
 pub struct ClaimArgs {
     /// The queue to claim from.
     pub queue: Name,
     /// The claim body of `POST /v1/queues/{queue}/claim`: every other
     /// field, sent as given for the route to read.
     #[serde(flatten)]
-    #[schemars(with = "ClaimNext")]
     pub next: JsonObject,
 }
 
 /// `enqueue`: a task, as `POST /v1/tasks` takes it.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueArgs {
     /// The task envelope, sent as given for the route to read.
-    #[schemars(with = "TaskSpec")]
+    #[schema(value_type = TaskSpec)]
     pub spec: Value,
 }
 
 /// `get_task`: one task the key may see.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetTaskArgs {
     /// The task id, such as `t12`.
@@ -59,8 +59,7 @@ pub struct GetTaskArgs {
 }
 
 /// `put_noun`: a noun version, as `PUT /v1/nouns/{ns}/{store}/{key}` takes it.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
+#[derive(Debug, Deserialize)]
 pub struct PutNounArgs {
     /// Namespace.
     pub namespace: Name,
@@ -71,12 +70,11 @@ pub struct PutNounArgs {
     /// The put body: every other field, sent as given for the route to
     /// read.
     #[serde(flatten)]
-    #[schemars(with = "PutNoun")]
     pub noun: JsonObject,
 }
 
 /// A worker tool with no input but the handle.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandleArgs {
     /// The `wh-` handle from a claim; defaults to the server's own
@@ -86,7 +84,7 @@ pub struct HandleArgs {
 }
 
 /// `stage_part`: one part of the attempt's output (last write wins).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StagePartArgs {
     /// The part's name, as the contract's `parts` list it.
@@ -99,11 +97,12 @@ pub struct StagePartArgs {
 }
 
 /// `submit`: the final body; ends the attempt.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitArgs {
     /// The final body: a string is sent exactly, any other JSON value as
     /// its JSON text.
+    #[schema(value_type = serde_json::Value)]
     pub body: Value,
     /// Whether the work succeeded (default true).
     #[serde(default)]
@@ -118,7 +117,7 @@ pub struct SubmitArgs {
 
 /// `read_noun`: a pinned noun the task names (brief pins, finished steps'
 /// outputs and evidence), read as the claimant.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadNounArgs {
     /// The pin, as the prompt lists it.
@@ -128,10 +127,59 @@ pub struct ReadNounArgs {
     pub handle: Option<String>,
 }
 
+impl utoipa::PartialSchema for ClaimArgs {
+    fn schema() -> RefOr<Schema> {
+        flattened::with_fields::<ClaimNext>(
+            "`claim`: the claim body of `POST /v1/queues/{queue}/claim` and the queue.",
+            vec![("queue", described::<Name>("The queue to claim from."))],
+        )
+    }
+}
+
+impl utoipa::ToSchema for ClaimArgs {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        ClaimNext::schemas(schemas);
+        schemas.push((Name::name().into_owned(), Name::schema()));
+    }
+}
+
+impl utoipa::PartialSchema for PutNounArgs {
+    fn schema() -> RefOr<Schema> {
+        flattened::with_fields::<PutNoun>(
+            "`put_noun`: the body of `PUT /v1/nouns/{ns}/{store}/{key}` and the noun's path.",
+            vec![
+                ("namespace", described::<Name>("Namespace.")),
+                ("store", described::<Name>("Store.")),
+                ("key", described::<Name>("Key.")),
+            ],
+        )
+    }
+}
+
+impl utoipa::ToSchema for PutNounArgs {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        PutNoun::schemas(schemas);
+        schemas.push((Name::name().into_owned(), Name::schema()));
+    }
+}
+
+/// A reference to `T`'s schema, with a description of the field.
+fn described<T: utoipa::ToSchema>(description: &str) -> RefOr<Schema> {
+    RefBuilder::new()
+        .ref_location_from_schema_name(T::name())
+        .description(Some(description))
+        .build()
+        .into()
+}
+
 /// Every tool, with its description and input schema.
 pub fn list() -> Vec<Tool> {
-    fn tool<T: JsonSchema + 'static>(name: &'static str, description: &'static str) -> Tool {
-        Tool::new(name, description, schema_for_type::<T>())
+    fn tool<T: utoipa::ToSchema>(name: &'static str, description: &'static str) -> Tool {
+        Tool::new(
+            name,
+            description,
+            std::sync::Arc::new(schema::standalone::<T>()),
+        )
     }
     vec![
         tool::<ClaimArgs>(

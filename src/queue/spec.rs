@@ -11,9 +11,7 @@ use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
 
 /// What a projection does when its placement cannot be written.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[derive(utoipa::ToSchema)]
 pub enum CheckPolicy {
@@ -25,9 +23,7 @@ pub enum CheckPolicy {
 }
 
 /// What a pending task does when an upstream task fails or is cancelled.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[derive(utoipa::ToSchema)]
 pub enum UpstreamFailure {
@@ -47,7 +43,7 @@ impl UpstreamFailure {
 }
 
 /// The task envelope. Unknown fields are refused.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct TaskSpec {
@@ -95,7 +91,6 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<Box<str>>,
     /// The brief: opaque JSON (an object) for the worker.
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
@@ -114,7 +109,6 @@ pub struct TaskSpec {
     pub priority: i32,
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub not_before: Option<Timestamp>,
     /// Overrides the queue's `max_attempts`.

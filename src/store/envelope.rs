@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{Error, Name, VersionEntry};
 
 /// Who may read a noun version (decided in `auth::access`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[derive(utoipa::ToSchema)]
 pub enum Visibility {
@@ -35,7 +35,6 @@ pub enum Visibility {
     Ord,
     Serialize,
     Deserialize,
-    schemars::JsonSchema,
     utoipa::ToSchema,
 )]
 #[serde(rename_all = "kebab-case")]

@@ -7,7 +7,7 @@ use super::{Error, Name, NounPath, Sha256, VersionEntry};
 
 /// A reference to one exact noun version (fields in key order: receipts
 /// that cite pins are written by `canonical_sorted`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct Pin {

@@ -8,8 +8,11 @@ use serde_json::Value;
 mod batch;
 pub mod bearer;
 pub mod error;
+pub mod flattened;
 pub mod json;
 mod noun_list;
+mod scalars;
+pub mod schema;
 mod status;
 mod tasks;
 pub mod whole_numbers;
@@ -29,7 +32,7 @@ pub use crate::store::Pin;
 use crate::store::{Sha256, Visibility};
 
 /// `PUT /v1/nouns/{ns}/{store}/{key}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct PutNoun {

@@ -171,7 +171,7 @@ pub struct TaskList {
 }
 
 /// `POST /v1/queues/{queue}/claim`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[derive(utoipa::ToSchema)]
 pub struct ClaimNext {

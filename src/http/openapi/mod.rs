@@ -16,9 +16,7 @@ use super::error::ApiError;
 use super::routes::ROUTES;
 use super::{Resp, body};
 
-mod flattened;
 mod operations;
-mod scalars;
 mod schemas;
 
 pub use operations::Auth;

@@ -1,6 +1,9 @@
-//! The schema of a wire type that flattens a strict request type into a
-//! reply: the derive would say `allOf` with the strict type, whose
-//! `additionalProperties: false` then refuses the reply's own fields.
+//! The schemas of types that flatten a strict type into their own fields:
+//! the derive would say `allOf` with the strict type, whose
+//! `additionalProperties: false` then refuses the outer type's own fields.
+//! Each is the inner type's schema with the outer fields added: open for
+//! a reply ([`QueueView`], [`ProvisionedQueue`]), closed for a request
+//! (see [`with_fields`]).
 
 use std::borrow::Cow;
 
@@ -10,6 +13,26 @@ use utoipa::{PartialSchema, ToSchema};
 
 use crate::queue::QueueConfig;
 use crate::wire::{ProvisionedQueue, QueueView};
+
+/// `T`'s object schema with `fields` added (each required), described by
+/// `description`; still closed to any other field when `T`'s is. For a
+/// request type that flattens `T` beside fields of its own.
+pub fn with_fields<T: PartialSchema>(
+    description: &str,
+    fields: Vec<(&str, RefOr<Schema>)>,
+) -> RefOr<Schema> {
+    match T::schema() {
+        RefOr::T(Schema::Object(mut o)) => {
+            o.description = Some(description.into());
+            for (name, schema) in fields {
+                o.properties.insert(name.into(), schema);
+                o.required.push(name.into());
+            }
+            o.into()
+        }
+        other => other,
+    }
+}
 
 /// [`QueueConfig`]'s schema, open to other fields, with `field` added
 /// (required) and `description` as its own.
