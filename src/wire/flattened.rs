@@ -37,12 +37,9 @@ pub fn with_fields<T: PartialSchema>(
 /// [`QueueConfig`]'s schema, open to other fields, with `field` added
 /// (required) and `description` as its own.
 fn config_with(description: &str, field: &str, schema: ObjectBuilder) -> RefOr<Schema> {
-    match QueueConfig::schema() {
+    match with_fields::<QueueConfig>(description, vec![(field, schema.into())]) {
         RefOr::T(Schema::Object(mut o)) => {
             o.additional_properties = None;
-            o.description = Some(description.into());
-            o.properties.insert(field.into(), schema.into());
-            o.required.push(field.into());
             o.into()
         }
         other => other,

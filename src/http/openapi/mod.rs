@@ -20,7 +20,7 @@ mod operations;
 mod schemas;
 
 pub use operations::Auth;
-pub(crate) use operations::{Operation, boolean, count};
+pub(crate) use operations::{Operation, boolean, count, string};
 pub(crate) use schemas::Schemas;
 
 /// The document, serialized once.
@@ -132,7 +132,7 @@ fn path_schema(name: &str, s: &mut Schemas) -> Value {
     match name {
         "namespace" | "store" | "key" | "queue" => s.of::<crate::store::Name>(),
         "id" => s.of::<crate::queue::TaskId>(),
-        _ => json!({"type": "string"}),
+        _ => string(),
     }
 }
 

@@ -224,6 +224,11 @@ pub(crate) fn binary() -> Value {
     json!({"type": "string", "format": "binary"})
 }
 
+/// Any string.
+pub(crate) fn string() -> Value {
+    json!({"type": "string"})
+}
+
 /// A boolean.
 pub(crate) fn boolean() -> Value {
     json!({"type": "boolean"})

@@ -149,7 +149,8 @@ impl Route {
 
 /// The path of one request, matched to a route: its `{name}` segments.
 pub struct Params {
-    template: &'static str,
+    /// The route's template, split once into segments ([`BY_LENGTH`]).
+    template: &'static [&'static str],
     segments: Vec<String>,
 }
 
@@ -158,12 +159,16 @@ impl Params {
     /// not have is a bug in the table, which every route's tests reach.
     fn get(&self, name: &str) -> &str {
         self.template
-            .trim_matches('/')
-            .split('/')
+            .iter()
             .zip(&self.segments)
             .find(|(t, _)| t.strip_prefix('{').and_then(|t| t.strip_suffix('}')) == Some(name))
             .map(|(_, s)| s.as_str())
-            .unwrap_or_else(|| panic!("route {} has no {{{name}}} segment", self.template))
+            .unwrap_or_else(|| {
+                panic!(
+                    "route /{} has no {{{name}}} segment",
+                    self.template.join("/")
+                )
+            })
     }
 
     /// A noun route's namespace, store and key.
@@ -211,7 +216,7 @@ fn find(method: &Method, segments: Vec<String>) -> Found {
         let e = route.endpoint;
         if e.method == method {
             let params = Params {
-                template: e.path,
+                template: t,
                 segments,
             };
             return Found::Route(route, params);

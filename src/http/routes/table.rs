@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{Params, Route, Served};
 use crate::http::mcp;
-use crate::http::openapi::{Auth, boolean, count};
+use crate::http::openapi::{Auth, boolean, count, string};
 use crate::http::{
     batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues, site,
     status, tasks, worker,
@@ -64,13 +64,13 @@ pub static ROUTES: &[Route] = &[
                 200,
                 "The metrics.",
                 crate::metrics::TEXT_CONTENT_TYPE,
-                json!({"type": "string"}),
+                string(),
             )
             .ok_as(
                 200,
                 "The metrics.",
                 crate::metrics::OPENMETRICS_CONTENT_TYPE,
-                json!({"type": "string"}),
+                string(),
             )
         },
     ),
@@ -89,14 +89,14 @@ pub static ROUTES: &[Route] = &[
         |op, _| {
             op.query(
                 "last_event_id",
-                json!({"type": "string"}),
+                string(),
                 "Resume after this event (or the Last-Event-ID header).",
             )
             .ok_as(
                 200,
                 "An endless event stream.",
                 "text/event-stream",
-                json!({"type": "string"}),
+                string(),
             )
         },
     ),
@@ -112,7 +112,7 @@ pub static ROUTES: &[Route] = &[
         None,
         "The overview site",
         serve!(|_, req, _| async move { site::index(&req) }),
-        |op, _| op.ok_as(200, "The page.", "text/html", json!({"type": "string"})),
+        |op, _| op.ok_as(200, "The page.", "text/html", string()),
     ),
     Route::new(
         &paths::SITE_FILE,
@@ -120,13 +120,8 @@ pub static ROUTES: &[Route] = &[
         "A stylesheet or script of the overview site",
         serve!(|_, req, p| async move { site::file(&req, p.get("name")) }),
         |op, _| {
-            op.ok_as(200, "A stylesheet.", "text/css", json!({"type": "string"}))
-                .ok_as(
-                    200,
-                    "A script.",
-                    "text/javascript",
-                    json!({"type": "string"}),
-                )
+            op.ok_as(200, "A stylesheet.", "text/css", string())
+                .ok_as(200, "A script.", "text/javascript", string())
                 .empty(304, "Not modified (If-None-Match).")
         },
     ),
@@ -143,11 +138,7 @@ pub static ROUTES: &[Route] = &[
                     s.of::<Name>(),
                     "Only nouns this seed pack wrote.",
                 )
-                .query(
-                    "cursor",
-                    json!({"type": "string"}),
-                    "Start after this namespace/store/key.",
-                )
+                .query("cursor", string(), "Start after this namespace/store/key.")
                 .query("limit", count(), "Page size (at most 1000).")
                 .ok(200, "A page.", s.of::<NounList>())
         },
@@ -483,7 +474,7 @@ pub static ROUTES: &[Route] = &[
         |op, s| {
             op.query(
                 "if_state",
-                json!({"type": "string"}),
+                string(),
                 "Comma-separated states (e.g. pending,queued,parked): cancel only a task in \
                  one of them, else 409 invalid_state.",
             )
@@ -510,7 +501,7 @@ pub static ROUTES: &[Route] = &[
         |op, s| {
             op.query(
                 "path",
-                json!({"type": "string"}),
+                string(),
                 "One piece: `$.out` or `$.parts[\"<name>\"]`; answered raw with \
                  x-tessera-sha256.",
             )
@@ -543,7 +534,7 @@ pub static ROUTES: &[Route] = &[
         serve!(|ctx, req, _| worker::stage(&ctx, req)),
         |op, s| {
             op.task_id(s)
-                .query("name", json!({"type": "string"}), "The part's name.")
+                .query("name", string(), "The part's name.")
                 .bytes()
                 .ok(200, "The staged part.", s.of::<StagedPart>())
                 .writes()
