@@ -37,6 +37,12 @@ async fn blueprint_flow_runs_end_to_end_with_separate_worker_keys() {
         assert!(planned.contains(want), "{want:?} not in:\n{planned}");
     }
     import(&d.admin, &pack, &[], 0, &importer).await;
+    // Planned again, the applied pack has nothing to change: every field
+    // it set (the flow's placement and check policy among them) reads
+    // back the same from the daemon's view of each task.
+    let again = import(&d.admin, &pack, &["--plan"], 0, &importer).await;
+    assert!(!again.contains("conflict"), "{again}");
+    println!("{again}");
     let (designer, implementer, reviewer) = (
         worker(&d.admin, "verb.design").await,
         worker(&d.admin, "verb.implement").await,

@@ -214,6 +214,68 @@ async fn every_operation_names_its_credential_errors_and_known_schemas() {
     }
 }
 
+/// Every JSON request body is a closed object (the daemon refuses unknown
+/// fields, so a generated request never carries one), with the objects it
+/// names closed too; a struct that flattens another into its own fields
+/// (a task spec and a split's child flatten the task's traits) is one
+/// merged object, not an `allOf` that a closed member would contradict.
+#[tokio::test]
+async fn request_bodies_are_closed_objects_without_all_of() {
+    let d = TestDaemon::start().await;
+    let doc = fetch_document(&d).await;
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let resolve = |v: &Value| -> Value {
+        match v["$ref"].as_str() {
+            Some(r) => schemas[r.trim_start_matches("#/components/schemas/")].clone(),
+            None => v.clone(),
+        }
+    };
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let Some(body) = op["requestBody"]["content"]["application/json"]["schema"].as_object()
+            else {
+                continue;
+            };
+            let mut todo = vec![(format!("{method} {path}"), Value::Object(body.clone()))];
+            while let Some((at, schema)) = todo.pop() {
+                let schema = resolve(&schema);
+                assert!(schema.get("allOf").is_none(), "{at}: allOf in {schema}");
+                if schema["type"] == "object" && schema.get("properties").is_some() {
+                    checked += 1;
+                    assert_eq!(
+                        schema["additionalProperties"],
+                        json!(false),
+                        "{at}: open to unknown fields: {schema}"
+                    );
+                    for (field, sub) in schema["properties"].as_object().unwrap() {
+                        let sub = resolve(sub);
+                        if sub["type"] == "array" {
+                            todo.push((format!("{at}.{field}[]"), sub["items"].clone()));
+                        } else if sub["type"] == "object" {
+                            todo.push((format!("{at}.{field}"), sub));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} request objects checked");
+    let spec = &schemas["TaskSpec"];
+    for field in [
+        "tags",
+        "target_cohorts",
+        "priority",
+        "check_policy",
+        "brief",
+    ] {
+        assert!(
+            spec["properties"].get(field).is_some(),
+            "TaskSpec has no {field}"
+        );
+    }
+}
+
 fn collect_refs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {

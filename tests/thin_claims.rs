@@ -14,16 +14,21 @@ use support::*;
 /// A brief whose text must not reach a thin claim's holder.
 const SECRET: &str = "the-brief-only-the-agent-reads";
 
-/// The fields a thin claim carries, and nothing else.
-const THIN_FIELDS: [&str; 10] = [
+/// The fields a thin claim carries, and nothing else: the task's
+/// traits (priority, labels, run settings) among them.
+const THIN_FIELDS: [&str; 14] = [
     "attempt",
+    "check_policy",
     "handle",
     "kind",
     "lease",
+    "lease_ttl_s",
     "namespace",
+    "on_upstream_failure",
     "priority",
     "prompt_url",
     "queue",
+    "tags",
     "target_cohorts",
     "task_id",
 ];

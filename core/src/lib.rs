@@ -5,7 +5,14 @@
 //!
 //! - [`Address`]: `$.out` or `$.parts["name"]`, one piece of a finished
 //!   task's output, as flows' `consumes` and the output route name it.
+//! - [`Traits`]: the task fields a spec, a split's child and every view
+//!   of the task carry alike (priority, labels, upstream failure, lease,
+//!   check policy), declared once and flattened into each.
+//! - [`whole`]: integer fields that take integer-valued numbers.
 
 mod address;
+mod traits;
+pub mod whole;
 
 pub use address::Address;
+pub use traits::{CheckPolicy, MAX_LABEL, MAX_LEASE_TTL_S, Traits, UpstreamFailure, set};

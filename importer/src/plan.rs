@@ -98,9 +98,9 @@ pub struct TaskItem {
     /// `seed:<pack>:<id>`.
     pub idempotency_key: String,
     /// The full TaskSpec: defaults applied; namespace, producer_surface and
-    /// idempotency_key set; `tags` and `target_cohorts` sorted, without
-    /// repeats; without `depends_on`; noun refs in `brief` left
-    /// unresolved.
+    /// idempotency_key set; every [`tessera_core::Traits`] field written
+    /// as the daemon reads it (sets sorted, without repeats); without
+    /// `depends_on`; noun refs in `brief` left unresolved.
     pub spec: Map<String, Value>,
     /// Local ids of upstream tasks, sorted, without repeats.
     pub depends_on: Vec<String>,

@@ -5,7 +5,9 @@
 //! items (`template`). Checking them against each other (ids, depends_on,
 //! refs to nouns, cycles) is `resolve`'s job.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
+use tessera_core::Traits;
 
 use crate::plan::{Pack, Source};
 use crate::report::push_pointer;
@@ -13,11 +15,6 @@ use crate::schema::is_name;
 
 /// Fields the spec must end up with, from the task or the pack's defaults.
 const REQUIRED: &[&str] = &["queue", "kind", "effect_class", "visibility_scope"];
-/// List fields every spec carries, empty when neither task nor defaults set them.
-const LISTS: &[&str] = &["allowed_surfaces", "target_cohorts", "tags"];
-/// Lists that mean sets: sorted and without repeats in the spec, as the
-/// daemon stores them, so reordering them changes nothing.
-const SETS: &[&str] = &["target_cohorts", "tags"];
 
 /// A task as written, before it is checked against the rest of the pack.
 #[derive(Debug, Clone)]
@@ -120,16 +117,9 @@ pub(crate) fn spec(
             ));
         }
     }
-    for list in LISTS {
-        spec.entry(*list)
-            .or_insert_with(|| Value::Array(Vec::new()));
-    }
-    for list in SETS {
-        if let Some(Value::Array(items)) = spec.get_mut(*list) {
-            items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-            items.dedup();
-        }
-    }
+    spec.entry("allowed_surfaces")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let mut spec = traits_as_the_daemon_reads_them(spec)?;
     spec.insert("namespace".into(), pack.namespace.clone().into());
     spec.insert(
         "producer_surface".into(),
@@ -139,6 +129,23 @@ pub(crate) fn spec(
         "idempotency_key".into(),
         idempotency_key(&pack.name, &draft.id).into(),
     );
+    Ok(spec)
+}
+
+/// `spec` with its [`Traits`] read as the daemon reads them and written
+/// back whole: every trait present (at its default when unset), sets
+/// sorted and without repeats, whole numbers as integers. So the plan
+/// compares the spec field by field with the daemon's view of the task.
+fn traits_as_the_daemon_reads_them(spec: Map<String, Value>) -> Result<Map<String, Value>, String> {
+    let spec = Value::Object(spec);
+    let traits = Traits::deserialize(&spec).map_err(|e| e.to_string())?;
+    let (Value::Object(mut spec), Value::Object(traits)) = (
+        spec,
+        serde_json::to_value(traits).expect("traits serialize"),
+    ) else {
+        unreachable!("a spec and its traits are objects");
+    };
+    spec.extend(traits);
     Ok(spec)
 }
 
@@ -239,6 +246,7 @@ mod tests {
             json!({
                 "queue": "q", "kind": "verb.x", "effect_class": "read", "visibility_scope": "private",
                 "tags": ["t"], "allowed_surfaces": ["s1", "s2"], "target_cohorts": [], "brief": {},
+                "priority": 0, "on_upstream_failure": "run", "lease_ttl_s": null, "check_policy": "warn",
                 "namespace": "ns", "producer_surface": "team", "idempotency_key": "seed:p:a",
             })
         );

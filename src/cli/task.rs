@@ -258,7 +258,7 @@ async fn list(a: ListArgs) -> anyhow::Result<()> {
                 v.kind.to_string(),
                 v.namespace.to_string(),
                 format!("{}/{}", v.attempt, v.max_attempts),
-                v.priority.to_string(),
+                v.traits.priority.to_string(),
                 format!("{} ago", table::ago(v.updated_at, now)),
             ]);
         }
@@ -295,8 +295,8 @@ fn fields(v: &TaskView, now: Timestamp) -> Table {
         ),
         ("visibility_scope", table::word(&v.visibility_scope)),
         ("allowed_surfaces", table::list(&v.allowed_surfaces)),
-        ("priority", v.priority.to_string()),
-        ("tags", table::list(&v.tags)),
+        ("priority", v.traits.priority.to_string()),
+        ("tags", table::list(&v.traits.tags)),
         ("idempotency_key", opt(v.idempotency_key.clone())),
         ("requester", v.requester.to_string()),
         (

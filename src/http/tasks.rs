@@ -77,16 +77,11 @@ pub fn view(snap: TaskSnap, p: &Principal) -> TaskView {
         producer_surface: spec.producer_surface,
         visibility_scope: spec.visibility_scope,
         allowed_surfaces: spec.allowed_surfaces.into_vec(),
-        priority: spec.priority,
-        tags: spec.tags.into_vec(),
-        target_cohorts: spec.target_cohorts.into_vec(),
         idempotency_key: spec.idempotency_key.map(String::from),
         brief: spec.brief,
-        on_upstream_failure: spec.on_upstream_failure,
-        lease_ttl_s: spec.lease_ttl_s,
-        check_policy: spec.check_policy,
         allow_file_submit: spec.allow_file_submit,
         placement: spec.placement.map(String::from),
+        traits: spec.traits,
         requester: t.requester,
         source_pack: t.source_pack,
         lease,
@@ -131,9 +126,9 @@ pub async fn authorize_child(
     access::may_split_child(
         within,
         &parent.facts(parent_server),
-        parent.spec.priority,
+        parent.spec.traits.priority,
         &spec.facts(&parent.requester, server),
-        spec.priority,
+        spec.traits.priority,
     )?;
     check_spec(ctx, within, &spec).await?;
     Ok(spec)
@@ -154,7 +149,7 @@ async fn check_spec(ctx: &Ctx, p: &Principal, spec: &TaskSpec) -> Result<(), Api
         .check()
         .map_err(|(field, message)| crate::queue::EnqueueError::InvalidSpec { field, message })?;
     crate::worker::pins::check(&ctx.store, p, &spec.namespace, brief.pins()).await?;
-    if spec.check_policy == crate::queue::CheckPolicy::Strict {
+    if spec.traits.check_policy == crate::queue::CheckPolicy::Strict {
         let template = ctx.queue.template_of(spec).await?;
         if crate::queue::placement::check_template(&template).is_ok() {
             let ns = spec.namespace.clone();

@@ -38,7 +38,7 @@ pub(super) fn delayed_until(t: &Task, now: Timestamp) -> Option<Timestamp> {
 
 /// Where task `t` (at `pos` in creation order) stands in its ready set.
 pub(super) fn ready_key(t: &Task, pos: u32) -> ReadyKey {
-    (Reverse(t.spec.priority), pos)
+    (Reverse(t.spec.traits.priority), pos)
 }
 
 /// The indexes.

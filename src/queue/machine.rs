@@ -319,7 +319,7 @@ impl State {
         self.index.idempotency.insert(&self.tasks, id);
         let new = &self.tasks[&id];
         let ended_badly = self.first_ended_badly(id);
-        let cancel = new.spec.on_upstream_failure == UpstreamFailure::Cancel;
+        let cancel = new.spec.traits.on_upstream_failure == UpstreamFailure::Cancel;
         let state = match ended_badly {
             Some((u, how)) if cancel => {
                 self.task_mut(id).reason = Some(upstream_ended(u, how));
@@ -435,7 +435,7 @@ impl State {
             let dependent = &self.tasks[&d];
             if badly
                 && dependent.state == TaskState::Pending
-                && dependent.spec.on_upstream_failure == UpstreamFailure::Cancel
+                && dependent.spec.traits.on_upstream_failure == UpstreamFailure::Cancel
             {
                 self.leave(d);
                 // Named by its own upstreams' order, not by the order the

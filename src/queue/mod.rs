@@ -100,7 +100,7 @@ pub use provision::{Provisioned, QueuePatch};
 pub use receipt::{Receipt, SubmitInput};
 pub use recover::{Finding, OnFinding, Recovery};
 pub use shelf::Sight;
-pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec, UpstreamFailure};
+pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec, Traits, UpstreamFailure};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
 use crate::store::envelope::Viewer;

@@ -158,6 +158,7 @@ impl State {
     pub fn lease_ttl(&self, t: &Task) -> SignedDuration {
         let s = t
             .spec
+            .traits
             .lease_ttl_s
             .or_else(|| self.queues.get(&t.spec.queue).map(|q| q.lease_ttl_s))
             .unwrap_or(300);

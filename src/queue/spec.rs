@@ -6,41 +6,12 @@ use jiff::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+use tessera_core::set;
+pub use tessera_core::{CheckPolicy, MAX_LABEL, MAX_LEASE_TTL_S, Traits, UpstreamFailure};
+
 use super::task::TaskId;
 use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
 use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
-
-/// What a projection does when its placement cannot be written.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[derive(utoipa::ToSchema)]
-pub enum CheckPolicy {
-    /// Submit succeeds; the receipt records the projection as skipped.
-    #[default]
-    Warn,
-    /// Submit fails and the attempt stays open.
-    Strict,
-}
-
-/// What a pending task does when an upstream task fails or is cancelled.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[derive(utoipa::ToSchema)]
-pub enum UpstreamFailure {
-    /// Runs anyway once every upstream has ended (its worker reads each
-    /// upstream's state, `ok` and receipt).
-    #[default]
-    Run,
-    /// Is cancelled at once (reason `upstream tN failed` or `... cancelled`).
-    Cancel,
-}
-
-impl UpstreamFailure {
-    /// Whether this is the default.
-    pub fn is_run(&self) -> bool {
-        *self == UpstreamFailure::Run
-    }
-}
 
 /// The task envelope. Unknown fields are refused.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -73,20 +44,6 @@ pub struct TaskSpec {
         skip_serializing_if = "<[_]>::is_empty"
     )]
     pub allowed_surfaces: Box<[Name]>,
-    /// Descriptive cohorts (grant nothing).
-    #[serde(
-        default,
-        deserialize_with = "set",
-        skip_serializing_if = "<[_]>::is_empty"
-    )]
-    pub target_cohorts: Box<[String]>,
-    /// Descriptive tags (grant nothing).
-    #[serde(
-        default,
-        deserialize_with = "set",
-        skip_serializing_if = "<[_]>::is_empty"
-    )]
-    pub tags: Box<[String]>,
     /// Same key in a namespace: the same task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<Box<str>>,
@@ -100,13 +57,6 @@ pub struct TaskSpec {
         skip_serializing_if = "<[_]>::is_empty"
     )]
     pub depends_on: Box<[TaskId]>,
-    /// What to do when an upstream fails or is cancelled: run anyway (the
-    /// default) or cancel this task.
-    #[serde(default, skip_serializing_if = "UpstreamFailure::is_run")]
-    pub on_upstream_failure: UpstreamFailure,
-    /// Higher is claimed first.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub priority: i32,
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
@@ -114,12 +64,6 @@ pub struct TaskSpec {
     /// Overrides the queue's `max_attempts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
-    /// Overrides the queue's `lease_ttl_s`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ttl_s: Option<u32>,
-    /// Projection failure policy.
-    #[serde(default, skip_serializing_if = "CheckPolicy::is_warn")]
-    pub check_policy: CheckPolicy,
     /// Whether `@file:` submit bodies (read from the task's work dir,
     /// which the daemon creates) are allowed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -128,17 +72,11 @@ pub struct TaskSpec {
     /// `workspace/<namespace>/`, with `{task_id}` as one whole segment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Box<str>>,
-}
-
-fn is_zero(n: &i32) -> bool {
-    *n == 0
-}
-
-impl CheckPolicy {
-    /// Whether this is the default.
-    pub fn is_warn(&self) -> bool {
-        *self == CheckPolicy::Warn
-    }
+    /// How it is ordered, labelled and run (top-level fields; stored
+    /// only where set, so a spec's record and fingerprint stay compact).
+    #[serde(flatten, serialize_with = "Traits::only_set")]
+    #[schema(inline)]
+    pub traits: Traits,
 }
 
 fn surface_only() -> Visibility {
@@ -159,20 +97,6 @@ fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Box<[Name]>, D::Error> {
         .collect()
 }
 
-/// A list that means a set (`tags`, `target_cohorts`, `depends_on`),
-/// sorted and without repeats as it comes in, so the stored spec is
-/// canonical and two specs that differ only in order or repeats have one
-/// fingerprint (the idempotency comparison).
-fn set<'de, D: Deserializer<'de>, T: Deserialize<'de> + Ord>(d: D) -> Result<Box<[T]>, D::Error> {
-    let mut items = Vec::<T>::deserialize(d)?;
-    items.sort_unstable();
-    items.dedup();
-    Ok(items.into())
-}
-
-/// Longest accepted text in a tag, cohort or idempotency key.
-pub const MAX_LABEL: usize = 256;
-
 impl TaskSpec {
     /// Checks every rule of the spec: its brief ([`super::Brief::parse`])
     /// and [`TaskSpec::check_fields`]. Run where a spec comes in, before
@@ -187,13 +111,7 @@ impl TaskSpec {
     /// Checks the envelope fields serde cannot, cheaply (the queue checks
     /// them again under its lock): labels are short, numbers in range.
     pub fn check_fields(&self) -> Result<(), (&'static str, String)> {
-        let long = |v: &[String]| v.iter().any(|s| s.len() > MAX_LABEL) || v.len() > 64;
-        if long(&self.tags) || long(&self.target_cohorts) {
-            return Err((
-                "tags",
-                format!("at most 64 tags and cohorts, each at most {MAX_LABEL} bytes"),
-            ));
-        }
+        self.traits.check()?;
         if self
             .idempotency_key
             .as_ref()
@@ -203,12 +121,6 @@ impl TaskSpec {
         }
         if self.max_attempts == Some(0) {
             return Err(("max_attempts", "at least 1".into()));
-        }
-        if self
-            .lease_ttl_s
-            .is_some_and(|t| t == 0 || t > MAX_LEASE_TTL_S)
-        {
-            return Err(("lease_ttl_s", format!("1 to {MAX_LEASE_TTL_S} seconds")));
         }
         if self.depends_on.len() > 256 {
             return Err(("depends_on", "at most 256 upstream tasks".into()));
@@ -252,9 +164,6 @@ impl TaskSpec {
         Sha256::of(&canonical_json(&value))
     }
 }
-
-/// Longest lease a task or queue may ask for (a day).
-pub const MAX_LEASE_TTL_S: u32 = 86_400;
 
 /// Retry delay after an expired lease: `base_ms * 2^(attempt-1)`, capped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,7 +301,7 @@ mod tests {
         let a = spec(r#""tags":["b","a"],"target_cohorts":["y","x"],"depends_on":["t2","t1"]"#);
         let b = spec(r#""tags":["a","b","a"],"target_cohorts":["x","y"],"depends_on":["t1","t2"]"#);
         assert_eq!(a.fingerprint(), b.fingerprint());
-        assert_eq!(*a.tags, ["a", "b"]);
+        assert_eq!(*a.traits.tags, ["a", "b"]);
         let c = spec(r#""tags":["a"],"target_cohorts":["x","y"],"depends_on":["t1","t2"]"#);
         assert_ne!(a.fingerprint(), c.fingerprint());
     }
@@ -426,33 +335,19 @@ pub struct ChildSpec {
     /// Must equal the parent's when given.
     #[serde(default, deserialize_with = "surfaces_opt")]
     pub allowed_surfaces: Option<Box<[Name]>>,
-    /// Tags.
-    #[serde(default, deserialize_with = "set")]
-    pub tags: Box<[String]>,
-    /// Cohorts.
-    #[serde(default, deserialize_with = "set")]
-    pub target_cohorts: Box<[String]>,
     /// The child's brief.
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
     /// Upstream tasks (existing ids).
     #[serde(default, deserialize_with = "set")]
     pub depends_on: Box<[TaskId]>,
-    /// What to do when an upstream fails or is cancelled.
-    #[serde(default)]
-    pub on_upstream_failure: UpstreamFailure,
-    /// Priority.
-    #[serde(default)]
-    pub priority: i32,
     /// Attempts.
     #[serde(default)]
     pub max_attempts: Option<u32>,
-    /// Lease length.
-    #[serde(default)]
-    pub lease_ttl_s: Option<u32>,
-    /// Projection policy.
-    #[serde(default)]
-    pub check_policy: CheckPolicy,
+    /// How it is ordered, labelled and run (top-level fields).
+    #[serde(flatten)]
+    #[schema(inline)]
+    pub traits: Traits,
 }
 
 fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<[Name]>>, D::Error> {
@@ -488,19 +383,14 @@ impl ChildSpec {
             producer_surface: parent.producer_surface.clone(),
             visibility_scope: parent.visibility_scope,
             allowed_surfaces: parent.allowed_surfaces.clone(),
-            target_cohorts: self.target_cohorts,
-            tags: self.tags,
             idempotency_key: None,
             brief: self.brief,
             depends_on: self.depends_on,
-            on_upstream_failure: self.on_upstream_failure,
-            priority: self.priority,
             not_before: None,
             max_attempts: self.max_attempts,
-            lease_ttl_s: self.lease_ttl_s,
-            check_policy: self.check_policy,
             allow_file_submit: parent.allow_file_submit,
             placement: parent.placement.clone(),
+            traits: self.traits,
         })
     }
 }

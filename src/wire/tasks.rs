@@ -8,7 +8,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::auth::EffectClass;
-use crate::queue::{CheckPolicy, ChildSpec, QueueConfig, TaskId, TaskState, UpstreamFailure};
+use crate::queue::{ChildSpec, QueueConfig, TaskId, TaskState, Traits};
 use crate::store::{Name, Pin, Sha256, Visibility};
 
 /// A queue as listed, with its task counts per state.
@@ -108,27 +108,19 @@ pub struct TaskView {
     pub visibility_scope: Visibility,
     /// Allowlisted surfaces.
     pub allowed_surfaces: Vec<Name>,
-    /// Priority.
-    pub priority: i32,
-    /// Tags.
-    pub tags: Vec<String>,
-    /// Cohorts.
-    pub target_cohorts: Vec<String>,
     /// Idempotency key.
     pub idempotency_key: Option<String>,
     /// The brief (with `input_ref` as last resumed).
     #[schema(value_type = serde_json::Value)]
     pub brief: Box<RawValue>,
-    /// What it does when an upstream fails or is cancelled.
-    pub on_upstream_failure: UpstreamFailure,
-    /// Its own lease length in seconds; `null`: its queue's.
-    pub lease_ttl_s: Option<u32>,
-    /// What a failed projection does to its submit.
-    pub check_policy: CheckPolicy,
     /// Whether its worker may submit `@file:` bodies from its work dir.
     pub allow_file_submit: bool,
     /// Its ctx-dir placement template, if it has one.
     pub placement: Option<String>,
+    /// How it is ordered, labelled and run (top-level fields).
+    #[serde(flatten)]
+    #[schema(inline)]
+    pub traits: Traits,
     /// The requester key.
     pub requester: Name,
     /// The seed pack whose import enqueued it.
@@ -230,8 +222,7 @@ impl Claimed {
             namespace: task.namespace,
             queue: task.queue,
             kind: task.kind,
-            priority: task.priority,
-            target_cohorts: task.target_cohorts,
+            traits: task.traits,
         }
     }
 }
@@ -258,10 +249,10 @@ pub struct ThinClaimed {
     pub queue: Option<Name>,
     /// Its kind.
     pub kind: Name,
-    /// Its priority.
-    pub priority: i32,
-    /// The cohorts it targets.
-    pub target_cohorts: Vec<String>,
+    /// Its priority, labels and run settings (top-level fields).
+    #[serde(flatten)]
+    #[schema(inline)]
+    pub traits: Traits,
 }
 
 /// A claim as its asker wanted it: whole, or thin.

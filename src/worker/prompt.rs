@@ -29,7 +29,7 @@ use super::{Error, area, consumes, pins, shim};
 use crate::auth::EffectClass;
 use crate::auth::Principal;
 use crate::queue::receipt::ProjectionStatus;
-use crate::queue::{Queue, Receipt, Task, TaskId, TaskState, placement};
+use crate::queue::{Queue, Receipt, Task, TaskId, TaskState, Traits, placement};
 use crate::store::{Name, Pin, Sha256, Store};
 
 /// `GET /v1/worker/prompt`: a claimed attempt's prompt, assembled at fetch
@@ -103,12 +103,10 @@ pub struct TaskMetadata {
     pub step: Name,
     /// Its effect class.
     pub effect_class: EffectClass,
-    /// Its tags.
-    pub tags: Vec<String>,
-    /// Its cohorts.
-    pub target_cohorts: Vec<String>,
-    /// Its priority.
-    pub priority: i32,
+    /// Its priority, labels and run settings (top-level fields).
+    #[serde(flatten)]
+    #[schema(inline)]
+    pub traits: Traits,
     /// This attempt.
     pub attempt: u32,
     /// Attempts allowed.
@@ -256,9 +254,7 @@ pub fn assemble(store: &Store, facts: &Facts, holder: &Principal) -> Result<Prom
                 kind: t.spec.kind.clone(),
                 step,
                 effect_class: t.spec.effect_class,
-                tags: t.spec.tags.to_vec(),
-                target_cohorts: t.spec.target_cohorts.to_vec(),
-                priority: t.spec.priority,
+                traits: t.spec.traits.clone(),
                 attempt: t.attempt.0,
                 max_attempts: facts.max_attempts,
                 parent: t.parent,

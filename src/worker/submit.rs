@@ -408,7 +408,7 @@ pub async fn submit_body(
     let submitting = SubmitTask::of(task);
     let step = submitting.step.to_string();
     let staged: Vec<(String, Sha256)> = task.staged.iter().map(|(k, v)| (k.clone(), *v)).collect();
-    let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.check_policy);
+    let (task_id, attempt, policy) = (task.id, session.attempt.0, task.spec.traits.check_policy);
     let namespace = task.spec.namespace.clone();
     let fallback = Some(super::output::value_of(&body)).filter(|v| v.is_object() || v.is_array());
     let out = BodyRef {

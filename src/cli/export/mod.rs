@@ -210,6 +210,27 @@ async fn queue_tasks(client: &Client, queue: &crate::store::Name) -> anyhow::Res
 /// heartbeats, staged parts, update time).
 fn task_record(t: &TaskView) -> Value {
     let brief: Value = serde_json::from_str(t.brief.get()).unwrap_or(Value::Null);
+    let mut spec = json!({
+        "namespace": t.namespace,
+        "queue": t.queue,
+        "kind": t.kind,
+        "effect_class": t.effect_class,
+        "producer_surface": t.producer_surface,
+        "visibility_scope": t.visibility_scope,
+        "allowed_surfaces": t.allowed_surfaces,
+        "not_before": t.not_before,
+        "idempotency_key": t.idempotency_key,
+        "depends_on": t.upstream.iter().map(|u| u.task_id).collect::<Vec<_>>(),
+        "allow_file_submit": t.allow_file_submit,
+        "placement": t.placement,
+        "brief": brief,
+    });
+    if let (Value::Object(spec), Value::Object(traits)) = (
+        &mut spec,
+        serde_json::to_value(&t.traits).expect("traits serialize"),
+    ) {
+        spec.extend(traits);
+    }
     json!({
         "task_id": t.task_id,
         "state": t.state,
@@ -222,26 +243,6 @@ fn task_record(t: &TaskView) -> Value {
         "created_at": t.created_at,
         "parent": t.parent,
         "children": t.children.iter().map(|c| c.task_id).collect::<Vec<_>>(),
-        "spec": {
-            "namespace": t.namespace,
-            "queue": t.queue,
-            "kind": t.kind,
-            "effect_class": t.effect_class,
-            "producer_surface": t.producer_surface,
-            "visibility_scope": t.visibility_scope,
-            "allowed_surfaces": t.allowed_surfaces,
-            "priority": t.priority,
-            "not_before": t.not_before,
-            "tags": t.tags,
-            "target_cohorts": t.target_cohorts,
-            "idempotency_key": t.idempotency_key,
-            "depends_on": t.upstream.iter().map(|u| u.task_id).collect::<Vec<_>>(),
-            "on_upstream_failure": t.on_upstream_failure,
-            "lease_ttl_s": t.lease_ttl_s,
-            "check_policy": t.check_policy,
-            "allow_file_submit": t.allow_file_submit,
-            "placement": t.placement,
-            "brief": brief,
-        },
+        "spec": spec,
     })
 }

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::http::error::ErrorCode;
+use crate::wire::schema;
 
 /// The document's `components.schemas`, filled as operations name bodies.
 #[derive(Default)]
@@ -18,7 +19,7 @@ impl Schemas {
         let mut found = vec![(T::name().into_owned(), T::schema())];
         T::schemas(&mut found);
         for (name, schema) in found {
-            let schema = serde_json::to_value(schema).expect("schemas serialize");
+            let schema = schema::json(&name, schema);
             self.0.insert(name, schema);
         }
         reference(&T::name())
@@ -30,10 +31,10 @@ impl Schemas {
         let mut found = Vec::new();
         T::schemas(&mut found);
         for (name, schema) in found {
-            let schema = serde_json::to_value(schema).expect("schemas serialize");
+            let schema = schema::json(&name, schema);
             self.0.insert(name, schema);
         }
-        serde_json::to_value(T::schema()).expect("schemas serialize")
+        schema::json(&T::name(), T::schema())
     }
 
     /// A `$ref` to the error body, `{"error": {code, message, details}}`,

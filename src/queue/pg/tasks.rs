@@ -223,7 +223,7 @@ pub async fn insert_many(
         // Names hold no commas.
         alloweds.push(joined(s.allowed_surfaces.iter().map(|n| n.as_str())));
         requesters.push(t.requester.as_str());
-        priorities.push(s.priority);
+        priorities.push(s.traits.priority);
         states.push(t.state.as_str());
         not_befores.push(t.not_before.map(|n| n.as_microsecond()));
         reasons.push(t.reason.as_deref());
@@ -239,7 +239,7 @@ pub async fn insert_many(
         updated.push(t.updated_at.as_microsecond());
         blocked.push(counters.blocked.unwrap_or(0));
         open.push(counters.open_children.unwrap_or(0));
-        ttls.push(s.lease_ttl_s.map(|v| v as i32));
+        ttls.push(s.traits.lease_ttl_s.map(|v| v as i32));
         max_attempts.push(s.max_attempts.map(|v| v as i32));
         let lease = t.lease.as_deref();
         lease_ids.push(lease.map(|l| l.id.0.as_str()));
