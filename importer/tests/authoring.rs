@@ -232,3 +232,46 @@ fn the_readme_merge_key_example_plans_as_described() {
         (json!("verb.verify"), json!(9))
     );
 }
+
+/// Every trait a task carries is written in its spec as the daemon reads
+/// it: set ones as written (`on_upstream_failure` among them, from a task
+/// or from the pack's defaults), the rest at their defaults, whole
+/// numbers as integers.
+#[test]
+fn a_task_sets_any_trait_and_the_spec_carries_them_all() {
+    let dir = temp_pack(&[(
+        "pack.yaml",
+        format!(
+            "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: surface:s\n\
+             defaults: {{queue: q, effect_class: read, visibility_scope: surface_only, on_upstream_failure: cancel}}\n\
+             tasks:\n- {{id: a, kind: k, brief: {{}}, priority: 2.0, check_policy: strict}}\n\
+             - {{id: b, kind: k, brief: {{}}, on_upstream_failure: run, depends_on: [a]}}\n"
+        ),
+    )]);
+    let p = plan_ok(dir.path());
+    let spec = |id: &str| p.tasks.iter().find(|t| t.id == id).unwrap().spec.clone();
+    let a = spec("a");
+    assert_eq!(
+        [
+            &a["priority"],
+            &a["check_policy"],
+            &a["on_upstream_failure"],
+            &a["tags"],
+            &a["lease_ttl_s"]
+        ],
+        [
+            &json!(2),
+            &json!("strict"),
+            &json!("cancel"),
+            &json!([]),
+            &json!(null)
+        ]
+    );
+    assert_eq!(spec("b")["on_upstream_failure"], "run");
+    let bad = temp_pack(&[(
+        "pack.yaml",
+        format!("{HEAD}tasks:\n- {{id: a, kind: k, brief: {{}}, on_upstream_failure: later}}\n"),
+    )]);
+    let error = plan_err(bad.path());
+    assert!(error.contains("on_upstream_failure"), "{error}");
+}

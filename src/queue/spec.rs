@@ -48,7 +48,7 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<Box<str>>,
     /// The brief: opaque JSON (an object) for the worker.
-    #[schema(value_type = serde_json::Value)]
+    #[schema(value_type = Object)]
     pub brief: Box<RawValue>,
     /// Upstream tasks; pending until each is terminal.
     #[serde(
@@ -336,7 +336,7 @@ pub struct ChildSpec {
     #[serde(default, deserialize_with = "surfaces_opt")]
     pub allowed_surfaces: Option<Box<[Name]>>,
     /// The child's brief.
-    #[schema(value_type = serde_json::Value)]
+    #[schema(value_type = Object)]
     pub brief: Box<RawValue>,
     /// Upstream tasks (existing ids).
     #[serde(default, deserialize_with = "set")]
