@@ -5,14 +5,26 @@
 //!
 //! - [`Address`]: `$.out` or `$.parts["name"]`, one piece of a finished
 //!   task's output, as flows' `consumes` and the output route name it.
+//! - [`Name`]: the name rule for every namespace, store, key, queue,
+//!   kind and surface segment.
+//! - [`Sha256`]: a content digest, parsed once.
+//! - [`Visibility`] and [`EffectClass`]: who may see a record, what a
+//!   task's effect may touch.
 //! - [`Traits`]: the task fields a spec, a split's child and every view
 //!   of the task carry alike (priority, labels, upstream failure, lease,
 //!   check policy), declared once and flattened into each.
 //! - [`whole`]: integer fields that take integer-valued numbers.
 
 mod address;
+mod envelope;
+pub mod name;
+pub mod scalars;
+pub mod sha256;
 mod traits;
 pub mod whole;
 
 pub use address::Address;
+pub use envelope::{EffectClass, Visibility};
+pub use name::Name;
+pub use sha256::Sha256;
 pub use traits::{CheckPolicy, MAX_LABEL, MAX_LEASE_TTL_S, Traits, UpstreamFailure, set};

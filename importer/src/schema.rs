@@ -303,18 +303,6 @@ fn article(t: &str) -> &'static str {
     }
 }
 
-/// Whether `s` is a valid name (`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, the
-/// schema's `#/$defs/name`), for names found inside strings such as noun
-/// refs. A test keeps it in step with the schema.
-pub(crate) fn is_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 128
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
-}
-
 /// A short description of a value for messages: its type and a preview.
 pub(crate) fn describe(v: &Value) -> String {
     match v {

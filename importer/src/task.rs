@@ -7,11 +7,10 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use tessera_core::Traits;
+use tessera_core::{Traits, name};
 
 use crate::plan::{Pack, Source};
 use crate::report::push_pointer;
-use crate::schema::is_name;
 
 /// Fields the spec must end up with, from the task or the pack's defaults.
 const REQUIRED: &[&str] = &["queue", "kind", "effect_class", "visibility_scope"];
@@ -186,7 +185,7 @@ fn parse_ref(v: &Value) -> Result<(String, String), String> {
         return Err(format!("a noun ref must be a string; {hint}"));
     };
     match text.split_once('/') {
-        Some((store, key)) if is_name(store) && is_name(key) => {
+        Some((store, key)) if name::is_valid(store) && name::is_valid(key) => {
             Ok((store.to_owned(), key.to_owned()))
         }
         _ => Err(format!("{text:?} is not a noun ref; {hint}")),

@@ -241,12 +241,11 @@ fn the_readme_merge_key_example_plans_as_described() {
 fn a_task_sets_any_trait_and_the_spec_carries_them_all() {
     let dir = temp_pack(&[(
         "pack.yaml",
-        format!(
-            "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: surface:s\n\
-             defaults: {{queue: q, effect_class: read, visibility_scope: surface_only, on_upstream_failure: cancel}}\n\
-             tasks:\n- {{id: a, kind: k, brief: {{}}, priority: 2.0, check_policy: strict}}\n\
-             - {{id: b, kind: k, brief: {{}}, on_upstream_failure: run, depends_on: [a]}}\n"
-        ),
+        "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: surface:s\n\
+         defaults: {queue: q, effect_class: read, visibility_scope: surface_only, on_upstream_failure: cancel}\n\
+         tasks:\n- {id: a, kind: k, brief: {}, priority: 2.0, check_policy: strict}\n\
+         - {id: b, kind: k, brief: {}, on_upstream_failure: run, depends_on: [a]}\n"
+            .to_string(),
     )]);
     let p = plan_ok(dir.path());
     let spec = |id: &str| p.tasks.iter().find(|t| t.id == id).unwrap().spec.clone();

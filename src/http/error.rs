@@ -57,13 +57,19 @@ impl From<TooManyFailures> for ApiError {
     }
 }
 
+impl From<store::BadName> for ApiError {
+    fn from(e: store::BadName) -> ApiError {
+        store::Error::from(e).into()
+    }
+}
+
 impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> ApiError {
         use ErrorCode as C;
         use store::Error as E;
         let msg = e.to_string();
         match e {
-            E::InvalidName { field, value } => ApiError::new(C::InvalidName, msg)
+            E::InvalidName(store::BadName { field, value }) => ApiError::new(C::InvalidName, msg)
                 .with(json!({"field": field, "value": value})),
             E::NounNotFound => ApiError::not_found(),
             E::VersionNotFound { version, latest } => ApiError::new(C::VersionNotFound, msg)

@@ -40,7 +40,6 @@ pub mod pack;
 mod pin;
 pub mod refs;
 pub mod root;
-mod sha256;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -51,26 +50,19 @@ pub use atomic::Durability;
 pub use canonical::{canonical_json, canonical_record, canonical_sorted};
 pub use envelope::{EffectClass, Visibility};
 pub use health::{Condition, Health, Incident, Writer};
-pub use name::{Name, NounPath};
+pub use name::{BadName, Name, NounPath};
 pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta};
 pub use pin::Pin;
 pub use root::{Access, Root};
-pub use sha256::{BadSha256, Sha256};
+pub use tessera_core::sha256::{BadSha256, Sha256};
 
 /// What can fail in the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A namespace, store, key or surface that breaks the name rule.
-    #[error(
-        "invalid {field} {value:?}: names are 1-128 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
-    )]
-    InvalidName {
-        /// Which segment.
-        field: &'static str,
-        /// The rejected value (truncated).
-        value: String,
-    },
+    #[error(transparent)]
+    InvalidName(#[from] BadName),
     /// The noun does not exist.
     #[error("noun not found")]
     NounNotFound,

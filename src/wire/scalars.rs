@@ -1,54 +1,16 @@
-//! OpenAPI schemas of the types that travel as checked strings: each one
-//! says the rule its parser enforces, so a generated request fits it.
+//! OpenAPI schemas of the daemon's types that travel as checked strings
+//! (the core crate's `Name` and `Sha256` carry theirs): each one says the
+//! rule its parser enforces, so a generated request fits it.
 
 use std::borrow::Cow;
 
+use tessera_core::scalars::string;
 use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::Schema;
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::auth::Scope;
 use crate::queue::TaskId;
-use crate::store::{Name, Sha256};
-
-/// A string schema with a pattern and a description.
-fn string(pattern: &str, description: &str) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(pattern))
-        .description(Some(description))
-        .into()
-}
-
-impl PartialSchema for Name {
-    fn schema() -> RefOr<Schema> {
-        string(
-            "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
-            "A name segment (namespace, store, key, queue, kind, surface); never `.` or `..`.",
-        )
-    }
-}
-
-impl ToSchema for Name {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("Name")
-    }
-}
-
-impl PartialSchema for Sha256 {
-    fn schema() -> RefOr<Schema> {
-        string(
-            "^[0-9a-f]{64}$",
-            "A sha256 digest: 64 lowercase hex characters.",
-        )
-    }
-}
-
-impl ToSchema for Sha256 {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("Sha256")
-    }
-}
 
 impl PartialSchema for TaskId {
     fn schema() -> RefOr<Schema> {

@@ -1,5 +1,5 @@
 //! Tests for `schema`: the embedded schema compiles, errors are worded
-//! for authors, and `is_name` agrees with the schema's pattern.
+//! for authors, and the core crate's name rule agrees with the schema's pattern.
 
 use super::*;
 
@@ -109,7 +109,7 @@ fn schema_errors_are_worded_for_authors() {
 }
 
 #[test]
-fn is_name_agrees_with_the_schema_pattern() {
+fn the_core_name_rule_agrees_with_the_schema_pattern() {
     let long = "a".repeat(128);
     let too_long = "a".repeat(129);
     let cases = [
@@ -136,7 +136,11 @@ fn is_name_agrees_with_the_schema_pattern() {
             &json!({"pack": name, "version": "1", "namespace": "n", "producer_surface": "s"}),
         )
         .is_empty();
-        assert_eq!(is_name(name), schema_says, "name {name:?}");
+        assert_eq!(
+            tessera_core::name::is_valid(name),
+            schema_says,
+            "name {name:?}"
+        );
     }
 }
 

@@ -92,10 +92,10 @@ fn every_store_error_maps_to_its_status_and_code() {
     let io = || std::io::Error::other("disk");
     check(vec![
         (
-            store::Error::InvalidName {
+            store::Error::InvalidName(store::BadName {
                 field: "key",
                 value: "..".into(),
-            },
+            }),
             400,
             "invalid_name",
         ),
