@@ -219,7 +219,8 @@ async fn export_shows_only_what_the_key_may_read_and_refuses_a_folder_of_other_w
 /// a spec field added without a value here fails at once, and each value
 /// below differs from the field's default so a field left out of the view
 /// or the export cannot pass by chance. `depends_on` shows as `upstream`'s
-/// ids; `max_attempts` as the claims allowed (the spec's when it sets one).
+/// ids; `max_attempts` as the spec's own (`max_attempts_override` in the
+/// view, whose `max_attempts` is the claims allowed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_spec_field_shows_in_the_task_view_and_the_export() {
     let t = Team::start().await;
@@ -289,13 +290,29 @@ async fn every_spec_field_shows_in_the_task_view_and_the_export() {
                     .map(|u| u["task_id"].clone())
                     .collect::<Vec<_>>()
             ),
+            "max_attempts" => view["max_attempts_override"].clone(),
             _ => view[field].clone(),
         };
         assert_eq!(&shown, want, "GET /v1/tasks/{id}: {field}");
-        let in_export = match field.as_str() {
-            "max_attempts" => &exported["max_attempts"],
-            _ => &exported["spec"][field],
-        };
-        assert_eq!(in_export, want, "the export's {}: {field}", file.display());
+        assert_eq!(
+            &exported["spec"][field],
+            want,
+            "the export's {}: {field}",
+            file.display()
+        );
     }
+    assert_eq!(view["max_attempts"], 9, "the claims allowed");
+    assert_eq!(exported["max_attempts"], 9, "the claims allowed");
+    let plain = enqueue(&t.requester, &spec("verb.solve_draft", json!({}))).await;
+    let view = body(
+        &t.requester
+            .get(&format!("/v1/tasks/{plain}"))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        (&view["max_attempts"], &view["max_attempts_override"]),
+        (&json!(3), &json!(null)),
+        "a task without its own max_attempts shows its queue's"
+    );
 }

@@ -70,6 +70,7 @@ pub fn view(snap: TaskSnap, p: &Principal) -> TaskView {
         state: t.state,
         attempt: t.attempt.0,
         max_attempts,
+        max_attempts_override: spec.max_attempts,
         queue: access::shows_queue(p, &spec.queue).then_some(spec.queue),
         namespace: spec.namespace,
         kind: spec.kind,

@@ -91,8 +91,10 @@ pub struct TaskView {
     pub state: TaskState,
     /// Claims so far.
     pub attempt: u32,
-    /// Claims allowed.
+    /// Claims allowed: its spec's own `max_attempts`, or else its queue's.
     pub max_attempts: u32,
+    /// Its spec's own `max_attempts`; `null`: its queue's applies.
+    pub max_attempts_override: Option<u32>,
     /// Namespace.
     pub namespace: Name,
     /// Queue; `null` to a key that was not issued it (hidden means
@@ -262,14 +264,14 @@ pub enum ClaimAnswer {
     /// The task with its brief, lease, token and handle.
     Full(Box<Claimed>),
     /// The handle, lease and routing facts only.
-    Thin(ThinClaimed),
+    Thin(Box<ThinClaimed>),
 }
 
 impl ClaimAnswer {
     /// `claim` whole, or thin when `thin`.
     pub fn of(claim: Claimed, thin: bool) -> ClaimAnswer {
         if thin {
-            ClaimAnswer::Thin(claim.thin())
+            ClaimAnswer::Thin(Box::new(claim.thin()))
         } else {
             ClaimAnswer::Full(Box::new(claim))
         }

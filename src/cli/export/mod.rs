@@ -219,6 +219,7 @@ fn task_record(t: &TaskView) -> Value {
         "visibility_scope": t.visibility_scope,
         "allowed_surfaces": t.allowed_surfaces,
         "not_before": t.not_before,
+        "max_attempts": t.max_attempts_override,
         "idempotency_key": t.idempotency_key,
         "depends_on": t.upstream.iter().map(|u| u.task_id).collect::<Vec<_>>(),
         "allow_file_submit": t.allow_file_submit,

@@ -348,6 +348,7 @@ function taskPage(id) {
               ["cohorts", t.target_cohorts],
               ["on upstream failure", t.on_upstream_failure],
               ["lease length", t.lease_ttl_s == null ? null : t.lease_ttl_s + " s"],
+              ["max attempts", t.max_attempts_override == null ? null : String(t.max_attempts_override)],
               ["check policy", t.check_policy],
               ["@file: submits", t.allow_file_submit ? "allowed" : null],
               ["placement", t.placement && mono(t.placement)],
