@@ -8,6 +8,7 @@
 //! - [`Name`]: the name rule for every namespace, store, key, queue,
 //!   kind and surface segment.
 //! - [`Sha256`]: a content digest, parsed once.
+//! - [`NounPath`] and [`Pin`]: where a noun is, and one exact version.
 //! - [`Visibility`] and [`EffectClass`]: who may see a record, what a
 //!   task's effect may touch.
 //! - [`Traits`]: the task fields a spec, a split's child and every view
@@ -18,6 +19,7 @@
 mod address;
 mod envelope;
 pub mod name;
+pub mod noun;
 pub mod scalars;
 pub mod sha256;
 mod traits;
@@ -26,5 +28,6 @@ pub mod whole;
 pub use address::Address;
 pub use envelope::{EffectClass, Visibility};
 pub use name::Name;
+pub use noun::{NounPath, Pin};
 pub use sha256::Sha256;
 pub use traits::{CheckPolicy, MAX_LABEL, MAX_LEASE_TTL_S, Traits, UpstreamFailure, set};

@@ -32,7 +32,6 @@ pub mod health;
 mod later;
 pub mod listing;
 pub mod log;
-pub mod name;
 pub mod noun;
 pub mod noun_log;
 pub mod object;
@@ -50,10 +49,10 @@ pub use atomic::Durability;
 pub use canonical::{canonical_json, canonical_record, canonical_sorted};
 pub use envelope::{EffectClass, Visibility};
 pub use health::{Condition, Health, Incident, Writer};
-pub use name::{BadName, Name, NounPath};
 pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta};
-pub use pin::Pin;
 pub use root::{Access, Root};
+pub use tessera_core::name::{self, BadName, Name};
+pub use tessera_core::noun::{NounPath, Pin};
 pub use tessera_core::sha256::{BadSha256, Sha256};
 
 /// What can fail in the store.

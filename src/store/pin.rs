@@ -1,47 +1,8 @@
-//! `Pin`: `{namespace?, store, key, version, sha256}`, a reference to one
-//! exact noun version. Reading by pin checks the recorded hash and the bytes.
+//! Reading a noun version, by pin (the core crate's `Pin`: `{namespace?,
+//! store, key, version, sha256}`) or by number: it checks the recorded
+//! hash and the bytes.
 
-use serde::{Deserialize, Serialize};
-
-use super::{Error, Name, NounPath, Sha256, VersionEntry};
-
-/// A reference to one exact noun version (fields in key order: receipts
-/// that cite pins are written by `canonical_sorted`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[derive(utoipa::ToSchema)]
-pub struct Pin {
-    /// Key.
-    pub key: Name,
-    /// Namespace; when absent, the namespace of the task that carries it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Name>,
-    /// The version's sha256.
-    pub sha256: Sha256,
-    /// Store.
-    pub store: Name,
-    /// Version.
-    pub version: u64,
-}
-
-impl Pin {
-    /// The noun it names, with `default_ns` when the pin names none.
-    pub fn path(&self, default_ns: &Name) -> NounPath {
-        NounPath {
-            namespace: self.namespace.clone().unwrap_or_else(|| default_ns.clone()),
-            store: self.store.clone(),
-            key: self.key.clone(),
-        }
-    }
-
-    /// The pin with its namespace filled in.
-    pub fn qualified(&self, default_ns: &Name) -> Pin {
-        Pin {
-            namespace: Some(self.namespace.clone().unwrap_or_else(|| default_ns.clone())),
-            ..self.clone()
-        }
-    }
-}
+use super::{Error, Name, NounPath, Pin, Sha256, VersionEntry};
 
 impl super::Store {
     /// Reads one version of a noun (the latest when `version` is `None`),
