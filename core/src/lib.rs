@@ -9,6 +9,9 @@
 //!   kind and surface segment.
 //! - [`Sha256`]: a content digest, parsed once.
 //! - [`NounPath`] and [`Pin`]: where a noun is, and one exact version.
+//! - [`task::TaskSpec`] and [`task::TaskId`]: a task as enqueued, which
+//!   the importer plans and the daemon takes.
+//! - [`canonical`]: canonical JSON, which fingerprints and records use.
 //! - [`Visibility`] and [`EffectClass`]: who may see a record, what a
 //!   task's effect may touch.
 //! - [`Traits`]: the task fields a spec, a split's child and every view
@@ -17,11 +20,13 @@
 //! - [`whole`]: integer fields that take integer-valued numbers.
 
 mod address;
+pub mod canonical;
 mod envelope;
 pub mod name;
 pub mod noun;
 pub mod scalars;
 pub mod sha256;
+pub mod task;
 mod traits;
 pub mod whole;
 

@@ -7,6 +7,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{PartialSchema, ToSchema};
 
+use crate::task::TaskId;
 use crate::{Name, Sha256};
 
 /// A string schema with a pattern and a description.
@@ -45,5 +46,17 @@ impl PartialSchema for Sha256 {
 impl ToSchema for Sha256 {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("Sha256")
+    }
+}
+
+impl PartialSchema for TaskId {
+    fn schema() -> RefOr<Schema> {
+        string("^t[0-9]{1,19}$", "A task id: `t` followed by digits.")
+    }
+}
+
+impl ToSchema for TaskId {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("TaskId")
     }
 }

@@ -9,6 +9,7 @@ use super::request::Req;
 use super::{Ctx, Resp, json_response};
 use crate::auth::access::{self, TaskFacts};
 use crate::auth::{self, Principal};
+use crate::queue::SpecRules;
 use crate::queue::query::{Filter, Related, TaskSnap};
 use crate::queue::{Enqueued, Task, TaskId, TaskSpec, TaskState};
 use crate::store::Name;

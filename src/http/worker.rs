@@ -13,6 +13,7 @@ use super::nouns::{version_query, version_response};
 use super::request::Req;
 use super::tasks::{task_id, visible};
 use super::{Ctx, Resp, json_response};
+use crate::queue::SpecRules;
 use crate::queue::brief::Address;
 use crate::store::{NounPath, Sha256};
 use crate::wire::{PartView, StagedPart, WorkerHeartbeat, WorkerParts};

@@ -93,7 +93,7 @@ impl State {
     }
 
     /// Enqueue a spec, from the seed pack `source_pack` when an import
-    /// sends it, with an id from `draw` ([`TaskId::random`] on the live
+    /// sends it, with an id from `draw` ([`task::random_id`] on the live
     /// path). `viewer` is the requester's: the task is its key's, and
     /// `depends_on` may only name tasks it sees.
     pub fn decide_enqueue(

@@ -229,7 +229,7 @@ impl Journal {
         within: &Viewer,
     ) -> Result<Vec<TaskId>, SplitError> {
         self.run(Op::Split, |st| {
-            let draw = &mut TaskId::random;
+            let draw = &mut task::random_id;
             let ev = st.decide_split(id, lease_id, by, children, within, draw, Timestamp::now())?;
             let Event::Split { children, .. } = &ev else {
                 unreachable!("split")

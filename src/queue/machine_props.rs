@@ -284,7 +284,7 @@ fn submitted_events_without_retry_at_keep_their_old_meaning() {
         None,
         now,
         &crate::store::envelope::Viewer::admin(me.clone()),
-        &mut TaskId::random,
+        &mut super::task::random_id,
     ) else {
         panic!("enqueued")
     };

@@ -100,7 +100,7 @@ pub use provision::{Provisioned, QueuePatch};
 pub use receipt::{Receipt, SubmitInput};
 pub use recover::{Finding, OnFinding, Recovery};
 pub use shelf::Sight;
-pub use spec::{CheckPolicy, ChildSpec, QueueConfig, TaskSpec, Traits, UpstreamFailure};
+pub use spec::{CheckPolicy, ChildSpec, QueueConfig, SpecRules, TaskSpec, Traits, UpstreamFailure};
 pub use task::{Attempt, Lease, LeaseId, Park, Task, TaskId, TaskState};
 
 use crate::store::envelope::Viewer;
@@ -399,7 +399,7 @@ impl Journal {
             let mut st = self.lock(Op::Enqueue);
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
-                let draw = &mut TaskId::random;
+                let draw = &mut task::random_id;
                 let decided = st.decide_enqueue(spec, source_pack, at, viewer, draw);
                 out.push(match decided {
                     Ok(Enqueue::Existing(id)) => Ok(Enqueued::Existing(id, st.tasks[&id].state)),

@@ -2,135 +2,45 @@
 //! fields; the brief is opaque JSON), queue configuration, and the
 //! comparison behind idempotent enqueue.
 
-use jiff::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use tessera_core::set;
+pub use tessera_core::task::TaskSpec;
+use tessera_core::task::{surface_opt, surfaces};
 pub use tessera_core::{CheckPolicy, MAX_LABEL, MAX_LEASE_TTL_S, Traits, UpstreamFailure};
 
 use super::task::TaskId;
-use crate::store::envelope::{Envelope, TaskFacts, parse_surface};
-use crate::store::{EffectClass, Name, Sha256, Visibility, canonical_json};
+use crate::store::envelope::{Envelope, TaskFacts};
+use crate::store::{EffectClass, Name, Visibility};
 
-/// The task envelope. Unknown fields are refused.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[derive(utoipa::ToSchema)]
-pub struct TaskSpec {
-    /// The namespace it lives in.
-    pub namespace: Name,
-    /// The provisioned queue.
-    pub queue: Name,
-    /// The verb, such as `verb.solve_draft`.
-    pub kind: Name,
-    /// What its effect may touch.
-    pub effect_class: EffectClass,
-    /// The surface that produced it (`surface:X` or `X`); defaults to the
-    /// enqueuing key's only surface.
-    #[serde(
-        default,
-        deserialize_with = "surface_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub producer_surface: Option<Name>,
-    /// Who may see and claim it.
-    #[serde(default = "surface_only")]
-    pub visibility_scope: Visibility,
-    /// Extra surfaces for `allowlist_surfaces`.
-    #[serde(
-        default,
-        deserialize_with = "surfaces",
-        skip_serializing_if = "<[_]>::is_empty"
-    )]
-    pub allowed_surfaces: Box<[Name]>,
-    /// Same key in a namespace: the same task.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<Box<str>>,
-    /// The brief: opaque JSON (an object) for the worker.
-    #[schema(value_type = Object)]
-    pub brief: Box<RawValue>,
-    /// Upstream tasks; pending until each is terminal.
-    #[serde(
-        default,
-        deserialize_with = "set",
-        skip_serializing_if = "<[_]>::is_empty"
-    )]
-    pub depends_on: Box<[TaskId]>,
-    /// Not claimable before this instant.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub not_before: Option<Timestamp>,
-    /// Overrides the queue's `max_attempts`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_attempts: Option<u32>,
-    /// Whether `@file:` submit bodies (read from the task's work dir,
-    /// which the daemon creates) are allowed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub allow_file_submit: bool,
-    /// The ctx-dir placement template, relative to the namespace area
-    /// `workspace/<namespace>/`, with `{task_id}` as one whole segment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<Box<str>>,
-    /// How it is ordered, labelled and run (top-level fields; stored
-    /// only where set, so a spec's record and fingerprint stay compact).
-    #[serde(flatten, serialize_with = "Traits::only_set")]
-    #[schema(inline)]
-    pub traits: Traits,
-}
-
-fn surface_only() -> Visibility {
-    Visibility::SurfaceOnly
-}
-
-fn surface_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_surface("producer_surface", &s)
-        .map(Some)
-        .map_err(serde::de::Error::custom)
-}
-
-fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Box<[Name]>, D::Error> {
-    Vec::<String>::deserialize(d)?
-        .iter()
-        .map(|s| parse_surface("allowed_surfaces", s).map_err(serde::de::Error::custom))
-        .collect()
-}
-
-impl TaskSpec {
+/// The daemon's rules over a spec: its brief, its access facts, its step.
+pub trait SpecRules {
     /// Checks every rule of the spec: its brief ([`super::Brief::parse`])
     /// and [`TaskSpec::check_fields`]. Run where a spec comes in, before
     /// the queue's lock. Returns the parsed brief, or the offending field
     /// and why.
-    pub fn check(&self) -> Result<super::Brief, (&'static str, String)> {
+    fn check(&self) -> Result<super::Brief, (&'static str, String)>;
+
+    /// What the access rules need to know about a task with this spec,
+    /// enqueued (or to be enqueued) by `requester`.
+    fn facts<'a>(&'a self, requester: &'a Name, server_queue: bool) -> TaskFacts<'a>;
+
+    /// The daemon's view of the brief (checked at enqueue).
+    fn brief(&self) -> super::brief::Brief;
+
+    /// The step name: the file stem of the projected `<step>.md`.
+    fn step_name(&self) -> Name;
+}
+
+impl SpecRules for TaskSpec {
+    fn check(&self) -> Result<super::Brief, (&'static str, String)> {
         let brief = super::brief::Brief::parse(&self.brief)?;
         self.check_fields()?;
         Ok(brief)
     }
 
-    /// Checks the envelope fields serde cannot, cheaply (the queue checks
-    /// them again under its lock): labels are short, numbers in range.
-    pub fn check_fields(&self) -> Result<(), (&'static str, String)> {
-        self.traits.check()?;
-        if self
-            .idempotency_key
-            .as_ref()
-            .is_some_and(|k| k.is_empty() || k.len() > MAX_LABEL)
-        {
-            return Err(("idempotency_key", format!("1 to {MAX_LABEL} bytes")));
-        }
-        if self.max_attempts == Some(0) {
-            return Err(("max_attempts", "at least 1".into()));
-        }
-        if self.depends_on.len() > 256 {
-            return Err(("depends_on", "at most 256 upstream tasks".into()));
-        }
-        Ok(())
-    }
-
-    /// What the access rules need to know about a task with this spec,
-    /// enqueued (or to be enqueued) by `requester`.
-    pub fn facts<'a>(&'a self, requester: &'a Name, server_queue: bool) -> TaskFacts<'a> {
+    fn facts<'a>(&'a self, requester: &'a Name, server_queue: bool) -> TaskFacts<'a> {
         TaskFacts {
             namespace: &self.namespace,
             queue: &self.queue,
@@ -147,21 +57,12 @@ impl TaskSpec {
         }
     }
 
-    /// The daemon's view of the brief (checked at enqueue).
-    pub fn brief(&self) -> super::brief::Brief {
+    fn brief(&self) -> super::brief::Brief {
         super::brief::Brief::of(&self.brief)
     }
 
-    /// The step name: the file stem of the projected `<step>.md`.
-    pub fn step_name(&self) -> Name {
+    fn step_name(&self) -> Name {
         self.brief().step_name(&self.kind)
-    }
-
-    /// sha256 of the spec's canonical JSON: equal specs, equal fingerprints,
-    /// whatever their key order or whitespace.
-    pub fn fingerprint(&self) -> Sha256 {
-        let value = serde_json::to_value(self).expect("specs serialize");
-        Sha256::of(&canonical_json(&value))
     }
 }
 

@@ -1,65 +1,21 @@
 //! `Task` and its vocabulary: `TaskId`, `Attempt`, `LeaseId`, `TaskState`.
 
-use std::fmt;
 use std::str::FromStr;
 
 use jiff::Timestamp;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-use super::spec::TaskSpec;
+use super::spec::{SpecRules, TaskSpec};
 use crate::store::{Name, Sha256};
 
-/// A task's id: `t` followed by decimal digits. New ids are random
-/// ([`TaskId::random`]), so an id says nothing of how many tasks were
-/// created before it, by anyone; roots written when ids were a sequence
-/// (`t1`, `t2`, …) keep theirs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TaskId(pub u64);
+pub use tessera_core::task::{BadTaskId, TaskId};
 
-impl TaskId {
-    /// A random id of 16 digits from the OS RNG (about 53 bits): new
-    /// ids are drawn until one is unused.
-    pub fn random() -> TaskId {
-        TaskId(rand::random_range(
-            1_000_000_000_000_000..10_000_000_000_000_000,
-        ))
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "t{}", self.0)
-    }
-}
-
-/// A string that is not a task id.
-#[derive(Debug, thiserror::Error)]
-#[error("{0:?} is not a task id (t followed by digits)")]
-pub struct BadTaskId(pub String);
-
-impl FromStr for TaskId {
-    type Err = BadTaskId;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        s.strip_prefix('t')
-            .filter(|d| !d.is_empty() && d.len() <= 19 && d.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|d| d.parse().ok())
-            .map(TaskId)
-            .ok_or_else(|| BadTaskId(s.chars().take(40).collect()))
-    }
-}
-
-impl Serialize for TaskId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for TaskId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
+/// A random task id of 16 digits from the OS RNG (about 53 bits): new
+/// ids are drawn until one is unused.
+pub fn random_id() -> TaskId {
+    TaskId(rand::random_range(
+        1_000_000_000_000_000..10_000_000_000_000_000,
+    ))
 }
 
 /// The attempt number, which is also the lease's fence: each claim is

@@ -25,7 +25,6 @@
 
 pub mod atomic;
 pub mod bucket;
-pub mod canonical;
 pub mod envelope;
 pub mod fsck;
 pub mod health;
@@ -46,11 +45,11 @@ use std::sync::Arc;
 use cap_std::fs::Dir;
 
 pub use atomic::Durability;
-pub use canonical::{canonical_json, canonical_record, canonical_sorted};
 pub use envelope::{EffectClass, Visibility};
 pub use health::{Condition, Health, Incident, Writer};
 pub use noun::{NounRef, PutOutcome, PutRequest, VersionEntry, VersionMeta};
 pub use root::{Access, Root};
+pub use tessera_core::canonical::{self, canonical_json, canonical_record, canonical_sorted};
 pub use tessera_core::name::{self, BadName, Name};
 pub use tessera_core::noun::{NounPath, Pin};
 pub use tessera_core::sha256::{BadSha256, Sha256};

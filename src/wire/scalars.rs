@@ -10,19 +10,6 @@ use utoipa::openapi::schema::Schema;
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::auth::Scope;
-use crate::queue::TaskId;
-
-impl PartialSchema for TaskId {
-    fn schema() -> RefOr<Schema> {
-        string("^t[0-9]{1,19}$", "A task id: `t` followed by digits.")
-    }
-}
-
-impl ToSchema for TaskId {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("TaskId")
-    }
-}
 
 impl PartialSchema for Scope {
     fn schema() -> RefOr<Schema> {

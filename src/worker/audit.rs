@@ -8,6 +8,7 @@ use cap_std::fs::Dir;
 use super::area::{self, Entry, Kind};
 use super::front_matter;
 use super::projection::{self, Projection};
+use crate::queue::SpecRules;
 use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Receipt, TaskId, Walk, placement};
 use crate::store::{Name, Sha256, Store};

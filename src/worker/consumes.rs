@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::{Error, shim};
 use crate::paths;
+use crate::queue::SpecRules;
 use crate::queue::brief::{Address, Consume};
 use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Receipt, Task, TaskState};

@@ -28,6 +28,7 @@ use super::contract::Contract;
 use super::{Error, area, consumes, pins, shim};
 use crate::auth::EffectClass;
 use crate::auth::Principal;
+use crate::queue::SpecRules;
 use crate::queue::receipt::ProjectionStatus;
 use crate::queue::{Queue, Receipt, Task, TaskId, TaskState, Traits, placement};
 use crate::store::{Name, Pin, Sha256, Store};

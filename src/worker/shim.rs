@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::{Error, pins};
 use crate::auth::Principal;
 use crate::paths;
+use crate::queue::SpecRules;
 use crate::queue::{Receipt, Task};
 use crate::store::{self, Name, NounPath, Pin, Sha256, Store, VersionEntry};
 

@@ -549,7 +549,7 @@ impl Shared {
                 |step, now| {
                     let mut out = Vec::with_capacity(specs.len());
                     for spec in specs {
-                        let draw = &mut TaskId::random;
+                        let draw = &mut task::random_id;
                         let st = step.state();
                         out.push(
                             match st.decide_enqueue(spec, source_pack, now, viewer, draw) {
@@ -1003,7 +1003,7 @@ impl Shared {
             Op::Split,
             &ids,
             |st, now| {
-                let draw = &mut TaskId::random;
+                let draw = &mut task::random_id;
                 let ev = st
                     .decide_split(id, lease_id, by, children, within, draw, now)
                     .map_err(Settled::Refused)?;
