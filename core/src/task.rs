@@ -121,7 +121,31 @@ pub struct TaskSpec {
     pub traits: Traits,
 }
 
+/// Specs are equal when their fingerprints are: the same fields and the
+/// same brief, whatever the key order or whitespace (the idempotency
+/// comparison's notion of "the same task").
+impl PartialEq for TaskSpec {
+    fn eq(&self, other: &TaskSpec) -> bool {
+        self.fingerprint() == other.fingerprint()
+    }
+}
+
 impl TaskSpec {
+    /// The spec as JSON with every trait written, set or not: the form a
+    /// plan compares field by field with the daemon's view of a task
+    /// (which shows every trait). The daemon reads a default written out
+    /// as one left out, so this is also a form to send.
+    pub fn full_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let (serde_json::Value::Object(mut map), serde_json::Value::Object(traits)) = (
+            serde_json::to_value(self).expect("specs serialize"),
+            serde_json::to_value(&self.traits).expect("traits serialize"),
+        ) else {
+            unreachable!("a spec and its traits are objects");
+        };
+        map.extend(traits);
+        map
+    }
+
     /// Checks the envelope fields serde cannot, cheaply (the queue checks
     /// them again under its lock): labels are short, numbers in range.
     pub fn check_fields(&self) -> Result<(), (&'static str, String)> {

@@ -8,10 +8,11 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::report::Diagnostic;
 use tessera_core::Address;
+use tessera_core::task::TaskSpec;
 
 /// A validated pack, ready to apply.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -97,11 +98,10 @@ pub struct TaskItem {
     pub id: String,
     /// `seed:<pack>:<id>`.
     pub idempotency_key: String,
-    /// The full TaskSpec: defaults applied; namespace, producer_surface and
-    /// idempotency_key set; every [`tessera_core::Traits`] field written
-    /// as the daemon reads it (sets sorted, without repeats); without
+    /// The full TaskSpec, as the daemon reads it: defaults applied;
+    /// namespace, producer_surface and idempotency_key set; without
     /// `depends_on`; noun refs in `brief` left unresolved.
-    pub spec: Map<String, Value>,
+    pub spec: TaskSpec,
     /// Local ids of upstream tasks, sorted, without repeats.
     pub depends_on: Vec<String>,
     /// Every `{noun: "store/key"}` inside `spec["brief"]`.

@@ -103,12 +103,11 @@ pub(crate) fn resolve(ctx: &mut Ctx) -> Plan {
         namespace: text(head, "namespace"),
         producer_surface: task::bare_surface(&text(head, "producer_surface")),
     };
-    let mut defaults = head
+    let defaults = head
         .get("defaults")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    task::bare_surfaces(&mut defaults);
 
     let mut nouns = Vec::new();
     let mut noun_at: HashMap<(String, String), Source> = HashMap::new();
@@ -231,19 +230,15 @@ fn tasks(
         kept.push(d);
     }
 
-    let mut items = Vec::with_capacity(kept.len());
+    let mut slots: Vec<Option<TaskItem>> = Vec::with_capacity(kept.len());
     let mut upstream: Vec<Vec<usize>> = Vec::with_capacity(kept.len());
     for d in &kept {
-        let spec = match task::spec(pack, defaults, d) {
-            Ok(spec) => spec,
-            Err(message) => {
-                ctx.at(d.file, &d.pointer, message);
-                Map::new()
-            }
-        };
+        let spec = task::spec(pack, defaults, d)
+            .map_err(|message| ctx.at(d.file, &d.pointer, message))
+            .ok();
         let brief_at = push_pointer(&d.pointer, "brief");
         let mut noun_refs = Vec::new();
-        for (pointer, found) in task::noun_refs(spec.get("brief").unwrap_or(&Value::Null)) {
+        for (pointer, found) in task::noun_refs(d.fields.get("brief").unwrap_or(&Value::Null)) {
             let at = format!("{brief_at}{pointer}");
             match found {
                 Ok((store, key)) if noun_paths.contains(&format!("{store}/{key}")) => {
@@ -284,7 +279,7 @@ fn tasks(
             }
         }
         upstream.push(ups);
-        items.push(TaskItem {
+        slots.push(spec.map(|spec| TaskItem {
             id: d.id.clone(),
             idempotency_key: task::idempotency_key(&pack.name, &d.id),
             spec,
@@ -296,11 +291,10 @@ fn tasks(
             },
             noun_refs,
             source: d.source.clone(),
-        });
+        }));
     }
 
     let order = dependency_order(ctx, &kept, &upstream);
-    let mut slots: Vec<Option<TaskItem>> = items.into_iter().map(Some).collect();
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 

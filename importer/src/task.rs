@@ -7,7 +7,8 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use tessera_core::{Traits, name};
+use tessera_core::name;
+use tessera_core::task::TaskSpec;
 
 use crate::plan::{Pack, Source};
 use crate::report::push_pointer;
@@ -70,33 +71,23 @@ pub(crate) fn bare_surface(s: &str) -> String {
     s.strip_prefix("surface:").unwrap_or(s).to_owned()
 }
 
-/// Rewrites `allowed_surfaces` (if present) to bare names.
-pub(crate) fn bare_surfaces(fields: &mut Map<String, Value>) {
-    if let Some(Value::Array(list)) = fields.get_mut("allowed_surfaces") {
-        for s in list.iter_mut() {
-            if let Value::String(text) = s {
-                *text = bare_surface(text);
-            }
-        }
-    }
-}
-
 /// `seed:<pack>:<id>`: stable across re-imports, so enqueue is idempotent.
 pub(crate) fn idempotency_key(pack: &str, id: &str) -> String {
     format!("seed:{pack}:{id}")
 }
 
 /// The full TaskSpec of a draft: defaults, then the task's own fields, then
-/// what the pack decides. The error names every missing field.
+/// what the pack decides, read as the daemon reads a spec (surfaces bare,
+/// sets sorted, whole numbers as integers) and checked by the spec's own
+/// rules. The error names every missing field, or the field the daemon
+/// would refuse.
 pub(crate) fn spec(
     pack: &Pack,
     defaults: &Map<String, Value>,
     draft: &Draft,
-) -> Result<Map<String, Value>, String> {
+) -> Result<TaskSpec, String> {
     let mut spec = defaults.clone();
-    let mut own = draft.fields.clone();
-    bare_surfaces(&mut own);
-    spec.extend(own);
+    spec.extend(draft.fields.clone());
     let missing: Vec<&str> = REQUIRED
         .iter()
         .copied()
@@ -116,9 +107,6 @@ pub(crate) fn spec(
             ));
         }
     }
-    spec.entry("allowed_surfaces")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    let mut spec = traits_as_the_daemon_reads_them(spec)?;
     spec.insert("namespace".into(), pack.namespace.clone().into());
     spec.insert(
         "producer_surface".into(),
@@ -128,23 +116,9 @@ pub(crate) fn spec(
         "idempotency_key".into(),
         idempotency_key(&pack.name, &draft.id).into(),
     );
-    Ok(spec)
-}
-
-/// `spec` with its [`Traits`] read as the daemon reads them and written
-/// back whole: every trait present (at its default when unset), sets
-/// sorted and without repeats, whole numbers as integers. So the plan
-/// compares the spec field by field with the daemon's view of the task.
-fn traits_as_the_daemon_reads_them(spec: Map<String, Value>) -> Result<Map<String, Value>, String> {
-    let spec = Value::Object(spec);
-    let traits = Traits::deserialize(&spec).map_err(|e| e.to_string())?;
-    let (Value::Object(mut spec), Value::Object(traits)) = (
-        spec,
-        serde_json::to_value(traits).expect("traits serialize"),
-    ) else {
-        unreachable!("a spec and its traits are objects");
-    };
-    spec.extend(traits);
+    let spec = TaskSpec::deserialize(Value::Object(spec)).map_err(|e| e.to_string())?;
+    spec.check_fields()
+        .map_err(|(field, why)| format!("{field}: {why}"))?;
     Ok(spec)
 }
 
@@ -241,7 +215,7 @@ mod tests {
         );
         let spec = spec(&pack, defaults.as_object().unwrap(), &d).unwrap();
         assert_eq!(
-            Value::Object(spec),
+            Value::Object(spec.full_json()),
             json!({
                 "queue": "q", "kind": "verb.x", "effect_class": "read", "visibility_scope": "private",
                 "tags": ["t"], "allowed_surfaces": ["s1", "s2"], "target_cohorts": [], "brief": {},

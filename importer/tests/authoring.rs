@@ -11,6 +11,7 @@ use serde_json::json;
 mod common;
 
 use common::{plan_err, plan_ok, temp_pack};
+use tessera_core::{CheckPolicy, UpstreamFailure};
 use tessera_importer::{MAX_PACK_BYTES, NounBody, Plan};
 
 const HEAD: &str = "pack: p\nversion: '1'\nnamespace: ns\nproducer_surface: surface:s\n\
@@ -60,7 +61,7 @@ fn reordered_sets_plan_the_same_specs() {
     let c = |p: &Plan| p.tasks.iter().find(|t| t.id == "c").unwrap().clone();
     assert_eq!(c(&one).spec, c(&two).spec);
     assert_eq!(c(&one).depends_on, c(&two).depends_on);
-    assert_eq!(c(&one).spec["tags"], json!(["x", "y"]));
+    assert_eq!(*c(&one).spec.traits.tags, ["x", "y"]);
     let three = plan_ok(pack("[x]", "[all, beta]", "[a, b]").path());
     assert_ne!(c(&one).spec, c(&three).spec);
 }
@@ -219,24 +220,23 @@ fn the_readme_merge_key_example_plans_as_described() {
     let spec = |id: &str| p.tasks.iter().find(|t| t.id == id).unwrap().spec.clone();
     assert_eq!(
         (
-            spec("check-a")["kind"].clone(),
-            spec("check-a")["priority"].clone()
+            spec("check-a").kind.to_string(),
+            spec("check-a").traits.priority
         ),
-        (json!("verb.verify"), json!(5))
+        ("verb.verify".to_string(), 5)
     );
     assert_eq!(
         (
-            spec("check-b")["kind"].clone(),
-            spec("check-b")["priority"].clone()
+            spec("check-b").kind.to_string(),
+            spec("check-b").traits.priority
         ),
-        (json!("verb.verify"), json!(9))
+        ("verb.verify".to_string(), 9)
     );
 }
 
-/// Every trait a task carries is written in its spec as the daemon reads
-/// it: set ones as written (`on_upstream_failure` among them, from a task
-/// or from the pack's defaults), the rest at their defaults, whole
-/// numbers as integers.
+/// A task sets any trait (`on_upstream_failure` among them, from the task
+/// or from the pack's defaults), read as the daemon reads it: the rest at
+/// their defaults, whole numbers as integers, a bad value refused.
 #[test]
 fn a_task_sets_any_trait_and_the_spec_carries_them_all() {
     let dir = temp_pack(&[(
@@ -249,28 +249,34 @@ fn a_task_sets_any_trait_and_the_spec_carries_them_all() {
     )]);
     let p = plan_ok(dir.path());
     let spec = |id: &str| p.tasks.iter().find(|t| t.id == id).unwrap().spec.clone();
-    let a = spec("a");
+    let a = spec("a").traits;
     assert_eq!(
-        [
-            &a["priority"],
-            &a["check_policy"],
-            &a["on_upstream_failure"],
-            &a["tags"],
-            &a["lease_ttl_s"]
-        ],
-        [
-            &json!(2),
-            &json!("strict"),
-            &json!("cancel"),
-            &json!([]),
-            &json!(null)
-        ]
+        (a.priority, a.check_policy, a.on_upstream_failure),
+        (2, CheckPolicy::Strict, UpstreamFailure::Cancel)
     );
-    assert_eq!(spec("b")["on_upstream_failure"], "run");
+    assert_eq!((a.tags.len(), a.lease_ttl_s), (0, None));
+    assert_eq!(spec("b").traits.on_upstream_failure, UpstreamFailure::Run);
     let bad = temp_pack(&[(
         "pack.yaml",
         format!("{HEAD}tasks:\n- {{id: a, kind: k, brief: {{}}, on_upstream_failure: later}}\n"),
     )]);
     let error = plan_err(bad.path());
     assert!(error.contains("on_upstream_failure"), "{error}");
+}
+
+/// A spec the daemon would refuse for a rule its schema cannot say (a tag
+/// longer than the daemon keeps) is refused at plan time, at its task,
+/// naming the field: the importer checks the spec by the same rules.
+#[test]
+fn a_spec_the_daemon_would_refuse_fails_the_plan_at_its_task() {
+    let long = "t".repeat(300);
+    let dir = temp_pack(&[(
+        "pack.yaml",
+        format!("{HEAD}tasks:\n- {{id: a, kind: k, brief: {{}}, tags: [{long}]}}\n"),
+    )]);
+    let error = plan_err(dir.path());
+    assert!(
+        error.contains("pack.yaml:") && error.contains("tags: at most 64 tags"),
+        "{error}"
+    );
 }

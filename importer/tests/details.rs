@@ -29,7 +29,11 @@ fn a_template_key_with_template_syntax_is_kept_as_written_with_a_warning() {
     );
     let dir = temp_pack(&[("pack.yaml", pack.into_bytes())]);
     let p = plan_ok(dir.path());
-    let briefs: Vec<_> = p.tasks.iter().map(|t| t.spec["brief"].clone()).collect();
+    let briefs: Vec<_> = p
+        .tasks
+        .iter()
+        .map(|t| serde_json::from_str::<serde_json::Value>(t.spec.brief.get()).unwrap())
+        .collect();
     assert_eq!(
         briefs,
         [

@@ -100,14 +100,20 @@ fn frontier_example_plans_as_designed() {
     );
     let solve = &p.tasks[0];
     assert_eq!(solve.idempotency_key, "seed:frontier-example:solve");
-    assert_eq!(solve.spec["queue"], "work.external");
-    assert_eq!(solve.spec["kind"], "verb.solve_draft");
-    assert_eq!(solve.spec["effect_class"], "write-internal");
-    assert_eq!(solve.spec["visibility_scope"], "surface_only");
-    assert_eq!(solve.spec["namespace"], "conformance-routing");
-    assert_eq!(solve.spec["producer_surface"], "team_example");
-    assert_eq!(solve.spec["idempotency_key"], "seed:frontier-example:solve");
-    assert!(!solve.spec.contains_key("depends_on"));
+    assert_eq!(solve.spec.full_json()["queue"], "work.external");
+    assert_eq!(solve.spec.full_json()["kind"], "verb.solve_draft");
+    assert_eq!(solve.spec.full_json()["effect_class"], "write-internal");
+    assert_eq!(solve.spec.full_json()["visibility_scope"], "surface_only");
+    assert_eq!(solve.spec.full_json()["namespace"], "conformance-routing");
+    assert_eq!(solve.spec.full_json()["producer_surface"], "team_example");
+    assert_eq!(
+        solve.spec.full_json()["idempotency_key"],
+        "seed:frontier-example:solve"
+    );
+    assert!(
+        solve.spec.depends_on.is_empty(),
+        "upstream ids are the apply's"
+    );
     let refs: Vec<(&str, &str, &str)> = solve
         .noun_refs
         .iter()
@@ -122,13 +128,16 @@ fn frontier_example_plans_as_designed() {
     );
 
     for t in &p.tasks[1..] {
-        assert_eq!(t.spec["kind"], "verb.verify_gate");
+        assert_eq!(t.spec.full_json()["kind"], "verb.verify_gate");
         assert_eq!(t.depends_on, ["solve"]);
         assert_eq!(t.noun_refs.len(), 2);
     }
-    assert_eq!(p.tasks[2].spec["brief"]["check"], "result_is_non_negative");
     assert_eq!(
-        p.tasks[2].spec["tags"],
+        p.tasks[2].spec.full_json()["brief"]["check"],
+        "result_is_non_negative"
+    );
+    assert_eq!(
+        p.tasks[2].spec.full_json()["tags"],
         json!(["category:verb.verify_gate", "check:result_is_non_negative"])
     );
     assert_eq!(
@@ -272,12 +281,18 @@ fn rules_table() {
                 ),
             ],
             |p| {
-                let got: Vec<(&str, &Value, usize)> = p
+                let got: Vec<(&str, Value, usize)> = p
                     .tasks
                     .iter()
-                    .map(|t| (t.id.as_str(), &t.spec["brief"]["x"], t.source.line))
+                    .map(|t| {
+                        (
+                            t.id.as_str(),
+                            t.spec.full_json()["brief"]["x"].clone(),
+                            t.source.line,
+                        )
+                    })
                     .collect();
-                assert_eq!(got, [("t.0", &json!("one"), 1), ("t.7", &json!("two"), 4)]);
+                assert_eq!(got, [("t.0", json!("one"), 1), ("t.7", json!("two"), 4)]);
                 assert_eq!(p.tasks[0].source.file, Path::new("items.toml"));
             },
         ),
@@ -316,7 +331,7 @@ fn rules_table() {
             )],
             |p| {
                 assert_eq!(
-                    p.tasks[0].spec["brief"],
+                    p.tasks[0].spec.full_json()["brief"],
                     json!({"a": "keep { this }\n", "b": "x\n"})
                 )
             },
@@ -329,7 +344,7 @@ fn rules_table() {
                     "{head}defaults: {{queue: q, kind: k, effect_class: read, visibility_scope: public}}\ntemplates: [{{id: t, brief: {{x: '{{{{ item.a.b }}}}'}}, items: [{{a: {{b: deep}}}}]}}]\n"
                 ),
             )],
-            |p| assert_eq!(p.tasks[0].spec["brief"]["x"], "deep"),
+            |p| assert_eq!(p.tasks[0].spec.full_json()["brief"]["x"], "deep"),
         ),
         (
             "hidden files and folders are not included",
@@ -393,7 +408,7 @@ fn raw_blocks_keep_braces_literally() {
         "{head}templates: [{{id: t, brief: {{x: '{{% raw %}}{{{{{{% endraw %}} {{{{ item.v }}}}'}}, items: [{{v: a}}]}}]\n"
     );
     let p = plan_ok(temp_pack(&[("pack.yaml", &text)]).path());
-    assert_eq!(p.tasks[0].spec["brief"]["x"], "{{ a");
+    assert_eq!(p.tasks[0].spec.full_json()["brief"]["x"], "{{ a");
 }
 
 #[test]
@@ -403,19 +418,22 @@ fn blueprint_flow_expands_into_steps_that_consume_their_upstreams() {
     assert_eq!(ids, ["change.design", "change.implement", "change.review"]);
     let review = &p.tasks[2];
     assert_eq!(review.depends_on, ["change.design", "change.implement"]);
-    assert_eq!(review.spec["placement"], json!("flows/{task_id}"));
-    assert_eq!(review.spec["check_policy"], json!("strict"));
-    assert_eq!(review.spec["kind"], json!("verb.review"));
     assert_eq!(
-        review.spec["brief"]["consumes"],
+        review.spec.full_json()["placement"],
+        json!("flows/{task_id}")
+    );
+    assert_eq!(review.spec.full_json()["check_policy"], json!("strict"));
+    assert_eq!(review.spec.full_json()["kind"], json!("verb.review"));
+    assert_eq!(
+        review.spec.full_json()["brief"]["consumes"],
         json!({
             "plan": {"step": "design", "path": "$.parts[\"plan.md\"]"},
             "patch": {"step": "implement", "path": "$.parts[\"patch.diff\"]"},
             "notes": {"step": "implement", "path": "$.out"},
         })
     );
-    assert_eq!(review.spec["brief"]["step"], json!("review"));
-    assert_eq!(p.tasks[0].spec["brief"].get("consumes"), None);
+    assert_eq!(review.spec.full_json()["brief"]["step"], json!("review"));
+    assert_eq!(p.tasks[0].spec.full_json()["brief"].get("consumes"), None);
     assert_eq!(p.tasks[1].depends_on, ["change.design"]);
 
     assert_eq!(p.flows.len(), 1);

@@ -139,7 +139,7 @@ fn spec(
     known: &HashMap<&str, Upstream>,
     purpose: Purpose,
 ) -> Result<(Value, bool), String> {
-    let mut spec = task.spec.clone();
+    let mut spec = task.spec.full_json();
     let mut partial = false;
     for r in &task.noun_refs {
         let (pin, new) = pins.get(&(r.store.clone(), r.key.clone())).ok_or_else(|| {
@@ -290,10 +290,11 @@ mod tests {
         TaskItem {
             id: id.into(),
             idempotency_key: format!("seed:p:{id}"),
-            spec: json!({"brief": {"a": {"noun": "s/k"}, "b": [1, {"noun": "s/k"}]}})
-                .as_object()
-                .unwrap()
-                .clone(),
+            spec: serde_json::from_value(json!({
+                "namespace": "ns", "queue": "q", "kind": "k", "effect_class": "read",
+                "brief": {"a": {"noun": "s/k"}, "b": [1, {"noun": "s/k"}]},
+            }))
+            .unwrap(),
             depends_on: depends_on.iter().map(|s| s.to_string()).collect(),
             noun_refs: vec![
                 NounRef {
@@ -332,8 +333,13 @@ mod tests {
         let (spec, partial) = spec(&task("b", &["a"]), &pins, &known, Purpose::Plan).unwrap();
         assert!(!partial);
         assert_eq!(
-            spec,
-            json!({"brief": {"a": pin, "b": [1, pin]}, "depends_on": ["t7"]})
+            (&spec["brief"], &spec["depends_on"]),
+            (&json!({"a": pin, "b": [1, pin]}), &json!(["t7"]))
+        );
+        assert_eq!(
+            (&spec["check_policy"], &spec["tags"]),
+            (&json!("warn"), &json!([])),
+            "every trait is sent, set or not"
         );
         known.insert("n", Upstream::New);
         let (spec, partial) =
@@ -355,8 +361,11 @@ mod tests {
         let (spec, _) =
             super::spec(&task("h", &["a", "n"]), &new, &known, Purpose::Explain).unwrap();
         assert_eq!(
-            spec,
-            json!({"brief": {"a": pin, "b": [1, pin]}, "depends_on": ["t7", "(new task n)"]}),
+            (&spec["brief"], &spec["depends_on"]),
+            (
+                &json!({"a": pin, "b": [1, pin]}),
+                &json!(["t7", "(new task n)"])
+            ),
             "an explanation shows the pin and the upstream a plan would write"
         );
     }
