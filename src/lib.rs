@@ -46,8 +46,10 @@
 //!
 //! The seed-pack importer is its own crate (`importer/`, pure: files in, a
 //! validated plan out); `cli::import` applies a plan through the HTTP API.
-//! What both read (today a flow's output address) is in a third, pure
-//! crate, `core/`, so the daemon never depends on the importer's.
+//! What both read (names, digests, pins, the envelope vocabulary, a
+//! task's id, spec and traits, a flow's output address, canonical JSON)
+//! is in a third, pure crate, `core/`, so the daemon never depends on the
+//! importer's, and a spec the importer plans is the type the daemon takes.
 
 pub mod auth;
 pub mod cli;
