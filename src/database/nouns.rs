@@ -29,10 +29,13 @@ const MAKE_HEAD: &str = "INSERT INTO nouns (namespace, store, key, latest) VALUE
      ON CONFLICT DO NOTHING";
 const VERSIONS: &str = "SELECT entry::text FROM noun_versions \
      WHERE namespace = $1 AND store = $2 AND key = $3 ORDER BY version";
-const APPEND: &str = "INSERT INTO noun_versions (namespace, store, key, version, sha256, entry) \
-     VALUES ($1, $2, $3, $4, $5, $6::text::jsonb)";
-const MOVE_HEAD: &str =
-    "UPDATE nouns SET latest = $4 WHERE namespace = $1 AND store = $2 AND key = $3";
+/// A version appended, the head moved and the event written: one
+/// statement, one round trip, in the transaction that holds the head.
+const APPEND: &str = "WITH appended AS ( \
+       INSERT INTO noun_versions (namespace, store, key, version, sha256, entry) \
+       VALUES ($1, $2, $3, $4, $5, $6::text::jsonb)), \
+     moved AS (UPDATE nouns SET latest = $4 WHERE namespace = $1 AND store = $2 AND key = $3) \
+     INSERT INTO events (facts) VALUES ($7::text::jsonb)";
 const QUARANTINE: &str = "UPDATE noun_versions \
      SET entry = jsonb_set(entry, '{quarantined}', to_jsonb($4::bool)) \
      WHERE namespace = $1 AND store = $2 AND key = $3";
@@ -190,20 +193,18 @@ impl RefTable for NounTable {
                 }
             };
             let facts = serde_json::json!({"noun": path, "entry": latest}).to_string();
-            let event = tx.prepare_cached(EVENT).await?;
-            tx.execute(&event, &[&facts]).await?;
             match &change {
                 RefChange::Append(entry) => {
                     let version = i64::try_from(entry.version).expect("versions fit in i64");
                     let text = serde_json::to_string(entry).expect("entries serialize");
                     let sha = entry.sha256.as_bytes().as_slice();
                     let append = tx.prepare_cached(APPEND).await?;
-                    tx.execute(&append, &[&ns, &st, &key, &version, &sha, &text])
+                    tx.execute(&append, &[&ns, &st, &key, &version, &sha, &text, &facts])
                         .await?;
-                    let head = tx.prepare_cached(MOVE_HEAD).await?;
-                    tx.execute(&head, &[&ns, &st, &key, &version]).await?;
                 }
                 RefChange::Quarantine(q) => {
+                    let event = tx.prepare_cached(EVENT).await?;
+                    tx.execute(&event, &[&facts]).await?;
                     let quarantine = tx.prepare_cached(QUARANTINE).await?;
                     tx.execute(&quarantine, &[&ns, &st, &key, q]).await?;
                 }
