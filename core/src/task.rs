@@ -86,18 +86,20 @@ pub struct TaskSpec {
         skip_serializing_if = "<[_]>::is_empty"
     )]
     pub allowed_surfaces: Box<[Name]>,
-    /// Same key in a namespace: the same task.
+    /// Same key in a namespace: the same task (1 to 256 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
     pub idempotency_key: Option<Box<str>>,
     /// The brief: opaque JSON (an object) for the worker.
     #[schema(value_type = Object)]
     pub brief: Box<RawValue>,
-    /// Upstream tasks; pending until each is terminal.
+    /// Upstream tasks (at most 256); pending until each is terminal.
     #[serde(
         default,
         deserialize_with = "set",
         skip_serializing_if = "<[_]>::is_empty"
     )]
+    #[schema(max_items = 256)]
     pub depends_on: Box<[TaskId]>,
     /// Not claimable before this instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +107,7 @@ pub struct TaskSpec {
     pub not_before: Option<Timestamp>,
     /// Overrides the queue's `max_attempts`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_attempts: Option<u32>,
     /// Whether `@file:` submit bodies (read from the task's work dir,
     /// which the daemon creates) are allowed.

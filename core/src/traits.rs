@@ -18,18 +18,22 @@ pub struct Traits {
     /// Higher is claimed first.
     #[serde(default, deserialize_with = "whole::number")]
     pub priority: i32,
-    /// Descriptive tags (grant nothing). A set: kept sorted, without repeats.
+    /// Descriptive tags (grant nothing). A set: kept sorted, without
+    /// repeats; at most 64, each at most 256 bytes.
     #[serde(default, deserialize_with = "set")]
+    #[schema(max_items = 64)]
     pub tags: Box<[String]>,
     /// Descriptive cohorts (grant nothing). A set, as `tags`.
     #[serde(default, deserialize_with = "set")]
+    #[schema(max_items = 64)]
     pub target_cohorts: Box<[String]>,
     /// What the task does when an upstream fails or is cancelled: run
     /// anyway (the default) or be cancelled.
     #[serde(default)]
     pub on_upstream_failure: UpstreamFailure,
-    /// Its own lease length in seconds; `null`: its queue's.
+    /// Its own lease length in seconds (1 to a day); `null`: its queue's.
     #[serde(default, deserialize_with = "whole::optional")]
+    #[schema(minimum = 1, maximum = 86_400)]
     pub lease_ttl_s: Option<u32>,
     /// What a projection that cannot be written does to the submit.
     #[serde(default)]
