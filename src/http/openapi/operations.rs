@@ -229,6 +229,20 @@ pub(crate) fn string() -> Value {
     json!({"type": "string"})
 }
 
+/// A part's name, as `worker::artifact::check_name` takes it: a plain file
+/// name, without a path separator or a control character, at most 255
+/// bytes (never `.`, `..`, the daemon's owner mark or the step's own
+/// `<step>.md`, which a pattern does not say).
+pub(crate) fn part_name() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": crate::worker::artifact::MAX_PART_NAME,
+        "pattern": r"^[^/\\\x00-\x1f\x7f]+$",
+        "description": "A plain file name of at most 255 bytes: no path separator, no control or format character; not `.`, `..` or `<step>.md`.",
+    })
+}
+
 /// A boolean.
 pub(crate) fn boolean() -> Value {
     json!({"type": "boolean"})

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{Params, Route, Served};
 use crate::http::mcp;
-use crate::http::openapi::{Auth, boolean, count, string};
+use crate::http::openapi::{Auth, boolean, count, part_name, string};
 use crate::http::{
     batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues, site,
     status, tasks, worker,
@@ -534,7 +534,7 @@ pub static ROUTES: &[Route] = &[
         serve!(|ctx, req, _| worker::stage(&ctx, req)),
         |op, s| {
             op.task_id(s)
-                .query("name", string(), "The part's name.")
+                .query("name", part_name(), "The part's name.")
                 .bytes()
                 .ok(200, "The staged part.", s.of::<StagedPart>())
                 .writes()
