@@ -11,6 +11,13 @@ use serde::de::{self, Deserializer, Visitor};
 /// The largest integer a float holds exactly (2^53).
 const EXACT: f64 = 9_007_199_254_740_992.0;
 
+/// The integer `v` is, when it is a whole number a float holds exactly:
+/// the one rule for integer-valued numbers, here and in the daemon's
+/// rewrite of a body's refused numbers.
+pub fn exact_integer(v: f64) -> Option<i64> {
+    (v.is_finite() && v.fract() == 0.0 && v.abs() <= EXACT).then_some(v as i64)
+}
+
 /// Reads an integer, or a float that is one, as `T`.
 pub fn number<'de, D, T>(d: D) -> Result<T, D::Error>
 where
@@ -47,12 +54,10 @@ impl<T: TryFrom<i64> + TryFrom<u64>> Visitor<'_> for Whole<T> {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
-        if v.fract() != 0.0 || !v.is_finite() || v.abs() > EXACT {
-            return Err(E::invalid_type(de::Unexpected::Float(v), &self));
+        match exact_integer(v) {
+            Some(n) => self.visit_i64(n),
+            None => Err(E::invalid_type(de::Unexpected::Float(v), &self)),
         }
-        // Exact: a whole number within 2^53.
-        #[allow(clippy::cast_possible_truncation)]
-        self.visit_i64(v as i64)
     }
 }
 

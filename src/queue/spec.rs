@@ -242,8 +242,9 @@ pub struct ChildSpec {
     /// Upstream tasks (existing ids).
     #[serde(default, deserialize_with = "set")]
     pub depends_on: Box<[TaskId]>,
-    /// Attempts.
+    /// Overrides the queue's `max_attempts`.
     #[serde(default)]
+    #[schema(minimum = 1)]
     pub max_attempts: Option<u32>,
     /// How it is ordered, labelled and run (top-level fields).
     #[serde(flatten)]

@@ -51,12 +51,12 @@ fn merge_flattened(v: &mut Value) {
                 unreachable!("checked above");
             };
             let (mut properties, mut required) = (Map::new(), Vec::new());
-            for member in members {
-                if let Some(Value::Object(p)) = member.get("properties") {
-                    properties.extend(p.clone());
+            for mut member in members {
+                if let Some(Value::Object(p)) = member.get_mut("properties").map(Value::take) {
+                    properties.extend(p);
                 }
-                if let Some(Value::Array(r)) = member.get("required") {
-                    required.extend(r.iter().cloned());
+                if let Some(Value::Array(r)) = member.get_mut("required").map(Value::take) {
+                    required.extend(r);
                 }
             }
             map.insert("type".into(), "object".into());

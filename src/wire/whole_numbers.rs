@@ -14,9 +14,6 @@ use serde_json::Value;
 /// How many numbers one body may have rewritten: each costs a parse.
 const MAX_REWRITES: usize = 16;
 
-/// The largest integer a float holds exactly (2^53).
-const EXACT: f64 = 9_007_199_254_740_992.0;
-
 /// Parses `bytes` as `T`, reading an integer-valued number with a
 /// fraction or exponent as the integer where `T` wants one. Any other
 /// refusal is serde's own (after a rewrite, its column counts the
@@ -86,13 +83,10 @@ fn rewrite(text: &[u8], e: &serde_json::Error) -> Option<Vec<u8>> {
         .rposition(|b| !numeric(b))
         .map_or(0, |i| i + 1);
     let token = std::str::from_utf8(&text[start..end]).ok()?;
-    let n: f64 = token.parse().ok()?;
-    if !n.is_finite() || n.fract() != 0.0 || n.abs() > EXACT {
-        return None;
-    }
+    let n = tessera_core::whole::exact_integer(token.parse().ok()?)?;
     let mut out = Vec::with_capacity(text.len());
     out.extend_from_slice(&text[..start]);
-    out.extend_from_slice((n as i64).to_string().as_bytes());
+    out.extend_from_slice(n.to_string().as_bytes());
     out.extend_from_slice(&text[end..]);
     Some(out)
 }
