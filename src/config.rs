@@ -30,9 +30,12 @@ pub struct Config {
 }
 
 /// `[objects]`: noun objects in an S3-compatible bucket (and noun refs in
-/// the queue's database), for daemons that share their nouns.
+/// the queue's database), for daemons that share their nouns. Every key
+/// but its own two is an S3 setting, checked by name when the bucket is
+/// opened (serde's `deny_unknown_fields` would refuse them all: it does
+/// not combine with a flattened map).
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct Objects {
     /// The bucket, `s3://BUCKET`; `serve --objects-url` and
     /// `TESSERA_OBJECTS_URL` set it too. Needs `[queue] url`.
@@ -288,6 +291,28 @@ mod tests {
             Limits::default().worker_body_bytes
         );
         assert!(toml::from_str::<Config>("[limits.worker_failures_overall]\nburst = 1\n").is_err());
+    }
+
+    #[test]
+    fn the_objects_table_takes_s3_settings_by_name() {
+        let c: Config = toml::from_str(
+            "[objects]\nurl = \"s3://b\"\ngarbage_grace_s = 60\n\
+             endpoint = \"http://127.0.0.1:9000\"\nallow_http = true\n",
+        )
+        .unwrap();
+        assert_eq!(c.objects.url.as_deref(), Some("s3://b"));
+        assert_eq!(
+            c.objects.garbage_grace(),
+            std::time::Duration::from_secs(60)
+        );
+        assert_eq!(
+            c.objects.settings(),
+            [
+                ("allow_http".to_string(), "true".to_string()),
+                ("endpoint".to_string(), "http://127.0.0.1:9000".to_string())
+            ]
+            .into()
+        );
     }
 
     #[test]
