@@ -130,7 +130,11 @@ fn main() {
         support::phase("s3 put", args.clients, args.seconds, move |client, i| {
             let (s3, body) = (put_s3.clone(), put_body.clone());
             async move {
-                let key = Key::from(format!("alone/c{client}/k{i}"));
+                // Keys laid out as the daemon's objects are (a fan-out
+                // directory, then the rest of a 64-digit name), so the
+                // server files them as it files the daemon's.
+                let name = format!("{:064x}", i * 1000 + client);
+                let key = Key::from(format!("objects/sha256/{}/{}", &name[62..], &name[..62]));
                 s3.put_opts(&key, PutPayload::from(body), PutMode::Create.into())
                     .await
                     .is_ok()

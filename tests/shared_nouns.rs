@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::relay::Relay;
 use support::sse::Stream;
 use support::{DaemonProcess, body, flow, s3};
 use tessera::client::{Client, Reply};
@@ -250,6 +251,45 @@ async fn an_object_damaged_in_the_bucket_is_refused_and_fsck_names_it() {
     for daemon in d {
         daemon.kill();
     }
+}
+
+/// A version is written only once its object is in the bucket: while the
+/// bucket cannot be reached, a put answers 503 `store_unavailable` and
+/// names nothing (neither a new version of a noun nor a new noun), and
+/// the same put succeeds once the bucket is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_put_whose_object_cannot_go_up_writes_no_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = support::pg::fresh_database().await;
+    let bucket = tokio::task::spawn_blocking(s3::fresh_bucket).await.unwrap();
+    let relay = Relay::start("127.0.0.1:0", s3::endpoint()).await;
+    let config = format!(
+        "[objects]\nendpoint = \"{}\"\n",
+        relay.url(s3::endpoint(), "127.0.0.1")
+    );
+    let d = DaemonProcess::spawn_sharing_with(&dir.path().join("d"), &config, &url, &bucket, None);
+    assert_status!(put(&d.admin, "k", 0, json!({"n": 1})).await, 201);
+    relay.cut();
+    let refused = put(&d.admin, "k", 1, json!({"n": 2})).await;
+    assert_status!(refused, 503, "store_unavailable");
+    assert_status!(
+        put(&d.admin, "new", 0, json!({"n": 1})).await,
+        503,
+        "store_unavailable"
+    );
+    relay.restore();
+    assert_eq!(
+        versions(&d.admin, "k").await.len(),
+        1,
+        "no version named a missing object"
+    );
+    assert_status!(d.admin.get("/v1/nouns/ns/st/new").await.unwrap(), 404);
+    assert_status!(put(&d.admin, "k", 1, json!({"n": 2})).await, 201);
+    assert_status!(put(&d.admin, "new", 0, json!({"n": 1})).await, 201);
+    let r = d.admin.get("/v1/nouns/ns/st/k").await.unwrap();
+    assert_status!(r, 200);
+    assert_eq!(body(&r), json!({"n": 2}));
+    d.kill();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,7 +7,9 @@
 //! when the noun is new), reads its versions, lets the store decide on
 //! them (the access rule, `expected_version`, `skip_unchanged`: the same
 //! code as on a root), and writes the new version and the head in the
-//! same transaction, with its event row: every daemon's event stream
+//! same transaction, with its event row. A put's object goes up to the
+//! bucket meanwhile, and the transaction commits only once it is there,
+//! so a version never names a missing object. Every daemon's event stream
 //! carries every noun change (`queue::pg::stream`), in the order of the
 //! task changes around it. Two daemons changing one key are ordered by
 //! the row lock; the second decides on what the first committed.
@@ -16,11 +18,12 @@ use std::fmt;
 
 use deadpool_postgres::GenericClient;
 use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 
 use super::{Database, Error};
 use crate::store::bucket::wait;
 use crate::store::listing::Within;
-use crate::store::refs::{Decide, RefChange, RefTable};
+use crate::store::refs::{Beside, Decide, RefChange, RefTable};
 use crate::store::{self, Name, NounPath, NounRef, VersionEntry};
 
 const LOCK_HEAD: &str =
@@ -131,6 +134,22 @@ async fn versions(
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// Waits for a change's [`Beside`] job, when it has one, and answers its
+/// outcome (a panic in it goes on here).
+async fn finished(job: Option<JoinHandle<Result<(), store::Error>>>) -> Result<(), store::Error> {
+    match job {
+        None => Ok(()),
+        Some(job) => match job.await {
+            Ok(done) => done,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(store::Error::Unavailable {
+                what: "writing an object beside a noun change".into(),
+                cause: e.to_string(),
+            }),
+        },
+    }
+}
+
 /// Why a change did not commit: the database, or the store's decision.
 enum Failed {
     Database(Error),
@@ -159,25 +178,40 @@ impl RefTable for NounTable {
         from_rows(path, &rows)
     }
 
-    fn change(&self, path: &NounPath, decide: &mut Decide<'_>) -> Result<(), store::Error> {
+    fn change(
+        &self,
+        path: &NounPath,
+        decide: &mut Decide<'_>,
+        beside: Option<Beside>,
+    ) -> Result<(), store::Error> {
         let [ns, st, key] = keys(path);
+        let mut beside = beside.map(|job| self.handle.spawn(job));
         let done = wait(&self.handle, async {
             let mut client = self.db.client().await?;
             let tx = client.transaction().await?;
             let lock = tx.prepare_cached(LOCK_HEAD).await?;
-            if tx.query_opt(&lock, &[&ns, &st, &key]).await?.is_none() {
+            // The versions are read in the lock's round trip: sent behind
+            // it, they are read once the lock is held, with a snapshot
+            // taken then (each statement takes its own), so they include
+            // whatever the lock's last holder committed.
+            let head_key: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&ns, &st, &key];
+            let (head, mut rows) =
+                tokio::try_join!(tx.query_opt(&lock, &head_key), versions(&tx, path))?;
+            if head.is_none() {
                 let make = tx.prepare_cached(MAKE_HEAD).await?;
                 tx.execute(&make, &[&ns, &st, &key]).await?;
                 tx.query_one(&lock, &[&ns, &st, &key]).await?;
+                rows = versions(&tx, path).await?;
             }
             // A refusal or no change rolls back before answering, so the
             // head row's lock is gone when the caller goes on.
-            let decided = from_rows(path, &versions(&tx, path).await?)
-                .and_then(|current| Ok((decide(current.as_ref())?, current)));
+            let decided =
+                from_rows(path, &rows).and_then(|current| Ok((decide(current.as_ref())?, current)));
             let (change, current) = match decided {
                 Ok((Some(change), current)) => (change, current),
                 other => {
                     tx.rollback().await?;
+                    finished(beside.take()).await.map_err(Failed::Store)?;
                     return other.map(|_| ()).map_err(Failed::Store);
                 }
             };
@@ -208,6 +242,10 @@ impl RefTable for NounTable {
                     let quarantine = tx.prepare_cached(QUARANTINE).await?;
                     tx.execute(&quarantine, &[&ns, &st, &key, q]).await?;
                 }
+            }
+            if let Err(e) = finished(beside.take()).await {
+                tx.rollback().await?;
+                return Err(Failed::Store(e));
             }
             tx.commit().await?;
             Ok::<_, Failed>(())

@@ -144,13 +144,28 @@ impl Bucket {
     /// an object already there (same name, same bytes) is left as it is;
     /// counted in the ledger, when there is one.
     pub fn put(&self, sha: &Sha256, bytes: &[u8]) -> Result<(), Error> {
-        if let Some(ledger) = &self.ledger {
-            ledger.count(sha)?;
+        self.count(sha)?;
+        wait(&self.handle, self.send(sha, bytes.to_vec()))
+    }
+
+    /// Counts on the object `sha` in the ledger, when there is one: from
+    /// now until the grace period has passed, the collector leaves it.
+    /// Comes before its [`Bucket::upload`].
+    pub fn count(&self, sha: &Sha256) -> Result<(), Error> {
+        match &self.ledger {
+            Some(ledger) => ledger.count(sha),
+            None => Ok(()),
         }
+    }
+
+    /// Stores `bytes` as the object `sha`, create-only, without counting
+    /// on it: the second half of [`Bucket::put`], for a caller on the
+    /// bucket's runtime that counted first.
+    pub async fn send(&self, sha: &Sha256, bytes: Vec<u8>) -> Result<(), Error> {
         let key = key(sha);
-        wait(&self.handle, async {
+        async {
             if bytes.len() < MULTIPART_FROM {
-                let payload = PutPayload::from(bytes.to_vec());
+                let payload = PutPayload::from(bytes);
                 return match self
                     .s3
                     .put_opts(&key, payload, PutMode::Create.into())
@@ -167,9 +182,10 @@ impl Bucket {
             }
             let upload = self.s3.put_multipart(&key).await?;
             let mut parts = WriteMultipart::new_with_chunk_size(upload, MULTIPART_FROM);
-            parts.write(bytes);
+            parts.write(&bytes);
             parts.finish().await.map(|_| ())
-        })
+        }
+        .await
         .map_err(|e| self.unavailable("writing an object to the bucket", e))
     }
 

@@ -316,7 +316,8 @@ impl Store {
             }
             return Ok(outcome);
         };
-        // The object first: a ref never names an object that is not there
+        // A ref never names an object that is not there: the object goes
+        // up beside the ref's change, which commits only once it is up
         // (one whose ref is refused is the garbage collector's). A put
         // that may change nothing (`skip_unchanged`, an import's) first
         // looks for a version naming these bytes: then they are in the
@@ -327,25 +328,48 @@ impl Store {
             Ok(current.is_some_and(|n| n.versions.iter().any(|e| e.sha256 == sha)))
         };
         let nothing_up = req.dry_run || (req.skip_unchanged && named()?);
-        if !nothing_up {
-            self.put_object(body, super::Durability::Synced)?;
-        }
+        let upload = if nothing_up {
+            None
+        } else {
+            self.upload_beside(body)?
+        };
         let (mut decide, mut answer) = (Some(decide), None);
-        table.change(path, &mut |current| {
-            let decide = decide.take().expect("a ref change is decided once");
-            match plan_put(current, body, req, &sees, decide) {
-                Ok((outcome, entry)) => {
-                    answer = Some(Ok(outcome));
-                    Ok(entry.map(|e| RefChange::Append(Box::new(e))))
+        table.change(
+            path,
+            &mut |current| {
+                let decide = decide.take().expect("a ref change is decided once");
+                match plan_put(current, body, req, &sees, decide) {
+                    Ok((outcome, entry)) => {
+                        answer = Some(Ok(outcome));
+                        Ok(entry.map(|e| RefChange::Append(Box::new(e))))
+                    }
+                    Err(refused) => {
+                        answer = Some(Err(refused));
+                        Ok(None)
+                    }
                 }
-                Err(refused) => {
-                    answer = Some(Err(refused));
-                    Ok(None)
-                }
-            }
-        })?;
+            },
+            upload,
+        )?;
         // The table wrote the change's event: the stream tells of it.
         answer.expect("the change was decided")
+    }
+
+    /// `body`'s object, for a shared ref's change: counted on in the
+    /// bucket's ledger now (before any connection is held for the change),
+    /// and the upload to run beside the change. Stored at once, leaving
+    /// nothing to run, when objects are the root's.
+    fn upload_beside(&self, body: &[u8]) -> Result<Option<super::refs::Beside>, Error> {
+        let Some(bucket) = self.objects().bucket() else {
+            self.put_object(body, super::Durability::Synced)?;
+            return Ok(None);
+        };
+        let sha = Sha256::of(body);
+        bucket.count(&sha)?;
+        let (bucket, bytes) = (bucket.clone(), body.to_vec());
+        Ok(Some(Box::pin(
+            async move { bucket.send(&sha, bytes).await },
+        )))
     }
 
     /// Sets or clears the quarantine flag on every version of a noun.
@@ -367,19 +391,23 @@ impl Store {
             return Ok(next);
         };
         let (mut decide, mut answer) = (Some(decide), None);
-        table.change(path, &mut |current| {
-            let decide = decide.take().expect("a ref change is decided once");
-            match plan_quarantine(current, quarantined, decide) {
-                Ok((next, changes)) => {
-                    answer = Some(Ok((next, changes)));
-                    Ok(changes.then_some(RefChange::Quarantine(quarantined)))
+        table.change(
+            path,
+            &mut |current| {
+                let decide = decide.take().expect("a ref change is decided once");
+                match plan_quarantine(current, quarantined, decide) {
+                    Ok((next, changes)) => {
+                        answer = Some(Ok((next, changes)));
+                        Ok(changes.then_some(RefChange::Quarantine(quarantined)))
+                    }
+                    Err(refused) => {
+                        answer = Some(Err(refused));
+                        Ok(None)
+                    }
                 }
-                Err(refused) => {
-                    answer = Some(Err(refused));
-                    Ok(None)
-                }
-            }
-        })?;
+            },
+            None,
+        )?;
         let (next, _) = answer.expect("the change was decided")?;
         Ok(next)
     }

@@ -7,6 +7,8 @@
 //! the same code on either side.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 
 use super::listing::Within;
 use super::noun::{NounRef, VersionEntry};
@@ -25,6 +27,11 @@ pub enum RefChange {
 /// when it does not exist), locked until the change is made or refused.
 pub type Decide<'a> = dyn FnMut(Option<&NounRef>) -> Result<Option<RefChange>, Error> + 'a;
 
+/// Work that a ref change runs beside its own (a new version's object
+/// going up to the bucket): the change is made only once it has
+/// succeeded, and refused with its error when it failed.
+pub type Beside = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+
 /// Where noun refs live when not in the root's ref files.
 pub trait RefTable: Send + Sync + fmt::Debug {
     /// The ref of `path`; `None` when the noun does not exist.
@@ -34,8 +41,14 @@ pub trait RefTable: Send + Sync + fmt::Debug {
     /// calls `decide` once with it, and makes the change `decide` returns
     /// before the lock is let go, with the event that tells every
     /// daemon's stream of it; durable when this returns `Ok`. Nothing is
-    /// changed when `decide` returns `None` or an error.
-    fn change(&self, path: &NounPath, decide: &mut Decide<'_>) -> Result<(), Error>;
+    /// changed when `decide` returns `None` or an error. `beside` runs
+    /// while the ref is locked and read; the change waits for it.
+    fn change(
+        &self,
+        path: &NounPath,
+        decide: &mut Decide<'_>,
+        beside: Option<Beside>,
+    ) -> Result<(), Error>;
 
     /// Up to `limit` refs after `after` within `within`, in (namespace,
     /// store, key) order.

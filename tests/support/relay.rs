@@ -1,7 +1,8 @@
-//! A TCP relay to the test database that a test cuts and restores: cut,
-//! it drops every connection it carries and refuses new ones (the
-//! database went away); stalled, it keeps them open and passes nothing
-//! either way until restored (a partition, where packets go unanswered).
+//! A TCP relay to the test database or S3 server that a test cuts and
+//! restores: cut, it drops every connection it carries and refuses new
+//! ones (the server went away); stalled, it keeps them open and passes
+//! nothing either way until restored (a partition, where packets go
+//! unanswered).
 
 use std::sync::Arc;
 
@@ -25,8 +26,9 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Relays from `bind` (an address and port 0) to the database of
-    /// `url`, whose address it takes from the URL.
+    /// Relays from `bind` (an address and port 0) to the server of `url`
+    /// (a database's or an S3 endpoint's), whose address it takes from
+    /// the URL.
     pub async fn start(bind: &str, url: &str) -> Relay {
         let to = host_port(url).to_string();
         let listener = TcpListener::bind(bind).await.unwrap();
@@ -80,7 +82,8 @@ impl Relay {
 
 /// The `host:port` of a `postgres://user@host:port/db` URL.
 fn host_port(url: &str) -> &str {
-    let rest = url.split_once('@').map_or(url, |(_, r)| r);
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.split_once('@').map_or(rest, |(_, r)| r);
     rest.split('/').next().unwrap()
 }
 
