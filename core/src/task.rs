@@ -181,9 +181,12 @@ fn surface_only() -> Visibility {
     Visibility::SurfaceOnly
 }
 
-/// A `producer_surface`, written `surface:X` or `X`, bare.
+/// A `producer_surface`, written `surface:X` or `X`, bare; `null` is
+/// none, as the schema of an optional field allows.
 pub fn surface_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error> {
-    let s = String::deserialize(d)?;
+    let Some(s) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
     Name::surface("producer_surface", &s)
         .map(Some)
         .map_err(serde::de::Error::custom)
@@ -191,8 +194,18 @@ pub fn surface_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::E
 
 /// `allowed_surfaces`, each written `surface:X` or `X`, bare.
 pub fn surfaces<'de, D: Deserializer<'de>>(d: D) -> Result<Box<[Name]>, D::Error> {
-    Vec::<String>::deserialize(d)?
-        .iter()
-        .map(|s| Name::surface("allowed_surfaces", s).map_err(serde::de::Error::custom))
+    surface_names(Vec::<String>::deserialize(d)?)
+}
+
+/// [`surfaces`] for an optional field: `null` is none.
+pub fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<[Name]>>, D::Error> {
+    Option::<Vec<String>>::deserialize(d)?
+        .map(surface_names)
+        .transpose()
+}
+
+fn surface_names<E: serde::de::Error>(list: Vec<String>) -> Result<Box<[Name]>, E> {
+    list.iter()
+        .map(|s| Name::surface("allowed_surfaces", s).map_err(E::custom))
         .collect()
 }

@@ -2,12 +2,12 @@
 //! fields; the brief is opaque JSON), queue configuration, and the
 //! comparison behind idempotent enqueue.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use tessera_core::set;
 pub use tessera_core::task::TaskSpec;
-use tessera_core::task::{surface_opt, surfaces};
+use tessera_core::task::{surface_opt, surfaces_opt};
 pub use tessera_core::{CheckPolicy, MAX_LABEL, MAX_LEASE_TTL_S, Traits, UpstreamFailure};
 
 use super::task::TaskId;
@@ -250,10 +250,6 @@ pub struct ChildSpec {
     #[serde(flatten)]
     #[schema(inline)]
     pub traits: Traits,
-}
-
-fn surfaces_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<[Name]>>, D::Error> {
-    surfaces(d).map(Some)
 }
 
 impl ChildSpec {

@@ -118,8 +118,10 @@ mod tests {
 
     use serde_json::{Map, Value};
 
+    use utoipa::ToSchema;
+
     use super::standalone;
-    use crate::queue::TaskSpec;
+    use crate::queue::{ChildSpec, TaskSpec};
 
     /// What a field holds, coarsely: its enum's values, or its JSON types
     /// other than `null`, with a `$ref` followed into `defs`.
@@ -197,5 +199,62 @@ mod tests {
             let extra: Vec<&String> = theirs.difference(&ours).collect();
             assert!(extra.is_empty(), "{field}: the pack also allows {extra:?}");
         }
+    }
+
+    /// Whether `schema` lets a value be `null`, with a `$ref` followed
+    /// into `defs`.
+    fn nullable(schema: &Value, defs: &Map<String, Value>) -> bool {
+        if let Some(r) = schema["$ref"].as_str() {
+            let name = r.rsplit('/').next().unwrap();
+            return nullable(&defs[name], defs);
+        }
+        let any = |key: &str| {
+            schema[key]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|s| nullable(s, defs)))
+        };
+        let typed = match &schema["type"] {
+            Value::String(t) => t == "null",
+            Value::Array(ts) => ts.iter().any(|t| t == "null"),
+            _ => false,
+        };
+        typed || any("oneOf") || any("anyOf")
+    }
+
+    /// Every field a request body's schema lets be `null` takes `null`,
+    /// in each body whose fields have deserializers of their own (a
+    /// `producer_surface: null` was refused with 400 while the document
+    /// allowed it).
+    #[test]
+    fn a_field_the_schema_lets_be_null_takes_null() {
+        fn check<T: ToSchema + serde::de::DeserializeOwned>(base: Value) {
+            let schema = Value::Object(standalone::<T>());
+            let defs = schema["$defs"].as_object().cloned().unwrap_or_default();
+            let fields = schema["properties"].as_object().unwrap();
+            let nullable: Vec<&String> = fields
+                .iter()
+                .filter(|(_, s)| nullable(s, &defs))
+                .map(|(name, _)| name)
+                .collect();
+            assert!(!nullable.is_empty(), "{}: no nullable field", T::name());
+            serde_json::from_value::<T>(base.clone()).expect("the base body is taken");
+            for field in nullable {
+                let mut body = base.clone();
+                body[field.as_str()] = Value::Null;
+                if let Err(e) = serde_json::from_value::<T>(body) {
+                    panic!("{}: {field}: null is refused: {e}", T::name());
+                }
+            }
+        }
+        let spec = serde_json::json!({
+            "namespace": "ns", "queue": "q", "kind": "verb.k",
+            "effect_class": "read", "brief": {}
+        });
+        check::<TaskSpec>(spec);
+        check::<ChildSpec>(serde_json::json!({
+            "queue": "q", "kind": "verb.k", "effect_class": "read", "brief": {}
+        }));
+        check::<crate::queue::provision::QueuePatch>(serde_json::json!({"name": "q"}));
+        check::<crate::wire::PutNoun>(serde_json::json!({"expected_version": 0, "body": {}}));
     }
 }
