@@ -427,3 +427,41 @@ async fn every_spec_field_the_document_lets_be_null_takes_null() {
         assert_eq!(item["status"], json!(201), "{item}");
     }
 }
+
+/// `POST /v1/tasks` answers what the document says for each status: 201
+/// a new task, 200 the existing one for an idempotent resend and a dry
+/// run's outcome (the 200 was documented as the dry run's shape alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_answers_the_documented_shape_for_each_status() {
+    let t = support::Team::start().await;
+    let doc = support::body(&t.d.admin.get("/v1/openapi.json").await.unwrap());
+    let conforms = |status: u16, answer: &Value| {
+        let mut schema = doc["paths"]["/v1/tasks"]["post"]["responses"][status.to_string()]
+            ["content"]["application/json"]["schema"]
+            .clone();
+        schema["components"] = doc["components"].clone();
+        let validator = jsonschema::validator_for(&schema).expect("the document's schema");
+        let problems: Vec<String> = validator
+            .iter_errors(answer)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(problems.is_empty(), "{status} {answer}: {problems:?}");
+    };
+    let mut s = support::spec("verb.solve_draft", json!({}));
+    s["idempotency_key"] = json!("once");
+    let first = t.requester.post_json("/v1/tasks", &s).await.unwrap();
+    assert_status!(first, 201);
+    conforms(201, &support::body(&first));
+    let again = t.requester.post_json("/v1/tasks", &s).await.unwrap();
+    assert_status!(again, 200);
+    assert_eq!(support::body(&again)["created"], json!(false));
+    conforms(200, &support::body(&again));
+    let dry = t
+        .requester
+        .post_json("/v1/tasks?dry_run=true", &s)
+        .await
+        .unwrap();
+    assert_status!(dry, 200);
+    assert_eq!(support::body(&dry)["outcome"], json!("unchanged"));
+    conforms(200, &support::body(&dry));
+}

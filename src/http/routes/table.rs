@@ -306,13 +306,14 @@ pub static ROUTES: &[Route] = &[
         "Enqueue a task (idempotent by idempotency_key)",
         serve!(|ctx, req, _| tasks::enqueue(&ctx, req)),
         |op, s| {
+            let found = json!({"oneOf": [s.of::<Enqueued>(), s.of::<TaskOutcome>()]});
             op.dry_run()
                 .source_pack(s)
                 .json(s.of::<TaskSpec>())
                 .ok(
                     200,
-                    "The existing task, or a dry run's outcome.",
-                    s.of::<TaskOutcome>(),
+                    "The existing task (`created: false`), or a dry run's outcome.",
+                    found,
                 )
                 .ok(201, "Enqueued.", s.of::<Enqueued>())
                 .writes()
