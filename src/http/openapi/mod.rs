@@ -20,7 +20,9 @@ mod operations;
 mod schemas;
 
 pub use operations::Auth;
-pub(crate) use operations::{Operation, boolean, count, part_name, string};
+pub(crate) use operations::{
+    Operation, boolean, count, output_address, part_name, state_list, string,
+};
 pub(crate) use schemas::Schemas;
 
 /// The document, serialized once.

@@ -229,6 +229,19 @@ pub(crate) fn string() -> Value {
     json!({"type": "string"})
 }
 
+/// A comma-separated list of task states (`pending,queued,parked`), as a
+/// cancel's `if_state` takes it.
+pub(crate) fn state_list() -> Value {
+    let one = crate::queue::TaskState::ALL.map(|s| s.as_str()).join("|");
+    json!({"type": "string", "pattern": format!("^({one})(,({one}))*$")})
+}
+
+/// A piece of a task's output, as `Address::parse` takes it: `$.out`, or
+/// `$.parts["<name>"]` with the name as a JSON string.
+pub(crate) fn output_address() -> Value {
+    json!({"type": "string", "pattern": r#"^\$\.out$|^\$\.parts\["(?:[^"\\\x00-\x1f]|\\.)+"\]$"#})
+}
+
 /// A part's name, as `worker::artifact::check_name` takes it: a plain file
 /// name, without a path separator or a control character, at most 255
 /// bytes (never `.`, `..`, the daemon's owner mark or the step's own
@@ -251,4 +264,57 @@ pub(crate) fn boolean() -> Value {
 /// A count: an integer, at least 0.
 pub(crate) fn count() -> Value {
     json!({"type": "integer", "minimum": 0})
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{output_address, state_list};
+    use crate::queue::TaskState;
+    use crate::queue::brief::Address;
+
+    fn matches(schema: &Value, text: &str) -> bool {
+        jsonschema::validator_for(schema)
+            .unwrap()
+            .is_valid(&json!(text))
+    }
+
+    /// The documented `if_state` and output `path` patterns take what the
+    /// daemon's parsers take, and refuse what they refuse.
+    #[test]
+    fn query_patterns_say_what_the_parsers_take() {
+        let states = state_list();
+        for s in TaskState::ALL {
+            assert!(matches(&states, s.as_str()), "{s:?}");
+        }
+        for (text, taken) in [
+            ("pending,queued,parked", true),
+            ("", false),
+            ("pending,", false),
+            ("bogus", false),
+            ("queued,bogus", false),
+        ] {
+            let parsed = text.split(',').all(|s| s.parse::<TaskState>().is_ok());
+            assert_eq!((matches(&states, text), parsed), (taken, taken), "{text:?}");
+        }
+        let address = output_address();
+        for (text, taken) in [
+            ("$.out", true),
+            (r#"$.parts["a.txt"]"#, true),
+            (r#"$.parts["q\"uote"]"#, true),
+            ("", false),
+            ("i", false),
+            ("$.parts[a]", false),
+            (r#"$.parts[""]"#, false),
+            ("$.out ", false),
+        ] {
+            let parsed = Address::parse(text).is_ok();
+            assert_eq!(
+                (matches(&address, text), parsed),
+                (taken, taken),
+                "{text:?}"
+            );
+        }
+    }
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{Params, Route, Served};
 use crate::http::mcp;
-use crate::http::openapi::{Auth, boolean, count, part_name, string};
+use crate::http::openapi::{Auth, boolean, count, output_address, part_name, state_list, string};
 use crate::http::{
     batch, events, keys, lifecycle, noun_list, nouns, openapi, ops, promotions, queues, site,
     status, tasks, worker,
@@ -475,7 +475,7 @@ pub static ROUTES: &[Route] = &[
         |op, s| {
             op.query(
                 "if_state",
-                string(),
+                state_list(),
                 "Comma-separated states (e.g. pending,queued,parked): cancel only a task in \
                  one of them, else 409 invalid_state.",
             )
@@ -502,7 +502,7 @@ pub static ROUTES: &[Route] = &[
         |op, s| {
             op.query(
                 "path",
-                string(),
+                output_address(),
                 "One piece: `$.out` or `$.parts[\"<name>\"]`; answered raw with \
                  x-tessera-sha256.",
             )
