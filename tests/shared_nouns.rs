@@ -255,8 +255,9 @@ async fn an_object_damaged_in_the_bucket_is_refused_and_fsck_names_it() {
 
 /// A version is written only once its object is in the bucket: while the
 /// bucket cannot be reached, a put answers 503 `store_unavailable` and
-/// names nothing (neither a new version of a noun nor a new noun), and
-/// the same put succeeds once the bucket is back.
+/// names nothing (neither a new version of a noun nor a new noun), a put
+/// refused on its own terms answers that refusal, and the same puts
+/// succeed once the bucket is back.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_put_whose_object_cannot_go_up_writes_no_version() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,6 +277,11 @@ async fn a_put_whose_object_cannot_go_up_writes_no_version() {
         put(&d.admin, "new", 0, json!({"n": 1})).await,
         503,
         "store_unavailable"
+    );
+    assert_status!(
+        put(&d.admin, "k", 5, json!({"n": 3})).await,
+        409,
+        "version_conflict"
     );
     relay.restore();
     assert_eq!(

@@ -199,8 +199,8 @@ impl RefTable for NounTable {
                 tokio::try_join!(tx.query_opt(&lock, &head_key), versions(&tx, path))?;
             if head.is_none() {
                 let make = tx.prepare_cached(MAKE_HEAD).await?;
-                tx.execute(&make, &[&ns, &st, &key]).await?;
-                tx.query_one(&lock, &[&ns, &st, &key]).await?;
+                tx.execute(&make, &head_key).await?;
+                tx.query_one(&lock, &head_key).await?;
                 rows = versions(&tx, path).await?;
             }
             // A refusal or no change rolls back before answering, so the
@@ -211,7 +211,10 @@ impl RefTable for NounTable {
                 Ok((Some(change), current)) => (change, current),
                 other => {
                     tx.rollback().await?;
-                    finished(beside.take()).await.map_err(Failed::Store)?;
+                    // Waited for, but the decision is the answer: a
+                    // refused put needed no object (one that went up
+                    // is the collector's).
+                    let _ = finished(beside.take()).await;
                     return other.map(|_| ()).map_err(Failed::Store);
                 }
             };

@@ -150,7 +150,7 @@ impl Bucket {
 
     /// Counts on the object `sha` in the ledger, when there is one: from
     /// now until the grace period has passed, the collector leaves it.
-    /// Comes before its [`Bucket::upload`].
+    /// Comes before its [`Bucket::send`].
     pub fn count(&self, sha: &Sha256) -> Result<(), Error> {
         match &self.ledger {
             Some(ledger) => ledger.count(sha),

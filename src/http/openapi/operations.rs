@@ -237,9 +237,15 @@ pub(crate) fn state_list() -> Value {
 }
 
 /// A piece of a task's output, as `Address::parse` takes it: `$.out`, or
-/// `$.parts["<name>"]` with the name as a JSON string.
+/// `$.parts["<name>"]` with the name as a JSON string naming a part: no
+/// `/` or `\` (the parser also refuses them `\u`-escaped, and `.` and
+/// `..`, which the pattern does not say).
 pub(crate) fn output_address() -> Value {
-    json!({"type": "string", "pattern": r#"^\$\.out$|^\$\.parts\["(?:[^"\\\x00-\x1f]|\\.)+"\]$"#})
+    json!({
+        "type": "string",
+        "pattern": r#"^\$\.out$|^\$\.parts\["(?:[^"\\/\x00-\x1f]|\\["bfnrt]|\\u[0-9a-fA-F]{4})+"\]$"#,
+        "description": "`$.out`, or `$.parts[\"<part name>\"]` with the name as a JSON string.",
+    })
 }
 
 /// A part's name, as `worker::artifact::check_name` takes it: a plain file
@@ -303,6 +309,11 @@ mod tests {
             ("$.out", true),
             (r#"$.parts["a.txt"]"#, true),
             (r#"$.parts["q\"uote"]"#, true),
+            (r#"$.parts["\u0041\tb"]"#, true),
+            (r#"$.parts["a/b"]"#, false),
+            (r#"$.parts["a\/b"]"#, false),
+            (r#"$.parts["a\\b"]"#, false),
+            (r#"$.parts["\q"]"#, false),
             ("", false),
             ("i", false),
             ("$.parts[a]", false),
